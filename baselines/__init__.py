@@ -1,0 +1,1 @@
+"""The paper's n-gram baselines, all through lmbench.model.LanguageModel."""

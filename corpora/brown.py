@@ -1,0 +1,95 @@
+"""Brown corpus, the paper's protocol (Bengio et al. 2003, section 4.1).
+
+Token stream: for each file of nltk's Brown corpus in fileids() order, for each paragraph, its
+words in order then `</p>`; after the file's last paragraph, `</d>`. Case and punctuation as NLTK
+gives them: 1,177,359 tokens. Split: the first 800,000 tokens train, the next 200,000 valid, the
+remaining 177,359 test. Vocabulary: the paper merged words with frequency <= 3 into one symbol, so
+every type counted >= 4 times over the whole stream is kept (|V| = 17,907 with `<unk>`);
+`vocab_from="train"` counts on train only instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from corpora.corpus import Corpus, cached
+from corpora.vocab import Vocabulary, count_types
+from lmbench.errors import LMBenchError
+
+log = logging.getLogger(__name__)
+
+PARAGRAPH_END = "</p>"
+DOCUMENT_END = "</d>"
+TRAIN_TOKENS = 800_000
+VALID_TOKENS = 200_000
+
+
+def _pointer_path(pointer) -> Path:
+    """The file behind an NLTK path pointer (a zip file or a plain folder)."""
+    zipfile = getattr(pointer, "zipfile", None)
+    return Path(zipfile.filename if zipfile is not None else pointer.path)
+
+
+def brown_location() -> Path:
+    """Where NLTK finds the Brown corpus (zip or folder); downloaded if missing and the machine
+    is online; else a clear error."""
+    import nltk
+
+    for resource in ("corpora/brown.zip", "corpora/brown"):
+        try:
+            return _pointer_path(nltk.data.find(resource))
+        except LookupError:
+            pass
+    log.info("Brown corpus not found; trying nltk.download('brown')")
+    if nltk.download("brown", quiet=True):
+        return _pointer_path(nltk.data.find("corpora/brown.zip"))
+    raise LMBenchError(
+        "the Brown corpus is missing and could not be downloaded: run "
+        "python -c \"import nltk; nltk.download('brown')\" on a machine with internet, "
+        "or set NLTK_DATA to a folder holding corpora/brown.zip")
+
+
+def brown_tokens() -> list[str]:
+    """The paper's token stream: words, then `</p>` after each paragraph, `</d>` after each file."""
+    brown_location()
+    from nltk.corpus import brown
+
+    tokens: list[str] = []
+    for fileid in brown.fileids():
+        for paragraph in brown.paras(fileid):
+            for sentence in paragraph:
+                tokens.extend(sentence)
+            tokens.append(PARAGRAPH_END)
+        tokens.append(DOCUMENT_END)
+    return tokens
+
+
+def _source_fingerprint() -> str:
+    path = brown_location()
+    stat = path.stat()
+    return f"{path.resolve()}:{stat.st_size}:{int(stat.st_mtime)}"
+
+
+def load_brown(*, min_count: int = 4, vocab_from: str = "all", use_cache: bool = True) -> Corpus:
+    """Brown as a Corpus (cached). `vocab_from`: 'all' (the paper) or 'train'."""
+    if vocab_from not in ("all", "train"):
+        raise LMBenchError(f"vocab_from must be 'all' or 'train', not {vocab_from!r}")
+    if min_count < 1:
+        raise LMBenchError(f"--min-count must be at least 1, not {min_count}")
+    key = {"corpus": "brown", "source": _source_fingerprint(), "min_count": min_count,
+           "vocab_from": vocab_from}
+
+    def build() -> Corpus:
+        tokens = np.asarray(brown_tokens())
+        counted = tokens if vocab_from == "all" else tokens[:TRAIN_TOKENS]
+        vocab = Vocabulary.from_counts(*count_types(counted), min_count=min_count,
+                                       reserved=[PARAGRAPH_END, DOCUMENT_END])
+        ids = vocab.encode(tokens)
+        end_valid = TRAIN_TOKENS + VALID_TOKENS
+        return Corpus("brown", vocab, ids[:TRAIN_TOKENS], ids[TRAIN_TOKENS:end_valid], ids[end_valid:],
+                      info={"source": "nltk.corpus.brown"})
+
+    return cached(key, build, use_cache=use_cache)

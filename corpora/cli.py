@@ -1,0 +1,65 @@
+"""`lmbench corpus brown|ap|text`, and the corpus options every other subcommand shares."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from corpora.corpus import Corpus
+from lmbench.errors import LMBenchError
+
+CORPORA = ("brown", "ap", "text")
+
+
+def add_corpus_options(parser: argparse.ArgumentParser, *, positional: bool = False) -> None:
+    """--corpus (or a positional name), plus each pipeline's options."""
+    if positional:
+        parser.add_argument("corpus", choices=CORPORA, help="which corpus to prepare")
+    else:
+        parser.add_argument("--corpus", choices=CORPORA, default="brown", help="default: brown")
+    group = parser.add_argument_group("corpus options")
+    group.add_argument("--train", help="text corpus: training file of whitespace-separated tokens")
+    group.add_argument("--valid", help="text corpus: validation file")
+    group.add_argument("--test", help="text corpus: test file")
+    group.add_argument("--min-count", type=int, default=None,
+                       help="keep words seen at least this often (brown: 4, the paper's rule; text: 1)")
+    group.add_argument("--vocab-from", choices=("all", "train"), default="all",
+                       help="brown: count the vocabulary threshold over the whole stream (the paper) "
+                            "or over train only")
+    group.add_argument("--ap-dir", default=None,
+                       help="ap: folder of TREC/Tipster AP SGML files (plain or .gz); default $AP_DIR")
+    group.add_argument("--vocab-size", type=int, default=None,
+                       help="ap: vocabulary size, specials included (default 17964, the paper's)")
+    group.add_argument("--no-cache", action="store_true", help="prepare again, ignoring the cache")
+
+
+def load_corpus(args: argparse.Namespace) -> Corpus:
+    use_cache = not args.no_cache
+    if args.corpus == "brown":
+        from corpora.brown import load_brown
+        return load_brown(min_count=args.min_count or 4, vocab_from=args.vocab_from, use_cache=use_cache)
+    if args.corpus == "text":
+        missing = [f"--{s}" for s in ("train", "valid", "test") if not getattr(args, s)]
+        if missing:
+            raise LMBenchError(f"--corpus text needs {', '.join(missing)}: give the three files "
+                               "of whitespace-separated tokens")
+        from corpora.text import load_text
+        return load_text(args.train, args.valid, args.test, min_count=args.min_count or 1,
+                         use_cache=use_cache)
+    from corpora.ap import DEFAULT_VOCAB_SIZE, load_ap
+    directory = args.ap_dir or os.environ.get("AP_DIR")
+    if not directory:
+        raise LMBenchError("no AP directory: pass --ap-dir DIR or set AP_DIR to the folder of "
+                           "TREC/Tipster AP SGML files (e.g. ../shared/corpora/ap89)")
+    return load_ap(directory, vocab_size=args.vocab_size or DEFAULT_VOCAB_SIZE, use_cache=use_cache)
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("corpus", help="prepare a corpus and print its statistics")
+    add_corpus_options(parser, positional=True)
+    parser.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> dict:
+    return load_corpus(args).summary()

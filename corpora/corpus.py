@@ -1,0 +1,115 @@
+"""Corpus: a Vocabulary and three int32 id streams, cached on disk keyed by source and options."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from corpora.vocab import Vocabulary
+from lmbench.errors import LMBenchError
+
+log = logging.getLogger(__name__)
+
+SPLITS = ("train", "valid", "test")
+CACHE_FORMAT = 1  # bump when the on-disk layout or a pipeline's output changes
+
+
+@dataclass
+class Corpus:
+    name: str
+    vocab: Vocabulary
+    train: np.ndarray
+    valid: np.ndarray
+    test: np.ndarray
+    info: dict = field(default_factory=dict)  # source, options, preparation seconds, cache path
+
+    def split(self, name: str) -> np.ndarray:
+        if name not in SPLITS:
+            raise LMBenchError(f"unknown split {name!r}: use one of {', '.join(SPLITS)}")
+        return getattr(self, name)
+
+    def stream_for(self, split: str, history: int | None = None) -> tuple[np.ndarray, int]:
+        """The split preceded by the stream before it (all of it, or its last `history` tokens),
+        and the index where the split starts: the input of LanguageModel.score."""
+        target = self.split(split)
+        before = [self.split(s) for s in SPLITS[: SPLITS.index(split)]]
+        previous = np.concatenate(before) if before else np.zeros(0, dtype=np.int32)
+        if history is not None:
+            previous = previous[len(previous) - min(history, len(previous)):]
+        return np.concatenate([previous, target]).astype(np.int32, copy=False), len(previous)
+
+    def summary(self) -> dict:
+        """Tokens and <unk> tokens per split, |V|, and the preparation facts."""
+        unk = self.vocab.unk_id
+        return {
+            "corpus": self.name,
+            "vocab_size": len(self.vocab),
+            "tokens": {s: int(len(self.split(s))) for s in SPLITS},
+            "unk_tokens": {s: int(np.count_nonzero(self.split(s) == unk)) for s in SPLITS},
+            **self.info,
+        }
+
+
+def cache_root() -> Path:
+    """$LMBENCH_CACHE, else ~/.cache/lmbench."""
+    return Path(os.environ.get("LMBENCH_CACHE") or Path.home() / ".cache" / "lmbench")
+
+
+def cache_key(parts: dict) -> str:
+    blob = json.dumps({"format": CACHE_FORMAT, **parts}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def save_corpus(corpus: Corpus, directory: Path) -> None:
+    """Write atomically: into a temporary sibling folder, then rename."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=directory.name + ".tmp"))
+    try:
+        np.savez(tmp / "ids.npz", **{s: corpus.split(s).astype(np.int32) for s in SPLITS})
+        corpus.vocab.save(tmp / "vocab.json")
+        (tmp / "meta.json").write_text(json.dumps({"name": corpus.name, "info": corpus.info}, indent=1))
+        if directory.exists():
+            shutil.rmtree(directory)
+        os.replace(tmp, directory)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load_corpus(directory: Path) -> Corpus:
+    meta = json.loads((directory / "meta.json").read_text())
+    with np.load(directory / "ids.npz") as ids:
+        splits = {s: ids[s] for s in SPLITS}
+    return Corpus(meta["name"], Vocabulary.load(directory / "vocab.json"), info=meta["info"], **splits)
+
+
+def cached(key_parts: dict, build: Callable[[], Corpus], *, use_cache: bool = True) -> Corpus:
+    """Load the corpus cached under a hash of `key_parts`, or build, cache and return it."""
+    directory = cache_root() / f"{key_parts['corpus']}-{cache_key(key_parts)}"
+    if use_cache and (directory / "meta.json").exists():
+        started = time.perf_counter()
+        corpus = load_corpus(directory)
+        corpus.info.update(load_seconds=round(time.perf_counter() - started, 3), cache=str(directory),
+                           from_cache=True)
+        return corpus
+    started = time.perf_counter()
+    corpus = build()
+    corpus.info.update(prepare_seconds=round(time.perf_counter() - started, 3), options=key_parts)
+    if use_cache:
+        try:
+            save_corpus(corpus, directory)
+            corpus.info["cache"] = str(directory)
+        except OSError as err:
+            log.warning("could not write the corpus cache %s (%s); set LMBENCH_CACHE to a writable "
+                        "folder to make the next load fast", directory, err)
+    corpus.info["from_cache"] = False
+    return corpus

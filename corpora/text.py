@@ -1,0 +1,53 @@
+"""Bring your own corpus: train/valid/test files of whitespace-separated tokens.
+
+Line breaks are whitespace; each file is one continuous stream. The vocabulary comes from train
+(types counted >= min_count times); a literal `<unk>` in the files is the unknown symbol.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from corpora.corpus import SPLITS, Corpus, cached
+from corpora.vocab import Vocabulary, count_types
+from lmbench.errors import LMBenchError
+
+
+def read_tokens(path: str | Path) -> list[str]:
+    path = Path(path)
+    if not path.is_file():
+        raise LMBenchError(f"corpus file {path} does not exist: give the path of a text file "
+                           "of whitespace-separated tokens")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise LMBenchError(f"{path} is not UTF-8 (undecodable byte at offset {err.start}): convert it, "
+                           f"e.g. iconv -f latin1 -t utf-8 {path} > {path}.utf8") from None
+    tokens = text.split()
+    if not tokens:
+        raise LMBenchError(f"corpus file {path} holds no tokens: give a non-empty file")
+    return tokens
+
+
+def _file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else "missing"
+
+
+def load_text(train: str | Path, valid: str | Path, test: str | Path, *, min_count: int = 1,
+              use_cache: bool = True) -> Corpus:
+    if min_count < 1:
+        raise LMBenchError(f"--min-count must be at least 1, not {min_count}")
+    paths = dict(zip(SPLITS, (Path(train), Path(valid), Path(test))))
+    key = {"corpus": "text", "min_count": min_count,
+           "source": {s: f"{p.resolve()}:{_file_digest(p)}" for s, p in paths.items()}}
+
+    def build() -> Corpus:
+        tokens = {s: read_tokens(p) for s, p in paths.items()}
+        vocab = Vocabulary.from_counts(*count_types(tokens["train"]), min_count=min_count)
+        ids = {s: vocab.encode(t) for s, t in tokens.items()}
+        return Corpus("text", vocab, info={"source": {s: str(p) for s, p in paths.items()}}, **ids)
+
+    return cached(key, build, use_cache=use_cache)
+

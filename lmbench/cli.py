@@ -1,0 +1,64 @@
+"""The `lmbench` command: one subcommand per stage of the suite.
+
+Each package registers its subcommand through a `register(subparsers)` function whose `run(args)`
+returns a dict of figures: printed as JSON with --json, else as indented `key: value` lines.
+An expected error (LMBenchError) prints one line and exits with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from lmbench import __version__
+from lmbench.errors import LMBenchError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from baselines import cli as baselines_cli
+    from corpora import cli as corpora_cli
+
+    parser = argparse.ArgumentParser(prog="lmbench", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"lmbench {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debugging detail")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for module in (corpora_cli, baselines_cli):
+        module.register(subparsers)
+    return parser
+
+
+def print_human(value, indent: int = 0) -> None:
+    pad = "  " * indent
+    for key, item in value.items():
+        if isinstance(item, dict):
+            print(f"{pad}{key}:")
+            print_human(item, indent + 1)
+        else:
+            print(f"{pad}{key}: {item}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
+    try:
+        result = args.run(args)
+    except LMBenchError as err:
+        print(f"lmbench: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("lmbench: interrupted", file=sys.stderr)
+        return 130
+    if result is not None:
+        if getattr(args, "json", False):
+            print(json.dumps(result, indent=1, default=str))
+        else:
+            print_human(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

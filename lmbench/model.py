@@ -1,0 +1,88 @@
+"""One interface for every language model in the suite.
+
+Every model answers the same question the same way: the natural-log probability of each token
+of a split given all the tokens before it in the continuous stream train | valid | test. Valid's
+first tokens take their context from the end of train, test's from the end of valid. Perplexity is
+exp(-mean log-probability) over every token, markers and <unk> included, with no special
+end-of-sentence status (Bengio et al. 2003, section 4).
+
+A model is fitted on a Corpus (train ids; valid may be used for tuning), scores any split through
+`logprobs(split)`, and gives the full distribution over the vocabulary for one context through
+`distribution(context)`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from lmbench.errors import LMBenchError
+
+if TYPE_CHECKING:
+    from corpora.corpus import Corpus
+
+
+def perplexity(logprobs: np.ndarray) -> float:
+    """exp(-mean natural-log probability) over every token."""
+    logprobs = np.asarray(logprobs, dtype=np.float64)
+    if logprobs.size == 0:
+        raise LMBenchError("cannot compute perplexity of an empty split: give it at least one token")
+    return float(np.exp(-logprobs.mean()))
+
+
+class LanguageModel(ABC):
+    """A model over a fixed vocabulary of `vocab_size` ids.
+
+    Subclasses set `order` (tokens of context used, plus one; None for unbounded) and implement
+    `_fit`, `score` and `distribution`.
+    """
+
+    order: int | None = None
+    vocab_size: int
+    corpus: "Corpus | None" = None
+
+    def fit(self, corpus: "Corpus") -> "LanguageModel":
+        """Estimate the model from corpus.train (and corpus.valid where the method tunes on it)."""
+        if self.order is not None and len(corpus.train) < self.order:
+            raise LMBenchError(
+                f"the training split has {len(corpus.train)} tokens, fewer than the model order "
+                f"{self.order}: use a longer corpus or a lower order")
+        self.vocab_size = len(corpus.vocab)
+        self._fit(corpus)
+        self.corpus = corpus
+        return self
+
+    def attach(self, corpus: "Corpus") -> "LanguageModel":
+        """Score the splits of `corpus` with a model that was loaded rather than fitted."""
+        if len(corpus.vocab) != self.vocab_size:
+            raise LMBenchError(
+                f"the model has a vocabulary of {self.vocab_size} words but corpus {corpus.name!r} "
+                f"has {len(corpus.vocab)}: load the model with the corpus it was trained on")
+        self.corpus = corpus
+        return self
+
+    @abstractmethod
+    def _fit(self, corpus: "Corpus") -> None:
+        """Estimate the parameters."""
+
+    @abstractmethod
+    def score(self, stream: np.ndarray, start: int) -> np.ndarray:
+        """Natural-log P(stream[t] | stream[:t]) for t = start .. len(stream) - 1, as float64."""
+
+    @abstractmethod
+    def distribution(self, context: Sequence[int]) -> np.ndarray:
+        """P(w | context) for every id w, shape (vocab_size,); context is a sequence of ids,
+        oldest first, possibly shorter than order - 1 (the start of a stream)."""
+
+    def logprobs(self, split: str) -> np.ndarray:
+        """Natural-log probability of every token of `split` ('train', 'valid' or 'test')."""
+        if self.corpus is None:
+            raise LMBenchError("the model has no corpus: call fit(corpus) or attach(corpus) first")
+        history = None if self.order is None else self.order - 1
+        stream, start = self.corpus.stream_for(split, history=history)
+        return self.score(stream, start)
+
+    def perplexity(self, split: str) -> float:
+        return perplexity(self.logprobs(split))

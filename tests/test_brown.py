@@ -1,0 +1,38 @@
+import time
+
+import numpy as np
+
+from corpora.brown import load_brown
+
+
+def test_paper_protocol_counts(brown):
+    assert len(brown.train) == 800_000
+    assert len(brown.valid) == 200_000
+    assert len(brown.test) == 177_359
+    assert len(brown.vocab) == 17_907
+    assert brown.vocab.word(0) == "<unk>"
+    assert brown.train.dtype == np.int32
+    # every type kept occurs >= 4 times in the whole stream; no kept type below the threshold
+    counts = np.bincount(np.concatenate([brown.train, brown.valid, brown.test]),
+                         minlength=len(brown.vocab))
+    assert counts[1:].min() >= 4
+    first = brown.vocab.decode(brown.train[:6].tolist())
+    assert first == ["The", "Fulton", "County", "Grand", "Jury", "said"]
+    assert brown.vocab.decode(brown.test[-1:].tolist()) == ["</d>"]
+
+
+def test_second_load_comes_from_cache_quickly(brown):
+    started = time.perf_counter()
+    again = load_brown()
+    assert again.info["from_cache"] is True
+    assert np.array_equal(again.valid, brown.valid)
+    assert again.vocab.words == brown.vocab.words
+    assert time.perf_counter() - started < 5  # generous: the point is no re-tokenisation
+
+
+def test_vocabulary_from_train_only(brown):
+    train_only = load_brown(vocab_from="train")
+    assert len(train_only.train) == 800_000
+    counts = np.bincount(train_only.train, minlength=len(train_only.vocab))
+    assert counts[3:].min() >= 4  # ids 1, 2 are the reserved markers
+    assert len(train_only.vocab) < len(brown.vocab)

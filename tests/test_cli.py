@@ -1,0 +1,58 @@
+import json
+import math
+
+import pytest
+
+from lmbench.cli import main
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def text_files(tmp_path, monkeypatch):
+    monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
+    files = {}
+    for name, text in {"train": "a b a c a b", "valid": "a b d", "test": "c a"}.items():
+        files[name] = tmp_path / f"{name}.txt"
+        files[name].write_text(text)
+    return files
+
+
+def test_corpus_text_json(capsys, text_files):
+    code, out, _ = run_cli(capsys, "corpus", "text", "--train", str(text_files["train"]),
+                           "--valid", str(text_files["valid"]), "--test", str(text_files["test"]), "--json")
+    assert code == 0
+    stats = json.loads(out)
+    assert stats["tokens"] == {"train": 6, "valid": 3, "test": 2}
+    assert stats["vocab_size"] == 4 and stats["unk_tokens"]["valid"] == 1
+    assert "prepare_seconds" in stats and "cache" in stats
+
+
+def test_ngram_unigram_end_to_end(capsys, text_files):
+    code, out, _ = run_cli(capsys, "ngram", "--method", "add-one-unigram", "--corpus", "text",
+                           "--train", str(text_files["train"]), "--valid", str(text_files["valid"]),
+                           "--test", str(text_files["test"]), "--json")
+    assert code == 0
+    result = json.loads(out)
+    # V = {<unk>, a, b, c}; counts a3 b2 c1, N = 6: P = (c + 1) / 10
+    expected_test = math.exp(-(math.log(2 / 10) + math.log(4 / 10)) / 2)
+    assert math.isclose(result["test_perplexity"], expected_test)
+
+
+def test_expected_errors_exit_2_with_one_line(capsys, tmp_path):
+    code, out, err = run_cli(capsys, "corpus", "text", "--train", str(tmp_path / "missing.txt"),
+                             "--valid", "x", "--test", "y")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "does not exist" in err and "Traceback" not in err
+    code, _, err = run_cli(capsys, "corpus", "text")
+    assert code == 2 and "--train" in err
+
+
+def test_human_readable_output(capsys, text_files):
+    code, out, _ = run_cli(capsys, "corpus", "text", "--train", str(text_files["train"]),
+                           "--valid", str(text_files["valid"]), "--test", str(text_files["test"]))
+    assert code == 0 and "vocab_size: 4" in out and "tokens:" in out

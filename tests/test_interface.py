@@ -1,0 +1,41 @@
+import math
+
+import numpy as np
+import pytest
+
+from baselines.unigram import AddOneUnigram
+from lmbench.errors import LMBenchError
+from lmbench.model import perplexity
+from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
+
+
+def test_stream_for_gives_each_split_its_history():
+    corpus = make_corpus("a b c d", "e f", "g")
+    stream, start = corpus.stream_for("test", history=2)
+    assert start == 2 and corpus.vocab.decode(stream.tolist())[:2] == ["<unk>", "<unk>"]
+    assert len(stream) == 3
+    stream, start = corpus.stream_for("valid")
+    assert start == 4 and len(stream) == 6
+    stream, start = corpus.stream_for("train", history=3)
+    assert start == 0 and len(stream) == 4
+
+
+def test_add_one_unigram_matches_hand_computation():
+    corpus = make_corpus("a a b", "a c", "b")
+    model = AddOneUnigram().fit(corpus)  # V = {<unk>, a, b}, N = 3
+    assert np.allclose(np.exp(model.logprobs("valid")), [3 / 6, 1 / 6])  # c is <unk>
+    assert math.isclose(model.perplexity("test"), 6 / 2)
+    assert_normalised(model, corpus)
+    assert_scores_match_distribution(model, corpus)
+
+
+def test_perplexity_counts_every_token():
+    assert math.isclose(perplexity(np.log([0.5, 0.25])), math.sqrt(8))
+    with pytest.raises(LMBenchError):
+        perplexity(np.array([]))
+
+
+def test_attach_refuses_another_vocabulary():
+    model = AddOneUnigram().fit(make_corpus("a b", "a", "b"))
+    with pytest.raises(LMBenchError, match="vocabulary"):
+        model.attach(make_corpus("a b c d", "a", "b"))
