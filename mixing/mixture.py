@@ -1,0 +1,141 @@
+"""Linear interpolation of language models on the same token stream.
+
+    P(w_t | h_t) = sum_k lambda_k(q_t) P_k(w_t | h_t),   sum_k lambda_k(q) = 1
+
+The paper mixes each NPLM with the deleted-interpolation trigram, three ways (section 4):
+(a) fixed weights (Table 1 uses 0.5 / 0.5), (b) one weight vector fitted by EM on the validation split,
+(c) weights conditional on the frequency bucket q_t of the context (the deleted-interpolation buckets
+l(x) = ceil(-ln((1 + x) / T))), fitted by EM on valid.
+
+Everything works on saved per-token log-probabilities, arrays of shape (K, T) for K models and T tokens,
+so mixing retrains nothing. `Mixture` wraps fitted models as a LanguageModel of the shared interface.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol, Sequence
+
+import numpy as np
+from scipy.special import logsumexp
+
+from lmbench.errors import LMBenchError
+from lmbench.model import LanguageModel
+
+log = logging.getLogger(__name__)
+
+
+def _check(logprobs: np.ndarray) -> np.ndarray:
+    logprobs = np.asarray(logprobs, dtype=np.float64)
+    if logprobs.ndim != 2 or logprobs.shape[0] < 1:
+        raise LMBenchError(f"mixing needs a (models, tokens) array of log-probabilities, got shape "
+                           f"{logprobs.shape}: give every model's scores on the same split")
+    if not np.all(np.isfinite(logprobs)):
+        raise LMBenchError("a model gave a log-probability of -inf or NaN: every component must give "
+                           "every token a probability > 0 (use a smoothed model)")
+    return logprobs
+
+
+def mix_logprobs(logprobs: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """log sum_k w_k P_k(w_t): logprobs (K, T), weights (K,) or (K, T) -> (T,)."""
+    logprobs = _check(logprobs)
+    weights = np.asarray(weights, dtype=np.float64)
+    if weights.ndim == 1:
+        weights = weights[:, None]
+    with np.errstate(divide="ignore"):
+        return logsumexp(logprobs + np.log(weights), axis=0)
+
+
+def fit_weights(logprobs: np.ndarray, buckets: np.ndarray | None = None, n_buckets: int = 1, *,
+                tol: float = 1e-7, max_iterations: int = 500) -> np.ndarray:
+    """EM for interpolation weights maximising the likelihood of the tokens scored in `logprobs`.
+
+    logprobs (K, T); buckets (T,) ints in [0, n_buckets) or None for one bucket. Returns (n_buckets, K)
+    weights, each row summing to 1. E-step: responsibilities r_kt = w_k(q_t) P_kt / sum_j w_j(q_t) P_jt;
+    M-step: w_k(q) = mean of r_kt over the tokens of bucket q. A bucket without tokens keeps the
+    weights fitted on all tokens. Stops when the mean log-likelihood gains less than `tol`.
+    """
+    logprobs = _check(logprobs)
+    k, t = logprobs.shape
+    if buckets is None:
+        buckets = np.zeros(t, dtype=np.int64)
+    buckets = np.asarray(buckets, dtype=np.int64)
+    if buckets.shape != (t,) or (t and (buckets.min() < 0 or buckets.max() >= n_buckets)):
+        raise LMBenchError(f"buckets must be {t} integers in [0, {n_buckets}): recompute them on the same split")
+    tokens_per_bucket = np.bincount(buckets, minlength=n_buckets)
+    weights = np.full((n_buckets, k), 1.0 / k)
+    previous = -np.inf
+    for iteration in range(1, max_iterations + 1):
+        joint = logprobs + np.log(weights[buckets].T)           # (K, T)
+        total = logsumexp(joint, axis=0)                         # (T,)
+        likelihood = total.mean()
+        responsibilities = np.exp(joint - total)                 # (K, T)
+        sums = np.stack([np.bincount(buckets, r, minlength=n_buckets) for r in responsibilities], axis=1)
+        overall = responsibilities.mean(axis=1)                  # (K,)
+        filled = tokens_per_bucket > 0
+        weights = np.where(filled[:, None], sums / np.maximum(tokens_per_bucket, 1)[:, None], overall)
+        if likelihood - previous < tol:
+            break
+        previous = likelihood
+    log.debug("mixture EM: %d iterations, mean log-likelihood %.6f", iteration, likelihood)
+    return weights
+
+
+class ContextBuckets(Protocol):
+    """What a model exposes to condition mixture weights on its context: the bucket of every token of
+    a stream (from `start`) and of one context."""
+
+    n_buckets: int
+
+    def context_buckets(self, stream: np.ndarray, start: int) -> np.ndarray: ...
+
+    def bucket_of(self, context: Sequence[int]) -> int: ...
+
+
+class Mixture(LanguageModel):
+    """Interpolation of fitted models. method: 'fixed' (given weights), 'em' (one weight vector
+    fitted on valid), 'bucketed' (one weight vector per context bucket of `bucketer`, fitted on valid).
+    Fitting the mixture fits only its weights: the components must already be fitted."""
+
+    def __init__(self, components: Sequence[LanguageModel], method: str = "em",
+                 weights: Sequence[float] | None = None, bucketer: ContextBuckets | None = None):
+        if method not in ("fixed", "em", "bucketed"):
+            raise LMBenchError(f"unknown mixing method {method!r}: use fixed, em or bucketed")
+        if method == "fixed" and (weights is None or len(weights) != len(components)
+                                  or abs(sum(weights) - 1) > 1e-9 or min(weights) < 0):
+            raise LMBenchError("fixed mixing needs one non-negative weight per model, summing to 1")
+        if method == "bucketed" and bucketer is None:
+            raise LMBenchError("bucketed mixing needs a model that gives context buckets (deleted interpolation)")
+        self.components = list(components)
+        self.method = method
+        self.bucketer = bucketer
+        self.weights = None if weights is None else np.asarray([weights], dtype=np.float64)  # (B, K)
+        orders = [c.order for c in self.components]
+        self.order = None if None in orders else max(orders)
+
+    def _n_buckets(self) -> int:
+        return self.bucketer.n_buckets if self.method == "bucketed" else 1
+
+    def _buckets(self, stream: np.ndarray, start: int) -> np.ndarray:
+        if self.method == "bucketed":
+            return self.bucketer.context_buckets(stream, start)
+        return np.zeros(len(stream) - start, dtype=np.int64)
+
+    def _fit(self, corpus) -> None:
+        if self.method == "fixed":
+            return
+        for component in self.components:
+            if component.corpus is None:
+                component.attach(corpus)
+        logprobs = np.stack([c.logprobs("valid") for c in self.components])
+        stream, start = corpus.stream_for("valid", history=None if self.order is None else self.order - 1)
+        self.weights = fit_weights(logprobs, self._buckets(stream, start), self._n_buckets())
+
+    def score(self, stream: np.ndarray, start: int) -> np.ndarray:
+        logprobs = np.stack([c.score(stream, start) for c in self.components])  # (K, T)
+        weights = self.weights[self._buckets(stream, start)].T                   # (K, T)
+        return mix_logprobs(logprobs, weights)
+
+    def distribution(self, context: Sequence[int]) -> np.ndarray:
+        bucket = self.bucketer.bucket_of(context) if self.method == "bucketed" else 0
+        return sum(w * c.distribution(context) for w, c in zip(self.weights[bucket], self.components))
