@@ -113,3 +113,19 @@ def cached(key_parts: dict, build: Callable[[], Corpus], *, use_cache: bool = Tr
                         "folder to make the next load fast", directory, err)
     corpus.info["from_cache"] = False
     return corpus
+
+
+def slice_corpus(corpus: Corpus, train: int, valid: int, test: int, *, min_count: int = 2) -> Corpus:
+    """The first `train`, `valid`, `test` tokens of each split, over a smaller vocabulary: the words
+    of the sliced train seen >= min_count times (the rest become <unk>). For quick runs and tests."""
+    sliced = {"train": corpus.train[:train], "valid": corpus.valid[:valid], "test": corpus.test[:test]}
+    counts = np.bincount(sliced["train"], minlength=len(corpus.vocab))
+    counts[corpus.vocab.unk_id] = 0
+    kept = np.flatnonzero(counts >= min_count)
+    kept = kept[np.lexsort((kept, -counts[kept]))]  # count descending, then old id
+    new_id = np.zeros(len(corpus.vocab), dtype=np.int32)  # everything else -> <unk> (id 0)
+    new_id[kept] = np.arange(1, len(kept) + 1, dtype=np.int32)
+    vocab = Vocabulary([corpus.vocab.word(corpus.vocab.unk_id)] + corpus.vocab.decode(kept.tolist()))
+    info = {"source": f"slice of {corpus.name}", "slice": {"train": train, "valid": valid, "test": test,
+                                                           "min_count": min_count}}
+    return Corpus(f"{corpus.name}-slice", vocab, info=info, **{s: new_id[ids] for s, ids in sliced.items()})

@@ -39,3 +39,13 @@ def test_attach_refuses_another_vocabulary():
     model = AddOneUnigram().fit(make_corpus("a b", "a", "b"))
     with pytest.raises(LMBenchError, match="vocabulary"):
         model.attach(make_corpus("a b c d", "a", "b"))
+
+
+def test_slice_corpus_remaps_to_a_smaller_vocabulary():
+    from corpora.corpus import slice_corpus
+    corpus = make_corpus("a b a c a b d d e", "a e b", "c d")
+    small = slice_corpus(corpus, train=6, valid=2, test=2, min_count=2)
+    assert small.vocab.words == ["<unk>", "a", "b"]
+    assert small.vocab.decode(small.train.tolist()) == ["a", "b", "a", "<unk>", "a", "b"]
+    assert small.vocab.decode(small.valid.tolist()) == ["a", "<unk>"]
+    assert len(small.test) == 2

@@ -1,0 +1,74 @@
+"""The rows of the paper's Table 1 (Brown) and Table 2 (AP News), and our extra rows.
+
+A row is one experiment: an n-gram model, an NPLM, or a mixture of rows already run. `paper_model`
+names the row in `paper_tables.csv` (the published numbers) where the paper has one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str                      # file-name-safe key, e.g. "kn-backoff-5", "mlp1", "mlp2"
+    kind: str                    # "ngram" | "nplm" | "mix"
+    model: str                   # the label in the tables
+    n: int | None = None
+    classes: int | None = None
+    h: int | None = None
+    m: int | None = None
+    direct: bool | None = None
+    mix: str | None = None       # None, or how it is mixed: "0.5/0.5", "EM", "EM per bucket"
+    method: str | None = None    # ngram: the lmbench ngram --method
+    parts: tuple[str, ...] = ()  # mix: the ids of the rows mixed
+    paper_model: str | None = None  # label in paper_tables.csv; None for our extra rows
+    extra: dict = field(default_factory=dict, hash=False, compare=False)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _kn_rows(orders, paper_label):
+    return [Row(f"kn-backoff-{n}", "ngram", "Kneser-Ney back-off", n=n, method="kneser-ney-backoff",
+                paper_model=paper_label) for n in orders]
+
+
+def brown_rows() -> list[Row]:
+    """Table 1's rows, in the paper's order, then ours."""
+    mlps = [  # name, n, h, m, direct (Table 1)
+        ("MLP1", 5, 50, 60, True), ("MLP3", 5, 0, 60, True), ("MLP5", 5, 50, 30, True),
+        ("MLP7", 3, 50, 30, True), ("MLP9", 5, 100, 30, False)]
+    rows = []
+    for name, n, h, m, direct in mlps:
+        number = int(name[3:])
+        rows.append(Row(name.lower(), "nplm", name, n=n, h=h, m=m, direct=direct, paper_model=name))
+        rows.append(Row(f"mlp{number + 1}", "mix", f"MLP{number + 1}", n=n, h=h, m=m, direct=direct,
+                        mix="0.5/0.5", parts=(name.lower(), "del-int"), paper_model=f"MLP{number + 1}"))
+    rows.append(Row("del-int", "ngram", "Del. Int.", n=3, method="deleted-interpolation",
+                    paper_model="Del. Int."))
+    rows += _kn_rows((3, 4, 5), "Kneser-Ney back-off")
+    rows += [Row(f"class-{n}-{c}", "ngram", "class-based back-off", n=n, classes=c, method="class",
+                 paper_model="class-based back-off")
+             for n, c in [(3, 150), (3, 200), (3, 500), (3, 1000), (3, 2000), (4, 500), (5, 500)]]
+    rows += [Row(f"kn-interp-{n}", "ngram", "Kneser-Ney interpolated", n=n, method="kneser-ney") for n in (3, 4, 5)]
+    rows += [Row(f"katz-{n}", "ngram", "Katz back-off", n=n, method="katz") for n in (3, 4, 5)]
+    rows += [Row("mlp1-del-int-em", "mix", "MLP1 + Del. Int.", n=5, h=50, m=60, direct=True, mix="EM",
+                 parts=("mlp1", "del-int")),
+             Row("mlp1-del-int-bucketed", "mix", "MLP1 + Del. Int.", n=5, h=50, m=60, direct=True,
+                 mix="EM per bucket", parts=("mlp1", "del-int"))]
+    return rows
+
+
+def ap_rows() -> list[Row]:
+    """Table 2's rows, then ours."""
+    rows = [Row("mlp-ap", "nplm", "MLP", n=6, h=60, m=100, direct=True),
+            Row("mlp10", "mix", "MLP10", n=6, h=60, m=100, direct=True, mix="0.5/0.5",
+                parts=("mlp-ap", "del-int"), paper_model="MLP10"),
+            Row("del-int", "ngram", "Del. Int.", n=3, method="deleted-interpolation", paper_model="Del. Int.")]
+    rows += _kn_rows((3, 4, 5), "Back-off KN")
+    rows += [Row(f"kn-interp-{n}", "ngram", "Kneser-Ney interpolated", n=n, method="kneser-ney") for n in (3, 4, 5)]
+    return rows
+
+
+ROWS = {"brown": brown_rows, "ap": ap_rows}

@@ -1,0 +1,82 @@
+"""The paper's tables beside ours: one DataFrame, written as Markdown, CSV, LaTeX and HTML."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+PAPER_CSV = Path(__file__).with_name("paper_tables.csv")
+PAPER_TABLE = {"brown": 1, "ap": 2}
+
+
+def paper_rows(corpus: str) -> pd.DataFrame:
+    """The published rows of the corpus's table (Bengio et al. 2003, Tables 1 and 2)."""
+    table = pd.read_csv(PAPER_CSV)
+    return table[table["corpus"] == corpus].reset_index(drop=True)
+
+
+def _paper_lookup(corpus: str) -> dict:
+    lookup = {}
+    for rec in paper_rows(corpus).to_dict("records"):
+        classes = None if pd.isna(rec["classes"]) else int(rec["classes"])
+        lookup[(rec["model"], int(rec["n"]), classes)] = rec
+    return lookup
+
+
+def _blank(value):
+    return None if value is None or (isinstance(value, float) and np.isnan(value)) else value
+
+
+def comparison(results: dict) -> pd.DataFrame:
+    """One line per row of ours, in order: the configuration, then train / valid / test perplexity as
+    the paper's, ours and the relative difference (ours / paper - 1, in %). Our extra rows have no
+    paper numbers and come after the paper's rows (column `extra`)."""
+    lookup = _paper_lookup(results["corpus"])
+    lines = []
+    for row in results["rows"]:
+        paper = lookup.get((row["paper_model"], row["n"], row["classes"]), {}) if row["paper_model"] else {}
+        line = {"model": row["model"], "n": row["n"], "c": row["classes"], "h": row["h"], "m": row["m"],
+                "direct": None if row["direct"] is None else ("yes" if row["direct"] else "no"),
+                "mix": row["mix"] or ("no" if row["kind"] == "nplm" else None),
+                "extra": not row["paper_model"]}
+        for split in ("train", "valid", "test"):
+            ours, published = row.get(f"{split}_ppl"), _blank(paper.get(f"{split}_ppl"))
+            line[f"{split} paper"] = published
+            line[f"{split} ours"] = None if ours is None else round(ours, 1)
+            line[f"{split} diff %"] = (None if ours is None or published is None
+                                       else round(100 * (ours / published - 1), 1))
+        line["seconds"] = None if row.get("seconds") is None else round(row["seconds"], 1)
+        lines.append(line)
+    frame = pd.DataFrame(lines)
+    return pd.concat([frame[~frame["extra"]], frame[frame["extra"]]], ignore_index=True)
+
+
+def _display(frame: pd.DataFrame) -> pd.DataFrame:
+    """Blank cells for missing values; integers without decimals."""
+    shown = frame.drop(columns=["extra"]).astype(object)
+    return shown.where(pd.notna(shown), "").map(
+        lambda v: int(v) if isinstance(v, float) and v.is_integer() and abs(v) < 1e6 else v)
+
+
+def to_markdown(frame: pd.DataFrame) -> str:
+    """The table with a rule line (a row of dashes) before our extra rows."""
+    shown = _display(frame)
+    paper_part = shown[~frame["extra"].to_numpy()]
+    extra_part = shown[frame["extra"].to_numpy()]
+    text = paper_part.to_markdown(index=False)
+    if len(extra_part):
+        rule = "| " + " | ".join("--" for _ in shown.columns) + " |"
+        extra_lines = extra_part.to_markdown(index=False).splitlines()[2:]
+        text += "\n" + rule + "\n" + "\n".join(extra_lines)
+    return text
+
+
+def write_tables(frame: pd.DataFrame, directory: Path) -> dict[str, Path]:
+    """table.md, table.csv, table.tex; returns the paths."""
+    paths = {"md": directory / "table.md", "csv": directory / "table.csv", "tex": directory / "table.tex"}
+    paths["md"].write_text(to_markdown(frame) + "\n")
+    frame.to_csv(paths["csv"], index=False)
+    paths["tex"].write_text(_display(frame).to_latex(index=False, escape=True))
+    return paths

@@ -1,0 +1,80 @@
+import json
+
+import numpy as np
+import pytest
+
+from lmbench.errors import LMBenchError
+from reports.build import build_report
+from reports.claims import check_claims
+from reports.experiments import brown_rows
+from reports.tables import comparison, paper_rows
+
+
+def fake_results(test_ppl: dict) -> dict:
+    rows = []
+    for row in brown_rows():
+        record = row.to_dict()
+        test = test_ppl.get(row.id, 400.0)
+        record.update(train_ppl=None, valid_ppl=test * 1.05, test_ppl=test, seconds=1.0)
+        if row.kind == "nplm":
+            record["curve"] = [{"epoch": e, "train_perplexity": 500 / e, "valid_perplexity": 600 / e}
+                               for e in (1, 2, 3)]
+        rows.append(record)
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(40)]
+    return {"corpus": "brown", "rows": rows, "settings": {},
+            "corpus_summary": {"tokens": {"train": 1, "valid": 1, "test": 1}, "vocab_size": 3},
+            "meta": {"commit": "abc", "machine": "test", "wall_seconds": 60, "finished": "now"},
+            "embedding": {"row": "mlp1", "words": words, "vectors": rng.normal(size=(40, 5)).tolist()},
+            "neighbors": {"row": "mlp1", "words": {"w1": [["w2", 0.9]]}}}
+
+
+def test_paper_table_is_the_published_one():
+    table1 = paper_rows("brown")
+    assert len(table1) == 21 and len(paper_rows("ap")) == 5
+    mlp1 = table1[table1["model"] == "MLP1"].iloc[0]
+    assert (mlp1["valid_ppl"], mlp1["test_ppl"]) == (284, 268)
+
+
+def test_comparison_puts_paper_and_ours_side_by_side():
+    frame = comparison(fake_results({"mlp1": 268 * 1.1, "kn-backoff-5": 321.0}))
+    mlp1 = frame[frame["model"] == "MLP1"].iloc[0]
+    assert mlp1["test paper"] == 268 and mlp1["test diff %"] == pytest.approx(10.0)
+    kn5 = frame[(frame["model"] == "Kneser-Ney back-off") & (frame["n"] == 5)].iloc[0]
+    assert kn5["test diff %"] == 0
+    class500 = frame[(frame["model"] == "class-based back-off") & (frame["c"] == 500) & (frame["n"] == 3)]
+    assert class500.iloc[0]["test paper"] == 312
+    assert frame["extra"].tolist() == sorted(frame["extra"].tolist())  # our rows last
+    assert frame[frame["extra"]]["test paper"].isna().all()
+
+
+def test_claims_verdicts_follow_the_numbers():
+    numbers = {"mlp1": 260, "mlp2": 250, "mlp3": 300, "mlp4": 290, "mlp5": 270, "mlp6": 260,
+               "mlp7": 290, "mlp8": 280, "mlp9": 265, "mlp10": 255, "del-int": 340,
+               "kn-backoff-3": 330, "kn-backoff-5": 325, "kn-interp-5": 320}
+    verdicts = {c["claim"]: c["verdict"] for c in check_claims(fake_results(numbers))}
+    assert set(verdicts.values()) == {"holds"}
+    numbers["mlp2"] = 270  # mixing hurts one pair
+    numbers["mlp3"] = 250  # no hidden layer wins
+    verdicts = {c["claim"]: c["verdict"] for c in check_claims(fake_results(numbers))}
+    assert verdicts["Mixing the NPLM with the trigram always helps"] == "does not hold"
+    assert verdicts["The hidden layer helps (MLP1 beats MLP3)"] == "does not hold"
+
+
+def test_report_is_rebuilt_from_results_alone(tmp_path):
+    (tmp_path / "results.json").write_text(json.dumps(fake_results({"mlp1": 270.0})))
+    built = build_report(tmp_path)
+    for name in ("table.md", "table.csv", "table.tex", "report.md", "report.html", "claims.json"):
+        assert (tmp_path / name).stat().st_size > 0
+    for figure in ("learning_curves", "paper_vs_ours", "context_size", "word_vectors"):
+        assert (tmp_path / "figures" / f"{figure}.png").exists()
+        assert (tmp_path / "figures" / f"{figure}.svg").exists()
+    html = (tmp_path / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 4 and "MLP1" in html
+    assert "| MLP1 " in (tmp_path / "table.md").read_text()
+    assert built["claims"]
+
+
+def test_missing_results_say_what_to_run(tmp_path):
+    with pytest.raises(LMBenchError, match="reproduce"):
+        build_report(tmp_path / "brown")
