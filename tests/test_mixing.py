@@ -105,3 +105,23 @@ def test_fixed_mixture_by_hand():
     mixture = Mixture([unigram, unigram], method="fixed", weights=[0.25, 0.75]).fit(corpus)
     assert math.isclose(mixture.perplexity("test"), unigram.perplexity("test"))
     assert math.isclose(perplexity(mixture.logprobs("valid")), 1 / math.sqrt(3 / 6 * 2 / 6))
+
+
+def test_mix_command_on_saved_logprobs(tmp_path, capsys):
+    import json
+
+    from lmbench.cli import main
+    np.savez(tmp_path / "a.npz", valid=np.log([0.5, 0.1]), test=np.log([0.5]))
+    np.savez(tmp_path / "b.npz", valid=np.log([0.1, 0.3]), test=np.log([0.3]),
+             buckets_valid=np.array([0, 1]), buckets_test=np.array([1]))
+    assert main(["mix", str(tmp_path / "a.npz"), str(tmp_path / "b.npz"), "--method", "fixed",
+                 "--weights", "0.5", "0.5", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert math.isclose(result["valid_perplexity"], 1 / math.sqrt(0.3 * 0.2))
+    assert math.isclose(result["test_perplexity"], 1 / 0.4)
+    assert main(["mix", str(tmp_path / "a.npz"), str(tmp_path / "b.npz"), "--method", "bucketed",
+                 "--buckets-from", str(tmp_path / "b.npz"), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["weights"][0][0] > 0.99 and result["weights"][1][1] > 0.99  # each bucket picks its best
+    assert main(["mix", str(tmp_path / "a.npz"), str(tmp_path / "missing.npz")]) == 2
+    assert "does not exist" in capsys.readouterr().err
