@@ -5,8 +5,12 @@
 
 p1, p2, p3 are relative frequencies from train: p1(w) = c(w) / T, p2(w | v) = c(v, w) / c(v, .),
 p3(w | u, v) = c(u, v, w) / c(u, v, .), where c(x, .) counts the n-grams of train that start with
-the context x. A relative frequency whose context count is 0 is 0 (then only the other components
-carry the token; a0 > 0 keeps every probability positive).
+the context x. A relative frequency whose context count is 0 (an unseen context, or no context at
+the very start of a stream) is replaced by the next lower order: p2(w | v) = p1(w) when c(v, .) = 0
+and p3(w | u, v) = p2(w | v) when c(u, v, .) = 0. Taking such a frequency as 0 instead would leave
+P(. | h) summing to a3 + a2 < 1 short of 1 for those contexts (an unnormalised model whose
+perplexity means nothing); with the substitution every component is a distribution over V for
+every context, so P sums to 1 and EM is unchanged.
 
 The weights depend on the frequency bucket of the context,
 
@@ -150,19 +154,21 @@ class DeletedInterpolationTrigram(LanguageModel):
         return self.buckets(stream, start)
 
     def components(self, stream: np.ndarray, start: int) -> np.ndarray:
-        """(n, 4) matrix [1/|V|, p1(w), p2(w | v), p3(w | u, v)] for t = start .. len(stream) - 1."""
+        """(n, 4) matrix [1/|V|, p1(w), p2(w | v), p3(w | u, v)] for t = start .. len(stream) - 1,
+        unseen contexts taking the lower order's value (module doc)."""
         V = self.vocab_size
         u, v, w = self._contexts(stream, start)
         out = np.zeros((len(w), 4))
         out[:, 0] = 1.0 / V
         out[:, 1] = self.unigram[w] / self.T
-        has_v = v >= 0
         context2 = np.zeros(len(w))
-        context2[has_v] = self.bigram_context[v[has_v]]
+        context2[v >= 0] = self.bigram_context[v[v >= 0]]
         seen2 = context2 > 0
+        out[:, 2] = out[:, 1]
         out[seen2, 2] = self.bigram.get(v[seen2] * V + w[seen2]) / context2[seen2]
         context3 = self._trigram_context_counts(u, v)
         seen3 = context3 > 0
+        out[:, 3] = out[:, 2]
         out[seen3, 3] = self.trigram.get((u[seen3] * V + v[seen3]) * V + w[seen3]) / context3[seen3]
         return out
 
@@ -175,14 +181,18 @@ class DeletedInterpolationTrigram(LanguageModel):
         context = [int(c) for c in context][-2:]
         u = context[-2] if len(context) >= 2 else -1
         v = context[-1] if len(context) >= 1 else -1
-        components = np.zeros((V, 4))
+        components = np.zeros((V, 4))  # (V, 4), columns as in `components`
         components[:, 0] = 1.0 / V
         components[:, 1] = self.unigram / self.T
+        components[:, 2] = components[:, 1]
         if v >= 0 and self.bigram_context[v] > 0:
+            components[:, 2] = 0.0
             words, counts = self.bigram.row(v, V)
             components[words, 2] = counts / self.bigram_context[v]
+        components[:, 3] = components[:, 2]
         context3 = self._trigram_context_counts(np.array([u]), np.array([v]))[0]
         if context3 > 0:
+            components[:, 3] = 0.0
             words, counts = self.trigram.row(u * V + v, V)
             components[words, 3] = counts / context3
         weights = self.weights[self.bucket_of_count(context3)]  # (4,)

@@ -17,15 +17,18 @@ def test_components_and_buckets_match_hand_computation():
     train = np.array([a, b, a, c])
     assert np.allclose(model.components(train, 2), [[1 / 4, 2 / 4, 1, 1], [1 / 4, 1 / 4, 1 / 2, 1]])
     assert model.buckets(train, 2).tolist() == [1, 1]
-    # valid stream [a c | a b]: (a c) and (c a) are unseen pairs (bucket l(0) = 2); c never a context
+    # valid stream [a c | a b]: (a c) and (c a) are unseen pairs (bucket l(0) = 2), so p3 takes p2's
+    # value; c is never a context in train, so p2(a | c) takes p1(a)
     stream, start = corpus.stream_for("valid", history=2)
-    assert np.allclose(model.components(stream, start), [[1 / 4, 2 / 4, 0, 0], [1 / 4, 1 / 4, 1 / 2, 0]])
+    assert np.allclose(model.components(stream, start),
+                       [[1 / 4, 2 / 4, 2 / 4, 2 / 4], [1 / 4, 1 / 4, 1 / 2, 1 / 2]])
     assert model.split_buckets("valid").tolist() == [2, 2]
     # test stream [a b | c]: p2(c|b) = 0/1, p3(c|a b) = 0/1, c(a b .) = 1 -> bucket 1
     assert np.allclose(model.components(*corpus.stream_for("test", history=2)), [[1 / 4, 1 / 4, 0, 0]])
     assert model.split_buckets("test").tolist() == [1]
-    # the start of train has short contexts: no p2 at t=0, no p3 at t<2, bucket l(0)
-    assert np.allclose(model.components(train, 0)[:2], [[1 / 4, 2 / 4, 0, 0], [1 / 4, 1 / 4, 1 / 2, 0]])
+    # the start of train has short contexts: p2 = p1 at t=0, p3 = p2 at t<2, bucket l(0)
+    assert np.allclose(model.components(train, 0)[:2],
+                       [[1 / 4, 2 / 4, 2 / 4, 2 / 4], [1 / 4, 1 / 4, 1 / 2, 1 / 2]])
     assert model.buckets(train, 0)[:2].tolist() == [2, 2]
     # test perplexity with the fitted bucket-1 weights (no valid token there: uniform 1/4)
     assert np.allclose(model.weights[1], 0.25)
