@@ -211,16 +211,22 @@ def cluster(vocab: Vocabulary, train: np.ndarray, num_classes: int, *, max_iters
     return Clustering(word_class, used, vocab.fingerprint(), info)
 
 
-def cached_cluster(corpus, num_classes: int, *, max_iters: int = 20, progress: bool = True,
-                   directory: Path | None = None) -> Clustering:
-    """The clustering of corpus.train into num_classes, from `cache_root()/clusters` when there,
-    else computed and saved there. Keyed by vocabulary fingerprint, a hash of train, C and passes."""
+def cache_path(corpus, num_classes: int, max_iters: int, directory: Path | None = None) -> Path:
+    """Where the clustering of corpus.train is cached: `cache_root()/clusters`, keyed by vocabulary
+    fingerprint, a hash of the train ids, C and the pass limit."""
     from corpora.corpus import cache_root
 
-    train_hash = hashlib.sha256(np.ascontiguousarray(corpus.train, dtype=np.int32).tobytes()).hexdigest()[:12]
+    train = np.ascontiguousarray(corpus.train, dtype=np.int32)
+    train_hash = hashlib.sha256(train.tobytes()).hexdigest()[:12]
     directory = directory or cache_root() / "clusters"
-    path = directory / (f"{corpus.name}-{corpus.vocab.fingerprint()}-{train_hash}-"
-                        f"C{num_classes}-i{max_iters}.json")
+    return directory / f"{corpus.name}-{corpus.vocab.fingerprint()}-{train_hash}-C{num_classes}-i{max_iters}.json"
+
+
+def cached_cluster(corpus, num_classes: int, *, max_iters: int = 20, progress: bool = True,
+                   directory: Path | None = None) -> Clustering:
+    """The clustering of corpus.train into num_classes from the cache (`cache_path`) when there,
+    else computed and saved there."""
+    path = cache_path(corpus, num_classes, max_iters, directory)
     if path.exists():
         log.info("loading the clustering %s", path)
         return Clustering.load(path, corpus.vocab)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from typing import Sequence
 
 import numpy as np
@@ -109,6 +110,7 @@ class DeletedInterpolationTrigram(LanguageModel):
         if V > MAX_VOCAB:
             raise LMBenchError(f"the vocabulary has {V} words; trigram keys need V**3 < 2**63 "
                                f"(V <= {MAX_VOCAB}): use a smaller vocabulary (raise --min-count)")
+        started = time.perf_counter()
         train = corpus.train.astype(np.int64)  # (T,)
         self.T = len(train)
         self.unigram = np.bincount(train, minlength=V).astype(np.float64)  # (V,)
@@ -118,11 +120,14 @@ class DeletedInterpolationTrigram(LanguageModel):
         self.trigram = CountTable(trigram_context * V + train[2:])
         self.trigram_context = CountTable(trigram_context)  # c(u, v, .)
         self.num_buckets = math.ceil(math.log(self.T)) + 1  # buckets 0 .. ceil(ln T)
+        self.timings = {"count_seconds": time.perf_counter() - started}
+        started = time.perf_counter()
         stream, start = corpus.stream_for("valid", history=2)
         components = self.components(stream, start)  # (n_valid, 4)
         buckets = self.buckets(stream, start)  # (n_valid,)
         self.weights, self.em_history = em_weights(components, buckets, self.num_buckets,
                                                    tol=self.tol, max_iters=self.max_iters)
+        self.timings["em_seconds"] = time.perf_counter() - started  # valid components + EM
 
     def bucket_of_count(self, count: np.ndarray) -> np.ndarray:
         """l(x) = ceil(-ln((1 + x) / T)) with x clipped to [0, T - 1], as int64."""
