@@ -42,7 +42,8 @@ def class_vocabulary(num_classes: int) -> Vocabulary:
 def class_corpus(corpus: Corpus, clustering: Clustering) -> Corpus:
     """The corpus with every token replaced by its class id (same split lengths)."""
     word_class = clustering.word_class
-    return Corpus(f"{corpus.name}-classes{clustering.num_classes}", class_vocabulary(clustering.num_classes),
+    C = clustering.num_classes
+    return Corpus(f"{corpus.name}-classes{C}", class_vocabulary(C),
                   train=word_class[corpus.train], valid=word_class[corpus.valid],
                   test=word_class[corpus.test], info={"clustering": clustering.info})
 
@@ -73,7 +74,8 @@ class ClassNgram(LanguageModel):
         counts = np.bincount(corpus.train, minlength=self.vocab_size).astype(np.float64)  # (V,)
         class_count = np.bincount(word_class, weights=counts, minlength=self.clustering.num_classes)
         class_size = np.bincount(word_class, minlength=self.clustering.num_classes)  # (C,)
-        self.log_word_given_class = np.log((counts + 1.0) / (class_count + class_size)[word_class])  # (V,)
+        denominator = (class_count + class_size)[word_class]  # count(c(w)) + |c(w)|, (V,)
+        self.log_word_given_class = np.log((counts + 1.0) / denominator)  # (V,)
         self.class_model.fit(class_corpus(corpus, self.clustering))
 
     def score(self, stream: np.ndarray, start: int) -> np.ndarray:

@@ -194,7 +194,8 @@ def _insertion_gain(N, NL, NR, r, l, s, n_left, n_right) -> np.ndarray:
     lc = np.flatnonzero(l)  # predecessor classes
     block_r = N[:, rd]  # (C, |rd|) N(k, d)
     block_l = N[lc, :]  # (|lc|, C) N(c, k)
-    gain = (f(block_r + r[rd]) - f(block_r)).sum(axis=1) + (f(block_l + l[lc, None]) - f(block_l)).sum(axis=0)
+    gain = ((f(block_r + r[rd]) - f(block_r)).sum(axis=1)
+            + (f(block_l + l[lc, None]) - f(block_l)).sum(axis=0))  # (C,)
     # N(k, k) was counted once in each sum with r[k] and l[k] alone; replace by its true change
     nkk = np.diagonal(N)  # (C,)
     gain += f(nkk + r + l + s) - f(nkk + r) - f(nkk + l) + f(nkk)
@@ -219,7 +220,8 @@ def cache_path(corpus, num_classes: int, max_iters: int, directory: Path | None 
     train = np.ascontiguousarray(corpus.train, dtype=np.int32)
     train_hash = hashlib.sha256(train.tobytes()).hexdigest()[:12]
     directory = directory or cache_root() / "clusters"
-    return directory / f"{corpus.name}-{corpus.vocab.fingerprint()}-{train_hash}-C{num_classes}-i{max_iters}.json"
+    name = f"{corpus.name}-{corpus.vocab.fingerprint()}-{train_hash}-C{num_classes}-i{max_iters}.json"
+    return directory / name
 
 
 def cached_cluster(corpus, num_classes: int, *, max_iters: int = 20, progress: bool = True,

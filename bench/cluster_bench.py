@@ -56,7 +56,8 @@ def measure_clustering(num_classes: int, max_iters: int) -> dict:
 
 def perplexities(model) -> dict:
     started = time.perf_counter()
-    result = {f"{split}_perplexity": round(model.perplexity(split), 3) for split in ("train", "valid", "test")}
+    result = {f"{split}_perplexity": round(model.perplexity(split), 3)
+              for split in ("train", "valid", "test")}
     result["score_seconds"] = round(time.perf_counter() - started, 3)
     return result
 
@@ -96,7 +97,8 @@ def main() -> None:
 
     corpus = load_brown()
     report = {"corpus": corpus.name, "vocab_size": len(corpus.vocab),
-              "deleted_interpolation": deleted_interpolation(corpus), "clustering": [], "class_trigram": []}
+              "deleted_interpolation": deleted_interpolation(corpus),
+              "clustering": [], "class_trigram": []}
     print("deleted interpolation:", report["deleted_interpolation"], file=sys.stderr)
     for num_classes in args.classes:
         child = subprocess.run([sys.executable, __file__, "--child", str(num_classes),
