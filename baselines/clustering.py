@@ -1,0 +1,241 @@
+"""Word clustering by the exchange algorithm (Kneser & Ney 1993; Martin, Liermann & Ney 1998).
+
+Each word w of the vocabulary gets one class c(w) of C. With N(c, d) the number of training bigrams
+whose first word is in class c and second in class d, N_L(c) = sum_d N(c, d) and
+N_R(d) = sum_c N(c, d), the class-bigram log-likelihood of train is, up to terms that do not depend
+on the clustering,
+
+    F = sum_{c,d} f(N(c, d)) - sum_c f(N_L(c)) - sum_d f(N_R(d)),   f(x) = x ln x, f(0) = 0.
+
+Start: the C - 1 most frequent words of train each in their own class, all the others in the last
+class. Then, repeatedly, for every word with a training count (most frequent first): take it out of
+its class and put it into the class that maximises F, staying if no class beats its own. Iterate
+until a pass moves no word or after `max_iters` passes. The procedure has no randomness, so the
+result depends only on the training stream and C.
+
+One move costs O(C * (successor classes + predecessor classes)) with numpy: the word's bigram
+neighbours come from a scipy.sparse CSR matrix of word-bigram counts (and its transpose), are summed
+per class with np.bincount, and the gain of inserting the word into EVERY class is computed at once
+from the gathered columns/rows of the dense (C, C) class-bigram matrix. F never decreases: the word
+returns to its own class unless another one is strictly better.
+
+Classes are finally relabelled in order of first appearance by word id, with empty classes dropped,
+so `<unk>` (id 0) is always in class 0 and every class id has at least one word.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import xlogy
+from tqdm import tqdm
+
+from corpora.vocab import Vocabulary
+from lmbench.errors import LMBenchError
+
+log = logging.getLogger(__name__)
+
+
+def f(x: np.ndarray) -> np.ndarray:
+    """x ln x with 0 ln 0 = 0."""
+    return xlogy(x, x)
+
+
+def bigram_matrix(train: np.ndarray, vocab_size: int) -> sp.csr_matrix:
+    """(V, V) CSR matrix of word-bigram counts of the stream: M[v, w] = c(v, w)."""
+    train = np.asarray(train, dtype=np.int64)
+    ones = np.ones(len(train) - 1, dtype=np.float64)
+    return sp.csr_matrix((ones, (train[:-1], train[1:])), shape=(vocab_size, vocab_size))  # sums dups
+
+
+def class_bigram_counts(train: np.ndarray, word_class: np.ndarray, num_classes: int) -> np.ndarray:
+    """(C, C) dense N(c, d) of the class stream of train."""
+    classes = np.asarray(word_class, dtype=np.int64)[np.asarray(train, dtype=np.int64)]
+    flat = np.bincount(classes[:-1] * num_classes + classes[1:], minlength=num_classes * num_classes)
+    return flat.reshape(num_classes, num_classes).astype(np.float64)
+
+
+def objective(train: np.ndarray, word_class: np.ndarray, num_classes: int) -> float:
+    """F computed from scratch (the module doc's formula)."""
+    N = class_bigram_counts(train, word_class, num_classes)  # (C, C)
+    return float(f(N).sum() - f(N.sum(axis=1)).sum() - f(N.sum(axis=0)).sum())
+
+
+@dataclass
+class Clustering:
+    """A word -> class map for one vocabulary (identified by its fingerprint)."""
+
+    word_class: np.ndarray  # (V,) int32, values in [0, num_classes)
+    num_classes: int
+    fingerprint: str
+    info: dict = field(default_factory=dict)  # requested C, objective per pass, seconds, moves
+
+    def save(self, path: str | Path) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps({"fingerprint": self.fingerprint, "num_classes": self.num_classes,
+                                   "word_class": self.word_class.tolist(), "info": self.info}))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: str | Path, vocab: Vocabulary) -> "Clustering":
+        """Read a clustering saved for `vocab`; refuses one made for another vocabulary."""
+        try:
+            data = json.loads(Path(path).read_text())
+            clustering = cls(np.asarray(data["word_class"], dtype=np.int32), int(data["num_classes"]),
+                             data["fingerprint"], data.get("info", {}))
+        except (OSError, ValueError, KeyError) as err:
+            raise LMBenchError(f"cannot read the clustering file {path}: {err}; "
+                               "delete it and cluster again") from err
+        if clustering.fingerprint != vocab.fingerprint() or len(clustering.word_class) != len(vocab):
+            raise LMBenchError(
+                f"the clustering in {path} was made for another vocabulary (fingerprint "
+                f"{clustering.fingerprint}, this corpus has {vocab.fingerprint()}): cluster this "
+                "corpus again, or load the corpus with the options the clustering was made with")
+        return clustering
+
+
+def relabel(word_class: np.ndarray) -> tuple[np.ndarray, int]:
+    """Class ids in order of first appearance by word id (so word 0 is in class 0), empty classes
+    dropped. Returns the (V,) int32 map and the number of classes used."""
+    _, first, inverse = np.unique(word_class, return_index=True, return_inverse=True)
+    rank = np.empty(len(first), dtype=np.int32)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first), dtype=np.int32)
+    return rank[inverse.reshape(-1)], len(first)
+
+
+def exchange(train: np.ndarray, vocab_size: int, num_classes: int, *, max_iters: int = 20,
+             progress: bool = True) -> tuple[np.ndarray, dict]:
+    """The exchange algorithm on a training id stream. Returns the raw (V,) class of each word
+    (labels as used internally) and info: objective after each pass, moves per pass, seconds."""
+    if num_classes < 2:
+        raise LMBenchError(f"clustering needs at least 2 classes, not {num_classes}: raise --classes")
+    if num_classes > vocab_size:
+        raise LMBenchError(f"cannot make {num_classes} classes from {vocab_size} words: "
+                           f"use at most {vocab_size} classes")
+    started = time.perf_counter()
+    train = np.asarray(train, dtype=np.int64)
+    C = num_classes
+    counts = np.bincount(train, minlength=vocab_size)  # (V,)
+    by_frequency = np.argsort(-counts, kind="stable")  # most frequent first, ties by id
+    word_class = np.full(vocab_size, C - 1, dtype=np.int64)  # (V,)
+    word_class[by_frequency[: C - 1]] = np.arange(C - 1)
+    successors = bigram_matrix(train, vocab_size)  # (V, V) CSR: row w = c(w, .)
+    predecessors = successors.T.tocsr()  # (V, V) CSR: row w = c(., w)
+    self_loops = successors.diagonal()  # (V,) c(w, w)
+    N = class_bigram_counts(train, word_class, C)  # (C, C)
+    NL, NR = N.sum(axis=1), N.sum(axis=0)  # (C,), (C,)
+    F = float(f(N).sum() - f(NL).sum() - f(NR).sum())
+    history, moves_per_pass = [F], []
+    movable = by_frequency[counts[by_frequency] > 0]  # words without bigrams never gain by moving
+    drift = 0.0  # largest |incremental F - F recomputed| at the end of a pass
+    for iteration in range(max_iters):
+        moves = 0
+        for w in tqdm(movable, desc=f"exchange pass {iteration + 1}", disable=not progress,
+                      mininterval=2.0, leave=False):
+            g = word_class[w]
+            s = self_loops[w]
+            lo, hi = successors.indptr[w], successors.indptr[w + 1]
+            succ, succ_n = successors.indices[lo:hi], successors.data[lo:hi]
+            lo, hi = predecessors.indptr[w], predecessors.indptr[w + 1]
+            pred, pred_n = predecessors.indices[lo:hi], predecessors.data[lo:hi]
+            # class-aggregated neighbours, excluding the (w, w) bigram: r[d], l[c]  (C,)
+            r = np.bincount(word_class[succ], weights=succ_n, minlength=C)
+            l = np.bincount(word_class[pred], weights=pred_n, minlength=C)
+            r[g] -= s
+            l[g] -= s
+            n_left, n_right = r.sum() + s, l.sum() + s  # c(w, .), c(., w)
+            # remove w from g
+            N[g, :] -= r
+            N[:, g] -= l
+            N[g, g] -= s
+            NL[g] -= n_left
+            NR[g] -= n_right
+            # the gain of inserting w into every class k, for all k at once  (C,)
+            gain = _insertion_gain(N, NL, NR, r, l, s, n_left, n_right)
+            best = int(np.argmax(gain))
+            k = best if gain[best] > gain[g] + 1e-9 * max(1.0, abs(gain[g])) else g
+            moves += k != g
+            N[k, :] += r
+            N[:, k] += l
+            N[k, k] += s
+            NL[k] += n_left
+            NR[k] += n_right
+            word_class[w] = k
+            F += gain[k] - gain[g]  # putting w back into g would restore F
+        exact = float(f(N).sum() - f(NL).sum() - f(NR).sum())  # free of accumulated rounding
+        drift = max(drift, abs(exact - F))
+        F = exact
+        history.append(F)
+        moves_per_pass.append(int(moves))
+        log.info("exchange pass %d: %d words moved, objective %.3f", iteration + 1, moves, F)
+        if moves == 0:
+            break
+    return word_class, {"objective": history, "moves": moves_per_pass, "drift": float(drift),
+                        "seconds": round(time.perf_counter() - started, 3)}
+
+
+def _insertion_gain(N, NL, NR, r, l, s, n_left, n_right) -> np.ndarray:
+    """F(w in k) - F(w in no class) for every class k, shape (C,); w's class-aggregated successor
+    counts r (C,), predecessor counts l (C,), self-loop count s, totals n_left and n_right.
+
+    Row k gains r (its successor classes), column k gains l (its predecessor classes) and N(k, k)
+    gains r[k] + l[k] + s; only the classes where r or l is non-zero change, so the sums run over
+    those (gathered as (C, nnz) blocks of N)."""
+    rd = np.flatnonzero(r)  # successor classes
+    lc = np.flatnonzero(l)  # predecessor classes
+    block_r = N[:, rd]  # (C, |rd|) N(k, d)
+    block_l = N[lc, :]  # (|lc|, C) N(c, k)
+    gain = ((f(block_r + r[rd]) - f(block_r)).sum(axis=1)
+            + (f(block_l + l[lc, None]) - f(block_l)).sum(axis=0))  # (C,)
+    # N(k, k) was counted once in each sum with r[k] and l[k] alone; replace by its true change
+    nkk = np.diagonal(N)  # (C,)
+    gain += f(nkk + r + l + s) - f(nkk + r) - f(nkk + l) + f(nkk)
+    gain -= f(NL + n_left) - f(NL) + f(NR + n_right) - f(NR)
+    return gain
+
+
+def cluster(vocab: Vocabulary, train: np.ndarray, num_classes: int, *, max_iters: int = 20,
+            progress: bool = True) -> Clustering:
+    """Cluster `vocab` on the training ids; classes relabelled as in `relabel`."""
+    raw, info = exchange(train, len(vocab), num_classes, max_iters=max_iters, progress=progress)
+    word_class, used = relabel(raw)
+    info.update(requested_classes=num_classes, iterations=len(info["moves"]))
+    return Clustering(word_class, used, vocab.fingerprint(), info)
+
+
+def cache_path(corpus, num_classes: int, max_iters: int, directory: Path | None = None) -> Path:
+    """Where the clustering of corpus.train is cached: `cache_root()/clusters`, keyed by vocabulary
+    fingerprint, a hash of the train ids, C and the pass limit."""
+    from corpora.corpus import cache_root
+
+    train = np.ascontiguousarray(corpus.train, dtype=np.int32)
+    train_hash = hashlib.sha256(train.tobytes()).hexdigest()[:12]
+    directory = directory or cache_root() / "clusters"
+    name = f"{corpus.name}-{corpus.vocab.fingerprint()}-{train_hash}-C{num_classes}-i{max_iters}.json"
+    return directory / name
+
+
+def cached_cluster(corpus, num_classes: int, *, max_iters: int = 20, progress: bool = True,
+                   directory: Path | None = None) -> Clustering:
+    """The clustering of corpus.train into num_classes from the cache (`cache_path`) when there,
+    else computed and saved there."""
+    path = cache_path(corpus, num_classes, max_iters, directory)
+    if path.exists():
+        log.info("loading the clustering %s", path)
+        return Clustering.load(path, corpus.vocab)
+    clustering = cluster(corpus.vocab, corpus.train, num_classes, max_iters=max_iters, progress=progress)
+    try:
+        clustering.save(path)
+    except OSError as err:
+        log.warning("could not write the clustering cache %s (%s); set LMBENCH_CACHE to a writable "
+                    "folder to reuse it", path, err)
+    return clustering
