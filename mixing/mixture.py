@@ -82,14 +82,12 @@ def fit_weights(logprobs: np.ndarray, buckets: np.ndarray | None = None, n_bucke
 
 
 class ContextBuckets(Protocol):
-    """What a model exposes to condition mixture weights on its context: the bucket of every token of
-    a stream (from `start`) and of one context."""
+    """A model whose contexts fall in `num_buckets` buckets (the deleted-interpolation trigram):
+    `buckets(stream, start)` gives the bucket of every token of the stream from `start`."""
 
-    n_buckets: int
+    num_buckets: int
 
-    def context_buckets(self, stream: np.ndarray, start: int) -> np.ndarray: ...
-
-    def bucket_of(self, context: Sequence[int]) -> int: ...
+    def buckets(self, stream: np.ndarray, start: int) -> np.ndarray: ...
 
 
 class Mixture(LanguageModel):
@@ -114,11 +112,11 @@ class Mixture(LanguageModel):
         self.order = None if None in orders else max(orders)
 
     def _n_buckets(self) -> int:
-        return self.bucketer.n_buckets if self.method == "bucketed" else 1
+        return self.bucketer.num_buckets if self.method == "bucketed" else 1
 
     def _buckets(self, stream: np.ndarray, start: int) -> np.ndarray:
         if self.method == "bucketed":
-            return self.bucketer.context_buckets(stream, start)
+            return self.bucketer.buckets(stream, start)
         return np.zeros(len(stream) - start, dtype=np.int64)
 
     def _fit(self, corpus) -> None:
@@ -137,5 +135,6 @@ class Mixture(LanguageModel):
         return mix_logprobs(logprobs, weights)
 
     def distribution(self, context: Sequence[int]) -> np.ndarray:
-        bucket = self.bucketer.bucket_of(context) if self.method == "bucketed" else 0
+        with_next = np.append(np.asarray(context, dtype=np.int64), 0)  # any next token: buckets read the context
+        bucket = self._buckets(with_next, len(with_next) - 1)[0]
         return sum(w * c.distribution(context) for w, c in zip(self.weights[bucket], self.components))

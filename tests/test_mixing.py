@@ -76,14 +76,11 @@ class AddOneBigram(LanguageModel):
 
 class FirstTokenBuckets:
     """Bucket = whether the previous token is id 1."""
-    n_buckets = 2
+    num_buckets = 2
 
-    def context_buckets(self, stream, start):
+    def buckets(self, stream, start):
         positions = np.arange(start, len(stream))
         return (stream[np.maximum(positions - 1, 0)] == 1).astype(np.int64) * (positions > 0)
-
-    def bucket_of(self, context):
-        return int(len(context) > 0 and context[-1] == 1)
 
 
 @pytest.mark.parametrize("method", ["fixed", "em", "bucketed"])
@@ -125,3 +122,13 @@ def test_mix_command_on_saved_logprobs(tmp_path, capsys):
     assert result["weights"][0][0] > 0.99 and result["weights"][1][1] > 0.99  # each bucket picks its best
     assert main(["mix", str(tmp_path / "a.npz"), str(tmp_path / "missing.npz")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_bucketed_mixture_with_the_deleted_interpolation_buckets():
+    from baselines.deleted_interpolation import DeletedInterpolationTrigram
+    corpus = make_corpus("a b a c a b b a c c a b a", "a b c a a b c", "c a b")
+    trigram = DeletedInterpolationTrigram().fit(corpus)
+    mixture = Mixture([trigram, AddOneBigram().fit(corpus)], method="bucketed", bucketer=trigram).fit(corpus)
+    assert mixture.weights.shape == (trigram.num_buckets, 2)
+    assert_normalised(mixture, corpus)
+    assert_scores_match_distribution(mixture, corpus, "test")
