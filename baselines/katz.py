@@ -1,0 +1,102 @@
+"""Katz back-off (Katz 1987) with Good-Turing discounts, orders 2 to 5.
+
+Public API
+----------
+`Katz(order, k=5)`: a BackoffModel (baselines/backoff.py), ARPA-exportable.
+`good_turing_ratios(counts, k, n)`: the discount ratios d_0 .. d_{k+1} (d_r = 1 for r > k).
+
+Discounts (Katz 1987, eq. 13, as SRILM applies them), per order from the counts-of-counts n_r of
+the raw counts: with r* = (r + 1) n_{r+1} / n_r and A = (k + 1) n_{k+1} / n_1,
+    d_r = (r* / r - A) / (1 - A)    for 1 <= r <= k,      d_r = 1 for r > k.
+When some d_r is not in (0, 1] (or an n_r is 0), k is lowered until all are valid, as SRILM does;
+when no k >= 1 works the order uses an absolute discount of 0.5 (d_r = (r - 0.5) / r for r <= 5)
+and a warning is logged, so tiny data does not crash.
+
+Probabilities, with c(h.) = sum_w c(hw):
+    P(w | h) = d_c(hw) c(hw) / c(h.)                    if c(hw) > 0,
+             = alpha(h) P(w | h')                      otherwise,
+    alpha(h) = (1 - sum_{w: c(hw)>0} P(w | h)) / (1 - sum_{w: c(hw)>0} P(w | h')),
+so every P(. | h) sums to 1.
+
+Unigram level (our choice): Good-Turing-discounted unigram counts d_c c(w) / N; the mass this
+frees goes, in equal shares, to the vocabulary words with zero count in train (<unk> included if
+unseen), or to every word of V when train holds them all. Every word of V gets P > 0 and the
+unigram sums to 1.
+
+A context whose continuations all have counts above k would keep no mass for unseen words (alpha = 0,
+P = 0 for every other word: "proved to" followed only by "be", 6 times, on Brown). Such a context
+discounts its counts with the mildest Good-Turing ratio of the order (the largest d_r < 1) instead,
+so every word of V keeps P > 0 after every history.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from baselines.backoff import BackoffModel
+from baselines.counts import count_ngrams, count_of_counts
+
+log = logging.getLogger(__name__)
+
+FALLBACK_ABSOLUTE_DISCOUNT = 0.5
+
+
+def good_turing_ratios(counts: np.ndarray, k: int, n: int) -> np.ndarray:
+    """d_r for r = 0 .. k+1 (d_0 unused, d_{k+1} = 1); index with np.minimum(count, k + 1)."""
+    nr = count_of_counts(counts, k + 1).astype(np.float64)  # n_0 .. n_{k+1}
+    for kk in range(k, 0, -1):
+        if np.all(nr[1:kk + 2] > 0):
+            r = np.arange(1, kk + 1)
+            A = (kk + 1) * nr[kk + 1] / nr[1]
+            d = ((r + 1) * nr[r + 1] / nr[r] / r - A) / (1 - A) if A != 1 else np.zeros(kk)
+            if np.all((d > 0) & (d <= 1)):
+                if kk < k:
+                    log.warning("order %d: Good-Turing discounts invalid for k = %d; using k = %d", n, k, kk)
+                return np.concatenate([[1.0], d, np.ones(k + 1 - kk)])
+    log.warning("order %d: no valid Good-Turing discounts (counts-of-counts %s); using an absolute "
+                "discount of %s for counts <= %d", n, nr[1:].astype(int).tolist(), FALLBACK_ABSOLUTE_DISCOUNT, k)
+    r = np.arange(1, k + 1)
+    return np.concatenate([[1.0], (r - FALLBACK_ABSOLUTE_DISCOUNT) / r, [1.0]])
+
+
+class Katz(BackoffModel):
+    """Katz back-off with Good-Turing discounts for counts <= k."""
+
+    min_order, max_order = 2, 5
+
+    def __init__(self, order: int, k: int = 5):
+        super().__init__(order)
+        self.k = k
+
+    def _fit(self, corpus) -> None:
+        V, N, k = self.vocab_size, self.order, self.k
+        counts = count_ngrams(corpus.train, N, V)
+        table, c = counts.table, counts.counts
+        self.ratios = {n: good_turing_ratios(c[n], k, n) for n in range(1, N + 1)}
+
+        # Unigrams: Good-Turing discounted, the freed mass shared by the zero-count words.
+        discounted = self.ratios[1][np.minimum(c[1], k + 1)] * c[1] / c[1].sum()  # (V,), 0 where unseen
+        receivers = c[1] == 0 if np.any(c[1] == 0) else np.ones(V, dtype=bool)
+        p = discounted + receivers * (1.0 - discounted.sum()) / receivers.sum()
+        logp, logbow = [np.zeros(0), np.log(p)], [np.zeros(0)]
+        for n in range(2, N + 1):
+            context = counts.prefix[n]                                   # (m,) row of h
+            lower = np.exp(logp[n - 1][counts.suffix[n]])               # (m,) P(w | h')
+            size = table.size(n - 1)
+            context_total = np.bincount(context, weights=c[n], minlength=size)  # c(h.)
+            prob = self.ratios[n][np.minimum(c[n], k + 1)] * c[n] / context_total[context]  # (m,)
+            has = context_total > 0
+            full = np.bincount(context, weights=prob, minlength=size) >= 1.0 - 1e-12  # no mass left
+            if np.any(full[context]):
+                mildest = self.ratios[n][1:k + 1][self.ratios[n][1:k + 1] < 1].max()
+                rows = full[context] & (c[n] > k)
+                prob[rows] *= mildest
+            left = np.maximum(1.0 - np.bincount(context, weights=prob, minlength=size), 0.0)
+            lower_mass = np.bincount(context, weights=lower, minlength=size)
+            alpha = left / np.maximum(1.0 - lower_mass, np.finfo(float).tiny)
+            logp.append(np.log(prob))
+            with np.errstate(divide="ignore"):
+                logbow.append(np.where(has, np.log(np.where(has, alpha, 1.0)), 0.0))
+        self.set_parameters(table, logp, logbow)
