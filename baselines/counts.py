@@ -40,6 +40,7 @@ import numpy as np
 from lmbench.errors import LMBenchError
 
 MAX_KEY_BITS = 63
+SORTED_SEARCH_MIN = 4096  # sort the queries of bigger lookups (see NgramTable._locate)
 
 
 def key_bits(vocab_size: int) -> int:
@@ -103,11 +104,18 @@ class NgramTable:
         return np.where(prefix_index >= 0, prefix_index.astype(np.int64) * self.vocab_size + words, -1)
 
     def _locate(self, n: int, keys: np.ndarray) -> np.ndarray:
-        """Row index of each key at order n, -1 where absent (or key == -1)."""
+        """Row index of each key at order n, -1 where absent (or key == -1). Many keys are searched
+        in increasing order (argsort first): a binary search whose probes stay in cache is several
+        times faster on tables of ~1M keys than one that jumps around at random."""
         table = self.keys[n]
         if table.size == 0:
             return np.full(len(keys), -1, dtype=np.int64)
-        pos = np.searchsorted(table, keys)
+        if len(keys) > SORTED_SEARCH_MIN:
+            by_key = np.argsort(keys)
+            pos = np.empty(len(keys), dtype=np.int64)
+            pos[by_key] = np.searchsorted(table, keys[by_key])
+        else:
+            pos = np.searchsorted(table, keys)
         pos_c = np.minimum(pos, table.size - 1)
         return np.where((table[pos_c] == keys) & (keys >= 0), pos_c, -1).astype(np.int64)
 
@@ -178,7 +186,7 @@ class NgramCounts:
 
 def count_ngrams(stream: np.ndarray, order: int, vocab_size: int, *,
                  packed: bool | None = None) -> NgramCounts:
-    """Count the n-grams of orders 1..order of an id stream with one np.unique per order.
+    """Count the n-grams of orders 1..order of an id stream with one sort per order.
 
     Order n's key for the n-gram starting at t is built from order n-1's at the same t (packed:
     shift and or; prefix-rank: row index times V plus the last word), so no order re-reads n
@@ -202,8 +210,7 @@ def count_ngrams(stream: np.ndarray, order: int, vocab_size: int, *,
     for n in range(2, order + 1):
         m = len(ids) - n + 1  # n-grams in the stream
         key = table._extend(n, key[:m] if table.packed[n] else None, at[n - 1][:m], ids[n - 1:])
-        keys, first, inverse, count = np.unique(key, return_index=True, return_inverse=True,
-                                                return_counts=True)
+        keys, first, inverse, count = _unique(key)
         windows = np.lib.stride_tricks.sliding_window_view(stream, n)
         table.grams.append(np.ascontiguousarray(windows[first], dtype=np.int32))
         table.keys.append(keys)
@@ -212,6 +219,19 @@ def count_ngrams(stream: np.ndarray, order: int, vocab_size: int, *,
         prefix.append(at[n - 1][first])      # the n-gram at position p starts with the (n-1)-gram at p
         suffix.append(at[n - 1][first + 1])  # and ends with the one at p + 1
     return NgramCounts(table, counts, at, prefix, suffix)
+
+
+def _unique(key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """np.unique(key, return_index, return_inverse, return_counts) through an unstable argsort
+    (several times faster than the stable one np.unique needs); `first` is *an* occurrence of
+    each distinct key, not necessarily the first, which is all the counting needs."""
+    order = np.argsort(key)                                  # (m,)
+    ordered = key[order]
+    starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))  # (d,)
+    inverse = np.empty(len(key), dtype=np.int64)
+    inverse[order] = np.cumsum(np.concatenate([[0], ordered[1:] != ordered[:-1]]))
+    count = np.diff(np.append(starts, len(key)))
+    return ordered[starts], order[starts], inverse, count
 
 
 def count_of_counts(counts: np.ndarray, k: int) -> np.ndarray:
