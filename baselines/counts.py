@@ -235,5 +235,7 @@ def _unique(key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
 
 
 def count_of_counts(counts: np.ndarray, k: int) -> np.ndarray:
-    """n_r for r = 0 .. k (n_0 unused, 0): how many entries have count exactly r."""
-    return np.bincount(np.clip(counts, 0, k + 1), minlength=k + 2)[: k + 1].astype(np.int64)
+    """n_r for r = 0 .. k (n_0 set to 0, unused): how many entries have count exactly r."""
+    nr = np.bincount(np.clip(counts, 0, k + 1), minlength=k + 2)[: k + 1].astype(np.int64)
+    nr[0] = 0
+    return nr
