@@ -26,7 +26,8 @@ unigram sums to 1.
 A context whose continuations all have counts above k would keep no mass for unseen words (alpha = 0,
 P = 0 for every other word: "proved to" followed only by "be", 6 times, on Brown). Such a context
 discounts its counts with the mildest Good-Turing ratio of the order (the largest d_r < 1) instead,
-so every word of V keeps P > 0 after every history.
+so every word of V keeps P > 0 after every history. The unigram level does the same when every
+word's count is above k.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from baselines.counts import count_ngrams, count_of_counts
 log = logging.getLogger(__name__)
 
 FALLBACK_ABSOLUTE_DISCOUNT = 0.5
+MASS_EPSILON = 1e-12  # a context whose discounted probabilities sum above 1 - this keeps no mass
 
 
 def good_turing_ratios(counts: np.ndarray, k: int, n: int) -> np.ndarray:
@@ -78,6 +80,8 @@ class Katz(BackoffModel):
 
         # Unigrams: Good-Turing discounted, the freed mass shared by the zero-count words.
         discounted = self.ratios[1][np.minimum(c[1], k + 1)] * c[1] / c[1].sum()  # (V,), 0 where unseen
+        if discounted.sum() >= 1.0 - MASS_EPSILON:                        # every count above k
+            discounted[c[1] > k] *= self._mildest(1)
         receivers = c[1] == 0 if np.any(c[1] == 0) else np.ones(V, dtype=bool)
         p = discounted + receivers * (1.0 - discounted.sum()) / receivers.sum()
         logp, logbow = [np.zeros(0), np.log(p)], [np.zeros(0)]
@@ -88,11 +92,8 @@ class Katz(BackoffModel):
             context_total = np.bincount(context, weights=c[n], minlength=size)  # c(h.)
             prob = self.ratios[n][np.minimum(c[n], k + 1)] * c[n] / context_total[context]  # (m,)
             has = context_total > 0
-            full = np.bincount(context, weights=prob, minlength=size) >= 1.0 - 1e-12  # no mass left
-            if np.any(full[context]):
-                mildest = self.ratios[n][1:k + 1][self.ratios[n][1:k + 1] < 1].max()
-                rows = full[context] & (c[n] > k)
-                prob[rows] *= mildest
+            full = np.bincount(context, weights=prob, minlength=size) >= 1.0 - MASS_EPSILON  # no mass left
+            prob[full[context] & (c[n] > k)] *= self._mildest(n)
             left = np.maximum(1.0 - np.bincount(context, weights=prob, minlength=size), 0.0)
             lower_mass = np.bincount(context, weights=lower, minlength=size)
             alpha = left / np.maximum(1.0 - lower_mass, np.finfo(float).tiny)
@@ -100,3 +101,8 @@ class Katz(BackoffModel):
             with np.errstate(divide="ignore"):
                 logbow.append(np.where(has, np.log(np.where(has, alpha, 1.0)), 0.0))
         self.set_parameters(table, logp, logbow)
+
+    def _mildest(self, n: int) -> float:
+        """The largest Good-Turing ratio below 1 of order n (for contexts with no mass left)."""
+        ratios = self.ratios[n][1:self.k + 1]
+        return float(ratios[ratios < 1].max())

@@ -132,16 +132,18 @@ def zipf_text(length, types, seed):
 
 
 def markov_text(length, types, seed):
-    """A first-order Markov source with 3 likely successors per word, plus 15% random words:
-    repeated trigrams and 4-grams, and rare words, as in real text."""
+    """A first-order Markov source over `types` words with 3 likely successors each, plus 15% words
+    drawn from a Zipf law over 20 times as many: repeated trigrams and 4-grams, and a long tail of
+    rare words, as in real text."""
     rng = np.random.default_rng(seed)
-    successors = rng.integers(0, types, size=(types, 3))
+    successors = rng.integers(0, types, size=(20 * types, 3))
+    zipf = 1 / np.arange(1, 20 * types + 1)
+    rare = rng.choice(20 * types, size=length, p=zipf / zipf.sum())
+    jump = rng.random(length) < 0.15
+    pick = rng.choice(3, size=length, p=[0.6, 0.3, 0.1])
     words = [0]
-    for _ in range(length - 1):
-        if rng.random() < 0.15:
-            words.append(int(rng.integers(0, types)))
-        else:
-            words.append(int(successors[words[-1], rng.choice(3, p=[0.6, 0.3, 0.1])]))
+    for t in range(1, length):
+        words.append(int(rare[t]) if jump[t] else int(successors[words[-1], pick[t]]))
     return " ".join(f"w{i}" for i in words)
 
 
