@@ -23,9 +23,9 @@ frees goes, in equal shares, to the vocabulary words with zero count in train (<
 unseen), or to every word of V when train holds them all. Every word of V gets P > 0 and the
 unigram sums to 1.
 
-A context whose continuations all have counts above k would keep no mass for unseen words (alpha = 0,
+A context whose continuations all have undiscounted counts (above k) would keep no mass for unseen words (alpha = 0,
 P = 0 for every other word: "proved to" followed only by "be", 6 times, on Brown). Such a context
-discounts its counts with the mildest Good-Turing ratio of the order (the largest d_r < 1) instead,
+discounts those counts with the mildest Good-Turing ratio of the order (the largest d_r < 1) instead,
 so every word of V keeps P > 0 after every history. The unigram level does the same when every
 word's count is above k.
 """
@@ -79,9 +79,10 @@ class Katz(BackoffModel):
         self.ratios = {n: good_turing_ratios(c[n], k, n) for n in range(1, N + 1)}
 
         # Unigrams: Good-Turing discounted, the freed mass shared by the zero-count words.
-        discounted = self.ratios[1][np.minimum(c[1], k + 1)] * c[1] / c[1].sum()  # (V,), 0 where unseen
-        if discounted.sum() >= 1.0 - MASS_EPSILON:                        # every count above k
-            discounted[c[1] > k] *= self._mildest(1)
+        ratio = self.ratios[1][np.minimum(c[1], k + 1)]                  # (V,) d_c
+        discounted = ratio * c[1] / c[1].sum()                            # (V,), 0 where unseen
+        if discounted.sum() >= 1.0 - MASS_EPSILON:                        # no count discounted
+            discounted[ratio >= 1] *= self._mildest(1)
         receivers = c[1] == 0 if np.any(c[1] == 0) else np.ones(V, dtype=bool)
         p = discounted + receivers * (1.0 - discounted.sum()) / receivers.sum()
         logp, logbow = [np.zeros(0), np.log(p)], [np.zeros(0)]
@@ -90,10 +91,11 @@ class Katz(BackoffModel):
             lower = np.exp(logp[n - 1][counts.suffix[n]])               # (m,) P(w | h')
             size = table.size(n - 1)
             context_total = np.bincount(context, weights=c[n], minlength=size)  # c(h.)
-            prob = self.ratios[n][np.minimum(c[n], k + 1)] * c[n] / context_total[context]  # (m,)
+            ratio = self.ratios[n][np.minimum(c[n], k + 1)]              # (m,) d_c
+            prob = ratio * c[n] / context_total[context]                  # (m,)
             has = context_total > 0
             full = np.bincount(context, weights=prob, minlength=size) >= 1.0 - MASS_EPSILON  # no mass left
-            prob[full[context] & (c[n] > k)] *= self._mildest(n)
+            prob[full[context] & (ratio >= 1)] *= self._mildest(n)
             left = np.maximum(1.0 - np.bincount(context, weights=prob, minlength=size), 0.0)
             lower_mass = np.bincount(context, weights=lower, minlength=size)
             alpha = left / np.maximum(1.0 - lower_mass, np.finfo(float).tiny)
@@ -105,4 +107,5 @@ class Katz(BackoffModel):
     def _mildest(self, n: int) -> float:
         """The largest Good-Turing ratio below 1 of order n (for contexts with no mass left)."""
         ratios = self.ratios[n][1:self.k + 1]
-        return float(ratios[ratios < 1].max())
+        below = ratios[ratios < 1]
+        return float(below.max()) if below.size else 1.0 - FALLBACK_ABSOLUTE_DISCOUNT / (self.k + 1)
