@@ -21,7 +21,9 @@ Format (SRILM / KenLM conventions):
     log10 P(w_N | w_1 .. w_N-1) <TAB> w_1 ... w_N
     \\end\\
 
-Words are the vocabulary strings; every word of V, <unk> included, is a unigram. Back-off weights
+Words are the vocabulary strings; every word of V, <unk> included, is a unigram. Our streams have
+no sentence markers, but KenLM refuses a file without <s>: <s> and </s> (unless V holds them) are
+listed as unigrams of probability 0 (-99), no n-gram holds them, and reading drops them. Back-off weights
 are written for every n-gram of order < N (0 where the n-gram is no context). A zero probability or
 weight is written as -99, ARPA's log10(0). Values carry 8 decimals (a relative error of at most
 1.2e-8 per probability, far inside the 1e-4 perplexity tolerance of a round trip).
@@ -49,16 +51,19 @@ log = logging.getLogger(__name__)
 
 LN10 = np.log(10.0)
 LOG10_ZERO = -99.0
+SENTENCE_MARKERS = ("<s>", "</s>")  # listed with log10 P = -99 for tools that require them (KenLM)
 
 
-def _log10_text(values: np.ndarray) -> np.ndarray:
-    """Natural logs as '%.8f' log10 strings, -99 for log 0."""
-    values = np.where(np.isfinite(values), values / LN10, LOG10_ZERO)
-    return np.char.mod("%.8f", values).astype(object)
+def _log10(values: np.ndarray) -> list[float]:
+    """Natural logs as log10 floats, -99 for log 0."""
+    return np.where(np.isfinite(values), values / LN10, LOG10_ZERO).tolist()
 
 
 def write_arpa(model: BackoffModel, vocab: Vocabulary, path: str | Path) -> dict[int, int]:
-    """Write `model` (a fitted BackoffModel over `vocab`) as an ARPA file; returns {order: entries}."""
+    """Write `model` (a fitted BackoffModel over `vocab`) as an ARPA file; returns {order: entries}.
+
+    The words of an order-n row are its context's text (order n-1, already built) plus one word,
+    so each order costs one string concatenation per row; lines are %-formatted."""
     if not isinstance(model, BackoffModel) or model.table is None:
         raise LMBenchError(f"{type(model).__name__} is not a fitted back-off model: ARPA export needs "
                            "katz, kneser-ney or kneser-ney-backoff, fitted first")
@@ -66,21 +71,28 @@ def write_arpa(model: BackoffModel, vocab: Vocabulary, path: str | Path) -> dict
         raise LMBenchError(f"the vocabulary has {len(vocab)} words but the model {model.vocab_size}: "
                            "pass the vocabulary of the corpus the model was fitted on")
     table, N = model.table, model.order
-    words = np.array(vocab.words, dtype=object)
-    sizes = {n: table.size(n) for n in range(1, N + 1)}
+    markers = [m for m in SENTENCE_MARKERS if m not in vocab]
+    sizes = {n: table.size(n) + (len(markers) if n == 1 else 0) for n in range(1, N + 1)}
+    words = np.array(vocab.words, dtype=object)                    # (V,)
+    text = words                                                   # (m_n,) words of each row
     with open(path, "w", encoding="utf-8") as out:
         out.write("\\data\\\n" + "".join(f"ngram {n}={sizes[n]}\n" for n in sizes) + "\n")
         for n in range(1, N + 1):
-            grams = table.grams[n]                                   # (m, n)
-            text = words[grams[:, 0]]
-            for j in range(1, n):
-                text = text + " " + words[grams[:, j]]
-            lines = _log10_text(model.logp[n]) + "\t" + text
-            if n < N:
-                lines = lines + "\t" + _log10_text(model.logbow[n])
             out.write(f"\\{n}-grams:\n")
-            out.write("\n".join(lines.tolist()))
-            out.write("\n\n")
+            if n == 1:
+                bow = "\t0.00000000" if N > 1 else ""
+                out.write("".join(f"{LOG10_ZERO:.8f}\t{m}{bow}\n" for m in markers))
+            else:
+                grams = table.grams[n]                              # (m, n)
+                prefix = table.index(n - 1, grams[:, :-1])          # (m,) row of the context
+                text = text[prefix] + (" " + words[grams[:, -1]])
+            if n < N:
+                rows = zip(_log10(model.logp[n]), text.tolist(), _log10(model.logbow[n]))
+                out.write("".join(["%.8f\t%s\t%.8f\n" % row for row in rows]))
+            else:
+                rows = zip(_log10(model.logp[n]), text.tolist())
+                out.write("".join(["%.8f\t%s\n" % row for row in rows]))
+            out.write("\n")
         out.write("\\end\\\n")
     return sizes
 

@@ -42,8 +42,9 @@ def test_round_trip_scores_the_same(cls, order, corpus, tmp_path):
     path = tmp_path / "model.arpa"
     sizes = write_arpa(model, corpus.vocab, path)
     assert read_arpa_header(path) == sizes == section_lines(path)
-    assert sizes[1] == len(corpus.vocab)
+    assert sizes[1] == len(corpus.vocab) + 2                        # V, <s> and </s>
     text = path.read_text()
+    assert "\n-99.00000000\t<s>\t0.00000000\n" in text
     assert text.startswith("\\data\\\n") and text.rstrip().endswith("\\end\\")
     assert re.search(r"\n-?\d+\.\d+\t<unk>\t", text), "<unk> is a unigram"
     loaded = read_arpa(path, corpus.vocab).attach(corpus)
