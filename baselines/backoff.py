@@ -89,6 +89,3 @@ class BackoffModel(LanguageModel):
             if row >= 0:
                 result[best <= m] += self.logbow[m][row]
         return np.exp(result)
-
-    def ngram_count(self, n: int) -> int:
-        return self.table.size(n)

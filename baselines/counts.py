@@ -56,18 +56,20 @@ def packs(vocab_size: int, n: int) -> bool:
 class NgramTable:
     """Sorted distinct n-grams of orders 1..N with searchsorted lookup (see the module docstring)."""
 
-    def __init__(self, vocab_size: int, grams: dict[int, np.ndarray], *, packed: bool | None = None):
+    def __init__(self, vocab_size: int, grams: dict[int, np.ndarray], *, packed: bool | None = None,
+                 order: int | None = None):
         """`grams[n]` for n = 2..N: (m_n, n) distinct n-grams whose (n-1)-prefixes are all in
         grams[n-1] (any row order; they are sorted here). Order 1 is the whole vocabulary.
-        `packed`: force packed keys on (where they fit) or off; None packs whenever they fit."""
+        `packed`: False forces prefix-rank keys; None packs whenever the keys fit. `order`: the
+        order N when orders 2..N are to be appended by the caller (count_ngrams)."""
         self.vocab_size = int(vocab_size)
-        self.order = max([1, *grams])
+        self.order = order or max([1, *grams])
         self.bits = key_bits(self.vocab_size)
         self.packed = [False] + [packs(self.vocab_size, n) and packed is not False
                                  for n in range(1, self.order + 1)]
         self.grams: list[np.ndarray | None] = [None, np.arange(self.vocab_size, dtype=np.int32)[:, None]]
         self.keys: list[np.ndarray | None] = [None, np.arange(self.vocab_size, dtype=np.int64)]
-        for n in range(2, self.order + 1):
+        for n in range(2, max([1, *grams]) + 1):
             rows = np.asarray(grams[n], dtype=np.int32).reshape(-1, n)
             prefix = self.index(n - 1, rows[:, :-1])
             if np.any(prefix < 0):
@@ -199,9 +201,7 @@ def count_ngrams(stream: np.ndarray, order: int, vocab_size: int, *,
     if stream.size and (stream.min() < 0 or stream.max() >= vocab_size):
         raise LMBenchError(f"the stream holds ids outside 0 .. {vocab_size - 1}: encode it with the "
                            "vocabulary the model is built for")
-    table = NgramTable(vocab_size, {}, packed=packed)
-    table.order = order
-    table.packed = [False] + [packs(vocab_size, n) and packed is not False for n in range(1, order + 1)]
+    table = NgramTable(vocab_size, {}, packed=packed, order=order)       # order 1; 2..N appended below
     ids = stream.astype(np.int64)
     counts = [np.zeros(0, np.int64), np.bincount(ids, minlength=vocab_size).astype(np.int64)]
     at = [np.zeros(0, np.int64), ids]
