@@ -227,3 +227,18 @@ def test_cli_order_out_of_range_and_arpa_for_unigram(capsys, text_files):
     code, out, err = run_cli(capsys, "ngram", "--method", "add-one-unigram", "--corpus", "text", *files,
                              "--arpa", "x.arpa")
     assert code == 2 and "--arpa needs a back-off model" in err
+
+
+@pytest.mark.parametrize("cls", [KneserNey, KneserNeyBackoff])
+def test_prefix_rank_keys_give_the_same_model(cls, monkeypatch):
+    """Keys that do not fit int64 (big V, high order) use prefix-rank keys: force them everywhere."""
+    import baselines.counts
+    corpus = make_corpus(markov_text(3000, 100, 20), markov_text(300, 110, 21), markov_text(300, 110, 22))
+    packed = cls(5).fit(corpus)
+    monkeypatch.setattr(baselines.counts, "packs", lambda vocab_size, n: False)
+    ranked = cls(5).fit(corpus)
+    assert ranked.table.packed == [False] * 6 and packed.table.packed[4]
+    assert np.array_equal(ranked.logprobs("test"), packed.logprobs("test"))
+    for context in ([], corpus.train[:4].tolist(), [0, 1, 2, 3]):
+        assert np.array_equal(ranked.distribution(context), packed.distribution(context))
+    assert_normalised(ranked, corpus)
