@@ -10,6 +10,9 @@ Public API
       (0.0, i.e. weight 1, for rows that are no context).
   Subclasses (Katz, Kneser-Ney) fill them in `_fit` through `set_parameters`; `arpa.read_arpa`
   fills them from a file. `score` and `distribution` are shared.
+`Listing(counts, min_count)`: which counted n-grams a back-off model lists under a count cutoff
+  (SRILM's -gt3min, -gt4min, ...: n-grams of order >= 3 seen fewer than `min_count` times are left
+  out and their probability mass goes to the back-off weight), with the row renumbering.
 
 The back-off rule (the ARPA semantics, Katz 1987):
 
@@ -28,9 +31,31 @@ from typing import Sequence
 
 import numpy as np
 
-from baselines.counts import NgramTable
+from baselines.counts import NgramCounts, NgramTable
 from lmbench.errors import LMBenchError
 from lmbench.model import LanguageModel
+
+
+CUTOFF_MIN_ORDER = 3  # SRILM applies its default cutoff (2) from trigrams up
+
+
+class Listing:
+    """The rows of a counted NgramCounts that a model lists: at orders >= 3, those whose raw count
+    is at least `min_count` (1 keeps all). A sub-n-gram is seen at least as often as the n-gram,
+    so every prefix and suffix of a listed n-gram is listed: the table stays closed.
+
+    `keep[n]`: (m_n,) bool over the counted rows; `row[n]`: (m_n,) the listed row number of each
+    kept counted row; `table`: the NgramTable of the listed rows."""
+
+    def __init__(self, counts: NgramCounts, min_count: int = 1):
+        N, table = counts.order, counts.table
+        self.keep = [np.zeros(0, bool)] + [
+            (counts.counts[n] >= min_count) if n >= CUTOFF_MIN_ORDER else np.ones(table.size(n), bool)
+            for n in range(1, N + 1)]
+        self.row = [np.zeros(0, np.int64)] + [np.cumsum(k) - 1 for k in self.keep[1:]]
+        self.pruned = not all(k.all() for k in self.keep[1:])
+        self.table = (NgramTable(table.vocab_size, {n: table.grams[n][self.keep[n]] for n in range(2, N + 1)})
+                      if self.pruned else table)
 
 
 class BackoffModel(LanguageModel):

@@ -1,7 +1,7 @@
 """`lmbench ngram`: fit an n-gram baseline and print its train/valid/test perplexity.
 
     lmbench ngram --method {add-one-unigram,katz,kneser-ney,kneser-ney-backoff} --order N
-                  [--arpa OUT] [--classes C] [corpus options] [--json]
+                  [--min-ngram-count C] [--arpa OUT] [--classes C] [corpus options] [--json]
 
 A method is one entry of METHODS: its constructor (taking the parsed arguments), the orders it
 supports and its default order. To add one, write its model class and add an entry, e.g.
@@ -35,17 +35,20 @@ def _add_one_unigram(args):
 
 def _katz(args):
     from baselines.katz import Katz
-    return Katz(args.order)
+    return Katz(args.order, min_count=args.min_ngram_count)
 
 
 def _kneser_ney(args):
     from baselines.kneser_ney import KneserNey
+    if args.min_ngram_count > 1:
+        raise LMBenchError("--min-ngram-count applies to back-off models: use --method "
+                           "kneser-ney-backoff or katz, or drop --min-ngram-count")
     return KneserNey(args.order)
 
 
 def _kneser_ney_backoff(args):
     from baselines.kneser_ney import KneserNeyBackoff
-    return KneserNeyBackoff(args.order)
+    return KneserNeyBackoff(args.order, min_count=args.min_ngram_count)
 
 
 METHODS: dict[str, Method] = {
@@ -77,6 +80,10 @@ def register(subparsers) -> None:
                             f"{name} {m.default_order}" for name, m in METHODS.items()))
     parser.add_argument("--classes", type=int, default=None,
                         help="number of word classes (class-based methods)")
+    parser.add_argument("--min-ngram-count", type=int, default=1, metavar="C",
+                        help="katz, kneser-ney-backoff: leave out the n-grams of order >= 3 seen fewer "
+                             "than C times in train (SRILM's default cutoffs are C = 2; default 1: "
+                             "keep all)")
     parser.add_argument("--arpa", metavar="OUT", default=None,
                         help="also write the model as an ARPA file (back-off methods)")
     add_corpus_options(parser)
@@ -98,6 +105,8 @@ def run(args: argparse.Namespace) -> dict:
     started = time.perf_counter()
     result = {"method": args.method, "order": model.order, "corpus": corpus.name,
               "vocab_size": len(corpus.vocab)}
+    if args.min_ngram_count > 1:
+        result["min_ngram_count"] = args.min_ngram_count
     for split in ("train", "valid", "test"):
         result[f"{split}_perplexity"] = model.perplexity(split)
     result.update(build_seconds=round(build_seconds, 3),

@@ -2,7 +2,9 @@
 
 Public API
 ----------
-`Katz(order, k=5)`: a BackoffModel (baselines/backoff.py), ARPA-exportable.
+`Katz(order, k=5, min_count=1)`: a BackoffModel (baselines/backoff.py), ARPA-exportable;
+    `min_count=2` leaves out the n-grams of order >= 3 seen once (SRILM's default cutoffs), their
+    mass going to the back-off weight; discounts still come from all counts.
 `good_turing_ratios(counts, k, n)`: the discount ratios d_0 .. d_{k+1} (d_r = 1 for r > k).
 
 Discounts (Katz 1987, eq. 13, as SRILM applies them), per order from the counts-of-counts n_r of
@@ -36,7 +38,7 @@ import logging
 
 import numpy as np
 
-from baselines.backoff import BackoffModel
+from baselines.backoff import BackoffModel, Listing
 from baselines.counts import count_ngrams, count_of_counts
 
 log = logging.getLogger(__name__)
@@ -68,14 +70,16 @@ class Katz(BackoffModel):
 
     min_order, max_order = 2, 5
 
-    def __init__(self, order: int, k: int = 5):
+    def __init__(self, order: int, k: int = 5, min_count: int = 1):
         super().__init__(order)
-        self.k = k
+        self.k, self.min_count = k, min_count
 
     def _fit(self, corpus) -> None:
         V, N, k = self.vocab_size, self.order, self.k
         counts = count_ngrams(corpus.train, N, V)
         table, c = counts.table, counts.counts
+        listing = Listing(counts, self.min_count)
+        keep, row = listing.keep, listing.row
         self.ratios = {n: good_turing_ratios(c[n], k, n) for n in range(1, N + 1)}
 
         # Unigrams: Good-Turing discounted, the freed mass shared by the zero-count words.
@@ -87,22 +91,23 @@ class Katz(BackoffModel):
         p = discounted + receivers * (1.0 - discounted.sum()) / receivers.sum()
         logp, logbow = [np.zeros(0), np.log(p)], [np.zeros(0)]
         for n in range(2, N + 1):
+            kept = keep[n]                                               # (m,) listed rows
             context = counts.prefix[n]                                   # (m,) row of h
-            lower = np.exp(logp[n - 1][counts.suffix[n]])               # (m,) P(w | h')
+            lower = np.exp(logp[n - 1][row[n - 1][counts.suffix[n][kept]]])  # (listed,) P(w | h')
             size = table.size(n - 1)
             context_total = np.bincount(context, weights=c[n], minlength=size)  # c(h.)
             ratio = self.ratios[n][np.minimum(c[n], k + 1)]              # (m,) d_c
             prob = ratio * c[n] / context_total[context]                  # (m,)
-            has = context_total > 0
             full = np.bincount(context, weights=prob, minlength=size) >= 1.0 - MASS_EPSILON  # no mass left
             prob[full[context] & (ratio >= 1)] *= self._mildest(n)
-            left = np.maximum(1.0 - np.bincount(context, weights=prob, minlength=size), 0.0)
-            lower_mass = np.bincount(context, weights=lower, minlength=size)
+            has = np.bincount(context[kept], minlength=size) > 0          # h has listed continuations
+            left = np.maximum(1.0 - np.bincount(context[kept], weights=prob[kept], minlength=size), 0.0)
+            lower_mass = np.bincount(context[kept], weights=lower, minlength=size)
             alpha = left / np.maximum(1.0 - lower_mass, np.finfo(float).tiny)
-            logp.append(np.log(prob))
+            logp.append(np.log(prob[kept]))
             with np.errstate(divide="ignore"):
-                logbow.append(np.where(has, np.log(np.where(has, alpha, 1.0)), 0.0))
-        self.set_parameters(table, logp, logbow)
+                logbow.append(np.where(has, np.log(np.where(has, alpha, 1.0)), 0.0)[keep[n - 1]])
+        self.set_parameters(listing.table, logp, logbow)
 
     def _mildest(self, n: int) -> float:
         """The largest Good-Turing ratio below 1 of order n (for contexts with no mass left)."""

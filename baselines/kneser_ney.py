@@ -32,6 +32,9 @@ the interpolated value, because every suffix of a listed n-gram is listed.
 Back-off: a listed hw gets (a(hw) - D(a(hw))) / a(h.), an unlisted one alpha(h) P(w | h') with
     alpha(h) = gamma(h) / (1 - sum_{w: hw listed} P(w | h')),
 the weight that makes P(. | h) sum to 1. The unigram level is the interpolated one above.
+`KneserNeyBackoff(order, min_count=2)` leaves out the n-grams of order >= 3 seen fewer than 2
+times in train (SRILM's default cutoffs, -gt3min 2 ...); their discounted mass joins alpha's
+numerator (a(h.) keeps their counts). Discounts and KN counts still come from all n-grams.
 """
 
 from __future__ import annotations
@@ -40,8 +43,9 @@ import logging
 
 import numpy as np
 
-from baselines.backoff import BackoffModel
+from baselines.backoff import BackoffModel, Listing
 from baselines.counts import NgramCounts, count_ngrams, count_of_counts
+from lmbench.errors import LMBenchError
 
 log = logging.getLogger(__name__)
 
@@ -81,10 +85,19 @@ class _ModifiedKneserNey(BackoffModel):
     min_order, max_order = 2, 6
     interpolate = True
 
+    def __init__(self, order: int, min_count: int = 1):
+        super().__init__(order)
+        if min_count > 1 and self.interpolate:
+            raise LMBenchError("count cutoffs apply to back-off models: use kneser-ney-backoff or katz "
+                               "with a minimum n-gram count, or a minimum count of 1")
+        self.min_count = min_count
+
     def _fit(self, corpus) -> None:
         V, N = self.vocab_size, self.order
         counts = count_ngrams(corpus.train, N, V)
         table = counts.table
+        listing = Listing(counts, self.min_count)
+        keep, row = listing.keep, listing.row
         a = adjusted_counts(counts)
         self.discounts = {n: kn_discounts(a[n], n) for n in range(1, N + 1)}
 
@@ -94,24 +107,26 @@ class _ModifiedKneserNey(BackoffModel):
         p = (a[1] - D) / total + D.sum() / total / V                    # (V,)
         logp, logbow = [np.zeros(0), np.log(p)], [np.zeros(0)]
         for n in range(2, N + 1):
+            k = keep[n]                                                 # (m,) listed rows
             context = counts.prefix[n]                                  # (m,) row of h at order n-1
-            lower = np.exp(logp[n - 1][counts.suffix[n]])               # (m,) P(w | h')
+            lower = np.exp(logp[n - 1][row[n - 1][counts.suffix[n][k]]])  # (listed,) P(w | h')
             D = self.discounts[n][np.minimum(a[n], 3)]                  # (m,)
             size = table.size(n - 1)
             context_total = np.bincount(context, weights=a[n], minlength=size)  # a(h.)
-            has = context_total > 0
-            gamma = np.bincount(context, weights=D, minlength=size)
-            gamma[has] /= context_total[has]                            # gamma(h), (size,)
             discounted = (a[n] - D) / context_total[context]            # (m,)
+            has = np.bincount(context[k], minlength=size) > 0           # h has listed continuations
+            left = np.bincount(context, weights=D, minlength=size)    # gamma(h) a(h.), plus the
+            left += np.bincount(context[~k], weights=(a[n] - D)[~k], minlength=size)  # unlisted mass
+            left[has] /= context_total[has]
             if self.interpolate:
-                logp.append(np.log(discounted + gamma[context] * lower))
-                weight = gamma
+                logp.append(np.log(discounted + left[context] * lower))
+                weight = left
             else:
-                logp.append(np.log(discounted))
-                lower_mass = np.bincount(context, weights=lower, minlength=size)
-                weight = gamma / np.maximum(1.0 - lower_mass, np.finfo(float).tiny)
-            logbow.append(np.where(has, np.log(np.where(has, weight, 1.0)), 0.0))
-        self.set_parameters(table, logp, logbow)
+                logp.append(np.log(discounted[k]))
+                lower_mass = np.bincount(context[k], weights=lower, minlength=size)
+                weight = left / np.maximum(1.0 - lower_mass, np.finfo(float).tiny)
+            logbow.append(np.where(has, np.log(np.where(has, weight, 1.0)), 0.0)[keep[n - 1]])
+        self.set_parameters(listing.table, logp, logbow)
 
 
 class KneserNey(_ModifiedKneserNey):

@@ -2,8 +2,9 @@
 
     NLTK_DATA=/work/shared/nltk_data PYTHONPATH=. python bench/ngram_bench.py [--lmplz PATH] [--out FILE]
 
-For each of Katz 3/4/5, KN back-off 3/4/5 and interpolated KN 3/4/5 (each in a fresh process, so
-its peak RSS is its own): valid/test perplexity, build seconds, valid+test scoring seconds and
+For each of Katz 3/4/5, KN back-off 3/4/5 and interpolated KN 3/4/5, and Katz and KN back-off
+with SRILM's default cutoffs (n-grams of order >= 3 seen once left out), each in a fresh process
+so its peak RSS is its own: valid/test perplexity, build seconds, valid+test scoring seconds and
 tokens/s. Then the wall time and peak RSS of the whole command
 `lmbench ngram --method kneser-ney --order 5 --corpus brown`. With --lmplz (KenLM's lmplz binary),
 also interpolated KN 3 and 5 estimated by lmplz on the same train stream, read back from its ARPA
@@ -31,17 +32,20 @@ from tqdm import tqdm
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-CONFIGS = [(m, n) for m in ("katz", "kneser-ney-backoff", "kneser-ney") for n in (3, 4, 5)]
+# (method, order, minimum n-gram count from trigrams up): no cutoffs, then SRILM's default cutoffs
+CONFIGS = ([(m, n, 1) for m in ("katz", "kneser-ney-backoff", "kneser-ney") for n in (3, 4, 5)]
+           + [(m, n, 2) for m in ("katz", "kneser-ney-backoff") for n in (3, 4, 5)])
 PAPER_KN_BACKOFF = {3: (334, 323), 4: (332, 321), 5: (332, 321)}  # Bengio et al. 2003, Table 1
 
 
-def one(method: str, order: int) -> dict:
+def one(method: str, order: int, min_count: int) -> dict:
     """Fit one model on Brown in this process and time it."""
     from baselines.cli import METHODS
     from corpora.brown import load_brown
 
     corpus = load_brown()
-    model = METHODS[method].build(argparse.Namespace(method=method, order=order, classes=None))
+    model = METHODS[method].build(argparse.Namespace(method=method, order=order, classes=None,
+                                                     min_ngram_count=min_count))
     started = time.perf_counter()
     model.fit(corpus)
     build = time.perf_counter() - started
@@ -49,7 +53,7 @@ def one(method: str, order: int) -> dict:
     valid, test = model.logprobs("valid"), model.logprobs("test")
     score = time.perf_counter() - started
     tokens = len(valid) + len(test)
-    return {"method": method, "order": order,
+    return {"method": method, "order": order, "min_ngram_count": min_count,
             "valid_perplexity": float(np.exp(-valid.mean())), "test_perplexity": float(np.exp(-test.mean())),
             "build_seconds": round(build, 3), "score_seconds": round(score, 3),
             "score_tokens_per_second": round(tokens / score),
@@ -131,18 +135,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lmplz", help="path of KenLM's lmplz binary: also compare with it")
     parser.add_argument("--out", help="also write the JSON figures to this file")
-    parser.add_argument("--one", nargs=2, metavar=("METHOD", "ORDER"), help=argparse.SUPPRESS)
+    parser.add_argument("--one", nargs=3, metavar=("METHOD", "ORDER", "MIN_COUNT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(one(args.one[0], int(args.one[1]))))
+        print(json.dumps(one(args.one[0], int(args.one[1]), int(args.one[2]))))
         return
 
-    rows = [in_subprocess(["--one", m, str(n)]) for m, n in tqdm(CONFIGS, desc="models", file=sys.stderr)]
-    print(f"{'method':<20}{'n':>2} {'valid':>8} {'test':>8} {'build s':>8} {'score s':>8} "
+    rows = [in_subprocess(["--one", m, str(n), str(c)]) for m, n, c in tqdm(CONFIGS, desc="models", file=sys.stderr)]
+    print(f"{'method':<20}{'n':>2}{'cut':>4} {'valid':>8} {'test':>8} {'build s':>8} {'score s':>8} "
           f"{'tokens/s':>10} {'RSS MB':>7}  paper KN back-off (valid/test)")
     for r in rows:
         paper = PAPER_KN_BACKOFF[r["order"]] if r["method"] == "kneser-ney-backoff" else ""
-        print(f"{r['method']:<20}{r['order']:>2} {r['valid_perplexity']:8.2f} {r['test_perplexity']:8.2f} "
+        print(f"{r['method']:<20}{r['order']:>2}{r['min_ngram_count']:>4} {r['valid_perplexity']:8.2f} {r['test_perplexity']:8.2f} "
               f"{r['build_seconds']:8.2f} {r['score_seconds']:8.3f} {r['score_tokens_per_second']:10,d} "
               f"{r['peak_rss_mb']:7.0f}  {paper}")
     figures = {"models": rows, "cli": cli_run()}

@@ -48,7 +48,7 @@ def test_hand_worked_bigram():
     assert np.allclose(model.logprobs("test")[0], np.log(0.5 / 4))  # P(c | a), a ending valid
 
 
-def reference_katz(train, V, N, k):
+def reference_katz(train, V, N, k, min_count=1):
     """Katz back-off over Python dicts, straight from the formulas (slow), lowering k where the
     ratios are invalid; the counts must give some valid k at every order and leave mass in every
     context."""
@@ -80,20 +80,22 @@ def reference_katz(train, V, N, k):
         if not kids:
             return prob(w, h[1:])
         total_h = sum(kids.values())
-        seen = {v: d[len(h) + 1].get(c, 1) * c / total_h for v, c in kids.items()}
+        seen = {v: d[len(h) + 1].get(c, 1) * c / total_h for v, c in kids.items()
+                if len(h) < 2 or c >= min_count}   # listed: from trigrams up, seen min_count times
         if w in seen:
             return seen[w]
-        alpha = (1 - sum(seen.values())) / (1 - sum(prob(v, h[1:]) for v in kids))
+        alpha = (1 - sum(seen.values())) / (1 - sum(prob(v, h[1:]) for v in seen))
         return alpha * prob(w, h[1:])
 
     return prob
 
 
-def test_matches_loop_reference():
+@pytest.mark.parametrize("min_count", [1, 2])
+def test_matches_loop_reference(min_count):
     corpus = make_corpus(markov_text(20000, 400, 0), markov_text(300, 400, 1), markov_text(300, 400, 2))
     V, N = len(corpus.vocab), 3
-    model = Katz(N).fit(corpus)
-    prob = reference_katz(corpus.train, V, N, 5)
+    model = Katz(N, min_count=min_count).fit(corpus)
+    prob = reference_katz(corpus.train, V, N, 5, min_count)
     rng = np.random.default_rng(3)
     for context in [[], corpus.train[5:7].tolist(), corpus.train[900:901].tolist(),
                     rng.integers(0, V, 2).tolist(), [0, 0]]:
@@ -101,10 +103,10 @@ def test_matches_loop_reference():
         assert np.allclose(model.distribution(context), expected, rtol=1e-10, atol=0), context
 
 
-@pytest.mark.parametrize("order", [2, 3, 5])
-def test_normalised_and_scores_match(order):
+@pytest.mark.parametrize("order, min_count", [(2, 1), (3, 1), (5, 1), (5, 2)])
+def test_normalised_and_scores_match(order, min_count):
     corpus = make_corpus(markov_text(3000, 80, 4), markov_text(300, 90, 5), markov_text(300, 90, 6))
-    model = Katz(order).fit(corpus)
+    model = Katz(order, min_count=min_count).fit(corpus)
     assert_normalised(model, corpus)
     assert_scores_match_distribution(model, corpus)
 

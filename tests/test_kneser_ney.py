@@ -12,6 +12,7 @@ import pytest
 from baselines.kneser_ney import FALLBACK_DISCOUNTS, KneserNey, KneserNeyBackoff, adjusted_counts, kn_discounts
 from baselines.counts import count_ngrams
 from lmbench.cli import main
+from lmbench.errors import LMBenchError
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
 
 # Vocabulary from counts: <unk>=0, a=1 (5), b=2 (3), c=3 (2).
@@ -75,8 +76,9 @@ def test_adjusted_counts_are_continuation_counts():
     assert np.array_equal(a[3], counts.counts[3])          # raw counts at the top order
 
 
-def reference_kn(train, V, N, interpolate):
-    """Straightforward modified KN over Python dicts, straight from the formulas (slow)."""
+def reference_kn(train, V, N, interpolate, min_count=1):
+    """Straightforward modified KN over Python dicts, straight from the formulas (slow); with
+    min_count, the back-off variant lists only n-grams of order >= 3 seen min_count times."""
     train = [int(x) for x in train]
     raw = {n: Counter(tuple(train[t:t + n]) for t in range(len(train) - n + 1)) for n in range(1, N + 1)}
     adj = {N: raw[N]}
@@ -117,9 +119,11 @@ def reference_kn(train, V, N, interpolate):
         c = kids.get(w, 0)
         if interpolate:
             return (c - disc(n, c)) / total + gamma * prob(w, h[1:])
-        if c > 0:
+        listed = {v: kc for v, kc in kids.items() if n < 3 or raw[n][h + (v,)] >= min_count}
+        if w in listed:
             return (c - disc(n, c)) / total
-        return gamma / (1 - sum(prob(v, h[1:]) for v in kids)) * prob(w, h[1:])
+        left = 1 - sum((kc - disc(n, kc)) / total for kc in listed.values())
+        return left / (1 - sum(prob(v, h[1:]) for v in listed)) * prob(w, h[1:])
 
     return prob
 
@@ -161,6 +165,24 @@ def test_matches_loop_reference(cls, interpolate):
     for context in contexts:
         expected = [prob(w, tuple(context)) for w in range(V)]
         assert np.allclose(model.distribution(context), expected, rtol=1e-10, atol=0), context
+
+
+def test_backoff_with_cutoffs_matches_loop_reference():
+    corpus = make_corpus(markov_text(4000, 150, 0), markov_text(200, 170, 1), markov_text(200, 170, 2))
+    V = len(corpus.vocab)
+    full, model = KneserNeyBackoff(4).fit(corpus), KneserNeyBackoff(4, min_count=2).fit(corpus)
+    for n in (3, 4):   # only the n-grams seen twice or more are listed from trigrams up
+        counts = Counter(tuple(corpus.train[t:t + n].tolist()) for t in range(len(corpus.train) - n + 1))
+        assert model.table.size(n) == sum(c >= 2 for c in counts.values()) < full.table.size(n)
+    assert model.table.size(2) == full.table.size(2)
+    prob = reference_kn(corpus.train, V, 4, False, min_count=2)
+    for context in [[], corpus.train[5:8].tolist(), corpus.train[100:103].tolist(), [0, 0, 0]]:
+        expected = [prob(w, tuple(context)) for w in range(V)]
+        assert np.allclose(model.distribution(context), expected, rtol=1e-10, atol=0), context
+    assert_normalised(model, corpus)
+    assert_scores_match_distribution(model, corpus)
+    with pytest.raises(LMBenchError, match="back-off models"):
+        KneserNey(3, min_count=2)
 
 
 @pytest.mark.parametrize("cls", [KneserNey, KneserNeyBackoff])
@@ -242,3 +264,17 @@ def test_prefix_rank_keys_give_the_same_model(cls, monkeypatch):
     for context in ([], corpus.train[:4].tolist(), [0, 1, 2, 3]):
         assert np.array_equal(ranked.distribution(context), packed.distribution(context))
     assert_normalised(ranked, corpus)
+
+
+def test_cli_cutoffs(capsys, text_files):
+    files = [f"--{s}={text_files[s]}" for s in ("train", "valid", "test")]
+    code, out, _ = run_cli(capsys, "ngram", "--method", "kneser-ney-backoff", "--order", "4",
+                           "--min-ngram-count", "2", "--corpus", "text", *files, "--json")
+    assert code == 0
+    corpus = make_corpus(*(text_files[s].read_text() for s in ("train", "valid", "test")))
+    expected = KneserNeyBackoff(4, min_count=2).fit(corpus).perplexity("test")
+    assert json.loads(out)["test_perplexity"] == pytest.approx(expected, rel=1e-12)
+    assert expected != pytest.approx(KneserNeyBackoff(4).fit(corpus).perplexity("test"), rel=1e-6)
+    code, _, err = run_cli(capsys, "ngram", "--method", "kneser-ney", "--min-ngram-count", "2",
+                           "--corpus", "text", *files)
+    assert code == 2 and "back-off models" in err
