@@ -145,14 +145,14 @@ def read_arpa(path: str | Path, vocab: Vocabulary) -> ArpaModel:
     header = read_arpa_header(path)
     N = max(header)
     text = path.read_text(encoding="utf-8")
-    index = {w: i for i, w in enumerate(vocab.words)}
+    index = pd.Index(vocab.words)                                  # word -> id by hashing
     V = len(vocab)
     grams, logp, logbow = {}, [np.zeros(0)], [np.zeros(0)]
     dropped = 0
     for n in range(1, N + 1):
         frame = _section(text, n, header[n])
-        ids = np.column_stack([frame[j].map(index).to_numpy(dtype=np.float64) for j in range(1, n + 1)])
-        keep = ~np.isnan(ids).any(axis=1)                          # n-grams of words in V
+        ids = np.column_stack([index.get_indexer(frame[j].to_numpy()) for j in range(1, n + 1)])  # (m, n)
+        keep = (ids >= 0).all(axis=1)                               # n-grams of words in V, -1 others
         dropped += int((~keep).sum())
         p = frame[0].to_numpy()[keep].astype(np.float64) * LN10
         bow_text = frame[n + 1].to_numpy()[keep]
