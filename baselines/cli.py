@@ -1,42 +1,119 @@
-"""`lmbench ngram`: fit an n-gram baseline and print its train/valid/test perplexity."""
+"""`lmbench ngram`: fit an n-gram baseline and print its train/valid/test perplexity.
+
+    lmbench ngram --method {add-one-unigram,katz,kneser-ney,kneser-ney-backoff} --order N
+                  [--min-ngram-count C] [--arpa OUT] [--classes C] [corpus options] [--json]
+
+A method is one entry of METHODS: its constructor (taking the parsed arguments), the orders it
+supports and its default order. To add one, write its model class and add an entry, e.g.
+    METHODS["class"] = Method(lambda args: ClassNgram(args.order, classes=args.classes), 2, 5, 3)
+"""
 
 from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
+from typing import Callable
 
 from corpora.cli import add_corpus_options, load_corpus
+from lmbench.errors import LMBenchError
 from lmbench.model import LanguageModel
 
 
-def make_model(args: argparse.Namespace) -> LanguageModel:
+@dataclass(frozen=True)
+class Method:
+    build: Callable[[argparse.Namespace], LanguageModel]  # the parsed arguments -> an unfitted model
+    min_order: int
+    max_order: int
+    default_order: int
+
+
+def _add_one_unigram(args):
     from baselines.unigram import AddOneUnigram
     return AddOneUnigram()
 
 
-METHODS = ("add-one-unigram",)
+def _katz(args):
+    from baselines.katz import Katz
+    return Katz(args.order, min_count=args.min_ngram_count)
+
+
+def _kneser_ney(args):
+    from baselines.kneser_ney import KneserNey
+    if args.min_ngram_count > 1:
+        raise LMBenchError("--min-ngram-count applies to back-off models: use --method "
+                           "kneser-ney-backoff or katz, or drop --min-ngram-count")
+    return KneserNey(args.order)
+
+
+def _kneser_ney_backoff(args):
+    from baselines.kneser_ney import KneserNeyBackoff
+    return KneserNeyBackoff(args.order, min_count=args.min_ngram_count)
+
+
+METHODS: dict[str, Method] = {
+    "add-one-unigram": Method(_add_one_unigram, 1, 1, 1),
+    "katz": Method(_katz, 2, 5, 3),
+    "kneser-ney": Method(_kneser_ney, 2, 6, 5),
+    "kneser-ney-backoff": Method(_kneser_ney_backoff, 2, 6, 3),
+}
+
+
+def make_model(args: argparse.Namespace) -> LanguageModel:
+    """The unfitted model of `args.method` at `args.order` (the method's default when None)."""
+    method = METHODS[args.method]
+    if args.order is None:
+        args.order = method.default_order
+    if not method.min_order <= args.order <= method.max_order:
+        valid = (f"order {method.min_order}" if method.min_order == method.max_order
+                 else f"orders {method.min_order} to {method.max_order}")
+        raise LMBenchError(f"--method {args.method} does not support --order {args.order}: "
+                           f"use {valid}")
+    return method.build(args)
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("ngram", help="fit an n-gram model and report perplexities")
-    parser.add_argument("--method", choices=METHODS, required=True)
-    parser.add_argument("--order", type=int, default=1, help="n of the n-gram")
+    parser.add_argument("--method", choices=list(METHODS), required=True)
+    parser.add_argument("--order", type=int, default=None,
+                        help="n of the n-gram; default: " + ", ".join(
+                            f"{name} {m.default_order}" for name, m in METHODS.items()))
+    parser.add_argument("--classes", type=int, default=None,
+                        help="number of word classes (class-based methods)")
+    parser.add_argument("--min-ngram-count", type=int, default=1, metavar="C",
+                        help="katz, kneser-ney-backoff: leave out the n-grams of order >= 3 seen fewer "
+                             "than C times in train (SRILM's default cutoffs are C = 2; default 1: "
+                             "keep all)")
+    parser.add_argument("--arpa", metavar="OUT", default=None,
+                        help="also write the model as an ARPA file (back-off methods)")
     add_corpus_options(parser)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> dict:
-    corpus = load_corpus(args)
     model = make_model(args)
+    if args.arpa:
+        from baselines.backoff import BackoffModel
+        if not isinstance(model, BackoffModel):
+            raise LMBenchError(f"--arpa needs a back-off model and --method {args.method} is not one: "
+                               "use katz, kneser-ney or kneser-ney-backoff, or drop --arpa")
+    corpus = load_corpus(args)
     started = time.perf_counter()
     model.fit(corpus)
     build_seconds = time.perf_counter() - started
     started = time.perf_counter()
     result = {"method": args.method, "order": model.order, "corpus": corpus.name,
               "vocab_size": len(corpus.vocab)}
+    if args.min_ngram_count > 1:
+        result["min_ngram_count"] = args.min_ngram_count
     for split in ("train", "valid", "test"):
         result[f"{split}_perplexity"] = model.perplexity(split)
     result.update(build_seconds=round(build_seconds, 3),
                   score_seconds=round(time.perf_counter() - started, 3))
+    if args.arpa:
+        from baselines.arpa import write_arpa
+        started = time.perf_counter()
+        result["arpa"] = {"path": args.arpa, "ngrams": write_arpa(model, corpus.vocab, args.arpa),
+                          "seconds": round(time.perf_counter() - started, 3)}
     return result

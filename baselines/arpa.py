@@ -1,0 +1,190 @@
+"""ARPA back-off files: write a BackoffModel, read one back as a LanguageModel over a Vocabulary.
+
+Public API
+----------
+`write_arpa(model, vocab, path)`: any BackoffModel (Katz, KN back-off, interpolated KN in back-off
+    form) to a standard ARPA file; returns the n-gram counts per order written in the header.
+`read_arpa(path, vocab)` -> `ArpaModel`: the file as a BackoffModel over `vocab`, ready for
+    `attach(corpus)`; it scores exactly as the model that wrote it (up to the printed digits).
+`read_arpa_header(path)`: {order: count} of the `\\data\\` section.
+
+Format (SRILM / KenLM conventions):
+
+    \\data\\
+    ngram 1=17907
+    ngram 2=...
+                                         (blank line)
+    \\1-grams:
+    log10 P(w) <TAB> w <TAB> log10 bow(w)
+    ...
+    \\N-grams:
+    log10 P(w_N | w_1 .. w_N-1) <TAB> w_1 ... w_N
+    \\end\\
+
+Words are the vocabulary strings; every word of V, <unk> included, is a unigram. Our streams have
+no sentence markers, but KenLM refuses a file without <s>: <s> and </s> (unless V holds them) are
+listed as unigrams of probability 0 (-99), no n-gram holds them, and reading drops them. Back-off weights
+are written for every n-gram of order < N (0 where the n-gram is no context). A zero probability or
+weight is written as -99, ARPA's log10(0). Values carry 8 decimals (a relative error of at most
+1.2e-8 per probability, far inside the 1e-4 perplexity tolerance of a round trip).
+
+Reading: words of V missing from the file take <unk>'s unigram probability (KenLM's rule); n-grams
+holding a word outside V (e.g. lmplz's <s> and </s>) are dropped, with a log line.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from baselines.backoff import BackoffModel
+from baselines.counts import NgramTable
+from corpora.vocab import UNK, Vocabulary
+from lmbench.errors import LMBenchError
+
+log = logging.getLogger(__name__)
+
+LN10 = np.log(10.0)
+LOG10_ZERO = -99.0
+SENTENCE_MARKERS = ("<s>", "</s>")  # listed with log10 P = -99 for tools that require them (KenLM)
+
+
+def _log10(values: np.ndarray) -> list[float]:
+    """Natural logs as log10 floats, -99 for log 0."""
+    return np.where(np.isfinite(values), values / LN10, LOG10_ZERO).tolist()
+
+
+def write_arpa(model: BackoffModel, vocab: Vocabulary, path: str | Path) -> dict[int, int]:
+    """Write `model` (a fitted BackoffModel over `vocab`) as an ARPA file; returns {order: entries}.
+
+    The words of an order-n row are its context's text (order n-1, already built) plus one word,
+    so each order costs one string concatenation per row; lines are %-formatted."""
+    if not isinstance(model, BackoffModel) or model.table is None:
+        raise LMBenchError(f"{type(model).__name__} is not a fitted back-off model: ARPA export needs "
+                           "katz, kneser-ney or kneser-ney-backoff, fitted first")
+    if len(vocab) != model.vocab_size:
+        raise LMBenchError(f"the vocabulary has {len(vocab)} words but the model {model.vocab_size}: "
+                           "pass the vocabulary of the corpus the model was fitted on")
+    table, N = model.table, model.order
+    markers = [m for m in SENTENCE_MARKERS if m not in vocab]
+    sizes = {n: table.size(n) + (len(markers) if n == 1 else 0) for n in range(1, N + 1)}
+    words = np.array(vocab.words, dtype=object)                    # (V,)
+    text = words                                                   # (m_n,) words of each row
+    with open(path, "w", encoding="utf-8") as out:
+        out.write("\\data\\\n" + "".join(f"ngram {n}={sizes[n]}\n" for n in sizes) + "\n")
+        for n in range(1, N + 1):
+            out.write(f"\\{n}-grams:\n")
+            if n == 1:
+                bow = "\t0.00000000" if N > 1 else ""
+                out.write("".join(f"{LOG10_ZERO:.8f}\t{m}{bow}\n" for m in markers))
+            else:
+                grams = table.grams[n]                              # (m, n)
+                prefix = table.index(n - 1, grams[:, :-1])          # (m,) row of the context
+                text = text[prefix] + (" " + words[grams[:, -1]])
+            if n < N:
+                rows = zip(_log10(model.logp[n]), text.tolist(), _log10(model.logbow[n]))
+                out.write("".join(["%.8f\t%s\t%.8f\n" % row for row in rows]))
+            else:
+                rows = zip(_log10(model.logp[n]), text.tolist())
+                out.write("".join(["%.8f\t%s\n" % row for row in rows]))
+            out.write("\n")
+        out.write("\\end\\\n")
+    return sizes
+
+
+def read_arpa_header(path: str | Path) -> dict[int, int]:
+    """{order: count} from the \\data\\ section."""
+    counts = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            match = re.fullmatch(r"ngram\s+(\d+)\s*=\s*(\d+)", line)
+            if match:
+                counts[int(match.group(1))] = int(match.group(2))
+            elif line.startswith("\\1-grams:"):
+                break
+    if not counts:
+        raise LMBenchError(f"{path} has no \\data\\ section with 'ngram N=count' lines: is it an ARPA file?")
+    return counts
+
+
+class ArpaModel(BackoffModel):
+    """A back-off model read from an ARPA file (see read_arpa)."""
+
+    def _fit(self, corpus) -> None:
+        raise LMBenchError("an ARPA model is read, not fitted: use read_arpa(path, vocab).attach(corpus)")
+
+
+def _section(text: str, n: int, expected: int) -> pd.DataFrame:
+    """The rows of the \\n-grams: section as columns 0 (log10 p), 1..n (words), n+1 (log10 bow)."""
+    start = text.find(f"\\{n}-grams:")
+    if start < 0:
+        raise LMBenchError(f"the ARPA file lacks its \\{n}-grams: section: the file is truncated or corrupt")
+    start = text.index("\n", start) + 1
+    end = text.find("\n\\", start)
+    body = text[start:end if end >= 0 else len(text)]
+    frame = pd.read_csv(io.StringIO(body), sep=r"\s+", header=None, names=list(range(n + 2)),
+                        dtype=str, na_filter=False, quoting=3, engine="c")
+    if len(frame) != expected:
+        raise LMBenchError(f"the ARPA header announces {expected} {n}-grams but the section holds "
+                           f"{len(frame)}: the file is truncated or corrupt")
+    return frame
+
+
+def read_arpa(path: str | Path, vocab: Vocabulary) -> ArpaModel:
+    """Read an ARPA file as a BackoffModel over `vocab` (ids from the vocabulary's words)."""
+    path = Path(path)
+    if not path.is_file():
+        raise LMBenchError(f"ARPA file {path} does not exist: give the path of a file written by "
+                           "`lmbench ngram --arpa`, KenLM or SRILM")
+    header = read_arpa_header(path)
+    N = max(header)
+    text = path.read_text(encoding="utf-8")
+    index = pd.Index(vocab.words)                                  # word -> id by hashing
+    V = len(vocab)
+    grams, logp, logbow = {}, [np.zeros(0)], [np.zeros(0)]
+    dropped = 0
+    for n in range(1, N + 1):
+        frame = _section(text, n, header[n])
+        ids = np.column_stack([index.get_indexer(frame[j].to_numpy()) for j in range(1, n + 1)])  # (m, n)
+        keep = (ids >= 0).all(axis=1)                               # n-grams of words in V, -1 others
+        dropped += int((~keep).sum())
+        p = frame[0].to_numpy()[keep].astype(np.float64) * LN10
+        bow_text = frame[n + 1].to_numpy()[keep]
+        bow = np.where(bow_text == "", 0.0, bow_text).astype(np.float64) * LN10
+        rows = ids[keep].astype(np.int32)
+        if n == 1:
+            dense_p, dense_bow = np.full(V, np.nan), np.zeros(V)   # (V,)
+            dense_p[rows[:, 0]], dense_bow[rows[:, 0]] = p, bow
+            unlisted = np.isnan(dense_p)
+            if unlisted.any() and unlisted[vocab.unk_id]:
+                raise LMBenchError(f"{path} lacks {UNK} and {int(unlisted.sum())} words of the vocabulary: "
+                                   "build the ARPA file over this vocabulary with <unk> included")
+            dense_p[unlisted] = dense_p[vocab.unk_id]                # KenLM: unlisted words are <unk>
+            logp.append(dense_p)
+            logbow.append(dense_bow)
+        else:
+            grams[n] = rows
+            logp.append(p)
+            logbow.append(bow)
+    if dropped:
+        log.info("%s: dropped %d n-grams holding words outside the vocabulary", path, dropped)
+    table = NgramTable(V, grams)
+    for n in range(2, N + 1):                                         # the table sorts each order:
+        row = table.index(n, grams[n])                                # (m,) row of each line read
+        logp[n] = _scatter(row, logp[n])
+        logbow[n] = _scatter(row, logbow[n])
+    model = ArpaModel(N)
+    model.set_parameters(table, logp, logbow)
+    return model
+
+
+def _scatter(row: np.ndarray, values: np.ndarray) -> np.ndarray:
+    out = np.empty(len(row))
+    out[row] = values
+    return out

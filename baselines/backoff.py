@@ -1,0 +1,116 @@
+"""Back-off n-gram models in ARPA form, and their vectorised scoring.
+
+Public API
+----------
+`BackoffModel(order)`: a LanguageModel whose parameters are
+    - `table`: an NgramTable (baselines/counts.py) of the n-grams the model lists, orders 1..N,
+      order 1 being the whole vocabulary;
+    - `logp[n]`: natural-log P(w | h) of each row hw of order n (logp[1] has shape (V,));
+    - `logbow[n]`: natural-log back-off weight of each row h of order n < N used as a context
+      (0.0, i.e. weight 1, for rows that are no context).
+  Subclasses (Katz, Kneser-Ney) fill them in `_fit` through `set_parameters`; `arpa.read_arpa`
+  fills them from a file. `score` and `distribution` are shared.
+`Listing(counts, min_count)`: which counted n-grams a back-off model lists under a count cutoff
+  (SRILM's -gt3min, -gt4min, ...: n-grams of order >= 3 seen fewer than `min_count` times are left
+  out and their probability mass goes to the back-off weight), with the row renumbering.
+
+The back-off rule (the ARPA semantics, Katz 1987):
+
+    log P(w | w_1 .. w_k) = logp(w_1 .. w_k w)                        if that n-gram is listed,
+                          = logbow(w_1 .. w_k) + log P(w | w_2 .. w_k)  otherwise,
+
+with logbow = 0 for a context that is not listed. Unrolled: if n* is the highest order at which
+the n-gram ending in w is listed, log P = logp at n* plus the back-off weights of the contexts of
+length n* .. N-1 (those listed). `score` evaluates that for every position of a stream at once:
+one searchsorted per order (NgramTable.index_stream), then gathers and a masked sum.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from baselines.counts import NgramCounts, NgramTable
+from lmbench.errors import LMBenchError
+from lmbench.model import LanguageModel
+
+
+CUTOFF_MIN_ORDER = 3  # SRILM applies its default cutoff (2) from trigrams up
+
+
+class Listing:
+    """The rows of a counted NgramCounts that a model lists: at orders >= 3, those whose raw count
+    is at least `min_count` (1 keeps all). A sub-n-gram is seen at least as often as the n-gram,
+    so every prefix and suffix of a listed n-gram is listed: the table stays closed.
+
+    `keep[n]`: (m_n,) bool over the counted rows; `row[n]`: (m_n,) the listed row number of each
+    kept counted row; `table`: the NgramTable of the listed rows."""
+
+    def __init__(self, counts: NgramCounts, min_count: int = 1):
+        N, table = counts.order, counts.table
+        self.keep = [np.zeros(0, bool)] + [
+            (counts.counts[n] >= min_count) if n >= CUTOFF_MIN_ORDER else np.ones(table.size(n), bool)
+            for n in range(1, N + 1)]
+        self.row = [np.zeros(0, np.int64)] + [np.cumsum(k) - 1 for k in self.keep[1:]]
+        self.pruned = not all(k.all() for k in self.keep[1:])
+        self.table = (NgramTable(table.vocab_size, {n: table.grams[n][self.keep[n]] for n in range(2, N + 1)})
+                      if self.pruned else table)
+
+
+class BackoffModel(LanguageModel):
+    """A back-off model over an NgramTable (see the module docstring)."""
+
+    min_order, max_order = 1, 6
+
+    def __init__(self, order: int):
+        if not self.min_order <= order <= self.max_order:
+            raise LMBenchError(f"{type(self).__name__} supports orders {self.min_order} to "
+                               f"{self.max_order}, not {order}: choose an order in that range")
+        self.order = order
+        self.table: NgramTable | None = None
+        self.logp: list[np.ndarray] = []
+        self.logbow: list[np.ndarray] = []
+
+    def set_parameters(self, table: NgramTable, logp: list[np.ndarray], logbow: list[np.ndarray]) -> None:
+        """Install the parameters: lists indexed by order (entry 0 unused); logbow has orders < N."""
+        self.table, self.vocab_size = table, table.vocab_size
+        self.logp = [np.zeros(0)] + [np.asarray(logp[n], dtype=np.float64) for n in range(1, self.order + 1)]
+        self.logbow = [np.zeros(0)] + [np.asarray(logbow[n], dtype=np.float64) for n in range(1, self.order)]
+
+    def score(self, stream: np.ndarray, start: int) -> np.ndarray:
+        """Natural-log P(stream[t] | up to N-1 previous tokens) for t >= start, in one pass per order."""
+        stream = np.asarray(stream)
+        idx = self.table.index_stream(stream, self.order)   # idx[n]: (T,) row of the n-gram ending at t
+        result = self.logp[1][stream].copy()                # (T,) order 1 always listed
+        best = np.ones(len(stream), dtype=np.int64)         # (T,) highest listed order n*
+        for n in range(2, self.order + 1):
+            hit = idx[n] >= 0
+            result[hit] = self.logp[n][idx[n][hit]]
+            best[hit] = n
+        for m in range(1, self.order):                      # the context of length m ends at t - 1
+            context = np.full(len(stream), -1, dtype=np.int64)
+            context[1:] = idx[m][:-1]
+            use = (context >= 0) & (best <= m)
+            result[use] += self.logbow[m][context[use]]
+        return result[start:]
+
+    def distribution(self, context: Sequence[int]) -> np.ndarray:
+        """P(w | context) for every id w, shape (V,): the back-off rule applied to all V words."""
+        V = self.vocab_size
+        context = [int(c) for c in context][len(context) - min(len(context), self.order - 1):]
+        L = len(context)
+        words = np.arange(V, dtype=np.int64)
+        result = self.logp[1].copy()                        # (V,)
+        best = np.ones(V, dtype=np.int64)
+        for n in range(2, L + 2):
+            history = np.asarray(context[L - (n - 1):], dtype=np.int64)
+            rows = self.table.index(n, np.column_stack([np.broadcast_to(history, (V, n - 1)), words]))
+            hit = rows >= 0
+            result[hit] = self.logp[n][rows[hit]]
+            best[hit] = n
+        for m in range(1, L + 1):
+            row = int(self.table.index(m, np.asarray(context[L - m:])[None, :])[0])
+            if row >= 0:
+                result[best <= m] += self.logbow[m][row]
+        return np.exp(result)

@@ -1,0 +1,116 @@
+"""Katz back-off (Katz 1987) with Good-Turing discounts, orders 2 to 5.
+
+Public API
+----------
+`Katz(order, k=5, min_count=1)`: a BackoffModel (baselines/backoff.py), ARPA-exportable;
+    `min_count=2` leaves out the n-grams of order >= 3 seen once (SRILM's default cutoffs), their
+    mass going to the back-off weight; discounts still come from all counts.
+`good_turing_ratios(counts, k, n)`: the discount ratios d_0 .. d_{k+1} (d_r = 1 for r > k).
+
+Discounts (Katz 1987, eq. 13, as SRILM applies them), per order from the counts-of-counts n_r of
+the raw counts: with r* = (r + 1) n_{r+1} / n_r and A = (k + 1) n_{k+1} / n_1,
+    d_r = (r* / r - A) / (1 - A)    for 1 <= r <= k,      d_r = 1 for r > k.
+When some d_r is not in (0, 1] (or an n_r is 0), k is lowered until all are valid, as SRILM does;
+when no k >= 1 works the order uses an absolute discount of 0.5 (d_r = (r - 0.5) / r for r <= 5)
+and a warning is logged, so tiny data does not crash.
+
+Probabilities, with c(h.) = sum_w c(hw):
+    P(w | h) = d_c(hw) c(hw) / c(h.)                    if c(hw) > 0,
+             = alpha(h) P(w | h')                      otherwise,
+    alpha(h) = (1 - sum_{w: c(hw)>0} P(w | h)) / (1 - sum_{w: c(hw)>0} P(w | h')),
+so every P(. | h) sums to 1.
+
+Unigram level (our choice): Good-Turing-discounted unigram counts d_c c(w) / N; the mass this
+frees goes, in equal shares, to the vocabulary words with zero count in train (<unk> included if
+unseen), or to every word of V when train holds them all. Every word of V gets P > 0 and the
+unigram sums to 1.
+
+A context whose continuations all have undiscounted counts (above k) would keep no mass for unseen words (alpha = 0,
+P = 0 for every other word: "proved to" followed only by "be", 6 times, on Brown). Such a context
+discounts those counts with the mildest Good-Turing ratio of the order (the largest d_r < 1) instead,
+so every word of V keeps P > 0 after every history. The unigram level does the same when every
+word's count is above k.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from baselines.backoff import BackoffModel, Listing
+from baselines.counts import count_ngrams, count_of_counts
+
+log = logging.getLogger(__name__)
+
+FALLBACK_ABSOLUTE_DISCOUNT = 0.5
+MASS_EPSILON = 1e-12  # a context whose discounted probabilities sum above 1 - this keeps no mass
+
+
+def good_turing_ratios(counts: np.ndarray, k: int, n: int) -> np.ndarray:
+    """d_r for r = 0 .. k+1 (d_0 unused, d_{k+1} = 1); index with np.minimum(count, k + 1)."""
+    nr = count_of_counts(counts, k + 1).astype(np.float64)  # n_0 .. n_{k+1}
+    for kk in range(k, 0, -1):
+        if np.all(nr[1:kk + 2] > 0):
+            r = np.arange(1, kk + 1)
+            A = (kk + 1) * nr[kk + 1] / nr[1]
+            d = ((r + 1) * nr[r + 1] / nr[r] / r - A) / (1 - A) if A != 1 else np.zeros(kk)
+            if np.all((d > 0) & (d <= 1)):
+                if kk < k:
+                    log.warning("order %d: Good-Turing discounts invalid for k = %d; using k = %d", n, k, kk)
+                return np.concatenate([[1.0], d, np.ones(k + 1 - kk)])
+    log.warning("order %d: no valid Good-Turing discounts (counts-of-counts %s); using an absolute "
+                "discount of %s for counts <= %d", n, nr[1:].astype(int).tolist(), FALLBACK_ABSOLUTE_DISCOUNT, k)
+    r = np.arange(1, k + 1)
+    return np.concatenate([[1.0], (r - FALLBACK_ABSOLUTE_DISCOUNT) / r, [1.0]])
+
+
+class Katz(BackoffModel):
+    """Katz back-off with Good-Turing discounts for counts <= k."""
+
+    min_order, max_order = 2, 5
+
+    def __init__(self, order: int, k: int = 5, min_count: int = 1):
+        super().__init__(order)
+        self.k, self.min_count = k, min_count
+
+    def _fit(self, corpus) -> None:
+        V, N, k = self.vocab_size, self.order, self.k
+        counts = count_ngrams(corpus.train, N, V)
+        table, c = counts.table, counts.counts
+        listing = Listing(counts, self.min_count)
+        keep, row = listing.keep, listing.row
+        self.ratios = {n: good_turing_ratios(c[n], k, n) for n in range(1, N + 1)}
+
+        # Unigrams: Good-Turing discounted, the freed mass shared by the zero-count words.
+        ratio = self.ratios[1][np.minimum(c[1], k + 1)]                  # (V,) d_c
+        discounted = ratio * c[1] / c[1].sum()                            # (V,), 0 where unseen
+        if discounted.sum() >= 1.0 - MASS_EPSILON:                        # no count discounted
+            discounted[ratio >= 1] *= self._mildest(1)
+        receivers = c[1] == 0 if np.any(c[1] == 0) else np.ones(V, dtype=bool)
+        p = discounted + receivers * (1.0 - discounted.sum()) / receivers.sum()
+        logp, logbow = [np.zeros(0), np.log(p)], [np.zeros(0)]
+        for n in range(2, N + 1):
+            kept = keep[n]                                               # (m,) listed rows
+            context = counts.prefix[n]                                   # (m,) row of h
+            lower = np.exp(logp[n - 1][row[n - 1][counts.suffix[n][kept]]])  # (listed,) P(w | h')
+            size = table.size(n - 1)
+            context_total = np.bincount(context, weights=c[n], minlength=size)  # c(h.)
+            ratio = self.ratios[n][np.minimum(c[n], k + 1)]              # (m,) d_c
+            prob = ratio * c[n] / context_total[context]                  # (m,)
+            full = np.bincount(context, weights=prob, minlength=size) >= 1.0 - MASS_EPSILON  # no mass left
+            prob[full[context] & (ratio >= 1)] *= self._mildest(n)
+            has = np.bincount(context[kept], minlength=size) > 0          # h has listed continuations
+            left = np.maximum(1.0 - np.bincount(context[kept], weights=prob[kept], minlength=size), 0.0)
+            lower_mass = np.bincount(context[kept], weights=lower, minlength=size)
+            alpha = left / np.maximum(1.0 - lower_mass, np.finfo(float).tiny)
+            logp.append(np.log(prob[kept]))
+            with np.errstate(divide="ignore"):
+                logbow.append(np.where(has, np.log(np.where(has, alpha, 1.0)), 0.0)[keep[n - 1]])
+        self.set_parameters(listing.table, logp, logbow)
+
+    def _mildest(self, n: int) -> float:
+        """The largest Good-Turing ratio below 1 of order n (for contexts with no mass left)."""
+        ratios = self.ratios[n][1:self.k + 1]
+        below = ratios[ratios < 1]
+        return float(below.max()) if below.size else 1.0 - FALLBACK_ABSOLUTE_DISCOUNT / (self.k + 1)
