@@ -1,11 +1,11 @@
 """`lmbench ngram`: fit an n-gram baseline and print its train/valid/test perplexity.
 
-    lmbench ngram --method {add-one-unigram,katz,kneser-ney,kneser-ney-backoff} --order N
-                  [--min-ngram-count C] [--arpa OUT] [--classes C] [corpus options] [--json]
+    lmbench ngram --method {add-one-unigram,deleted-interpolation,katz,kneser-ney,kneser-ney-backoff,class}
+                  --order N [--classes C] [--min-ngram-count C] [--arpa OUT] [--save-logprobs OUT.npz]
+                  [corpus options] [--json]
 
 A method is one entry of METHODS: its constructor (taking the parsed arguments), the orders it
-supports and its default order. To add one, write its model class and add an entry, e.g.
-    METHODS["class"] = Method(lambda args: ClassNgram(args.order, classes=args.classes), 2, 5, 3)
+supports and its default order. `make_ngram` builds one from Python.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from corpora.cli import add_corpus_options, load_corpus
@@ -51,11 +52,27 @@ def _kneser_ney_backoff(args):
     return KneserNeyBackoff(args.order, min_count=args.min_ngram_count)
 
 
+def _deleted_interpolation(args):
+    from baselines.deleted_interpolation import DeletedInterpolationTrigram
+    return DeletedInterpolationTrigram()
+
+
+def _class(args):
+    """Class n-gram whose class sequence is modelled by modified-KN back-off (Table 1's rows)."""
+    from baselines.class_ngram import ClassNgram
+    from baselines.kneser_ney import KneserNeyBackoff
+    if not args.classes or args.classes < 2:
+        raise LMBenchError("--method class needs --classes C with C >= 2 (the paper: 150 to 2000)")
+    return ClassNgram(lambda: KneserNeyBackoff(args.order, min_count=args.min_ngram_count), args.classes)
+
+
 METHODS: dict[str, Method] = {
     "add-one-unigram": Method(_add_one_unigram, 1, 1, 1),
+    "deleted-interpolation": Method(_deleted_interpolation, 3, 3, 3),
     "katz": Method(_katz, 2, 5, 3),
     "kneser-ney": Method(_kneser_ney, 2, 6, 5),
     "kneser-ney-backoff": Method(_kneser_ney_backoff, 2, 6, 3),
+    "class": Method(_class, 2, 5, 3),
 }
 
 
@@ -72,6 +89,15 @@ def make_model(args: argparse.Namespace) -> LanguageModel:
     return method.build(args)
 
 
+def make_ngram(method: str, order: int | None = None, classes: int | None = None,
+               min_ngram_count: int = 1) -> LanguageModel:
+    """The unfitted model of a method, as the command line would build it."""
+    if method not in METHODS:
+        raise LMBenchError(f"unknown n-gram method {method!r}: use one of {', '.join(METHODS)}")
+    return make_model(argparse.Namespace(method=method, order=order, classes=classes,
+                                         min_ngram_count=min_ngram_count))
+
+
 def register(subparsers) -> None:
     parser = subparsers.add_parser("ngram", help="fit an n-gram model and report perplexities")
     parser.add_argument("--method", choices=list(METHODS), required=True)
@@ -81,11 +107,13 @@ def register(subparsers) -> None:
     parser.add_argument("--classes", type=int, default=None,
                         help="number of word classes (class-based methods)")
     parser.add_argument("--min-ngram-count", type=int, default=1, metavar="C",
-                        help="katz, kneser-ney-backoff: leave out the n-grams of order >= 3 seen fewer "
+                        help="katz, kneser-ney-backoff, class: leave out the n-grams of order >= 3 seen fewer "
                              "than C times in train (SRILM's default cutoffs are C = 2; default 1: "
                              "keep all)")
     parser.add_argument("--arpa", metavar="OUT", default=None,
                         help="also write the model as an ARPA file (back-off methods)")
+    parser.add_argument("--save-logprobs", metavar="OUT.npz", type=Path, default=None,
+                        help="save the per-token log-probabilities of valid and test (for lmbench mix)")
     add_corpus_options(parser)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.set_defaults(run=run)
@@ -111,9 +139,22 @@ def run(args: argparse.Namespace) -> dict:
         result[f"{split}_perplexity"] = model.perplexity(split)
     result.update(build_seconds=round(build_seconds, 3),
                   score_seconds=round(time.perf_counter() - started, 3))
+    if args.save_logprobs:
+        save_logprobs(model, args.save_logprobs)
+        result["logprobs"] = str(args.save_logprobs)
     if args.arpa:
         from baselines.arpa import write_arpa
         started = time.perf_counter()
         result["arpa"] = {"path": args.arpa, "ngrams": write_arpa(model, corpus.vocab, args.arpa),
                           "seconds": round(time.perf_counter() - started, 3)}
     return result
+
+
+def save_logprobs(model: LanguageModel, path: Path) -> None:
+    """valid and test log-probabilities (and the context buckets of a deleted-interpolation model)."""
+    import numpy as np
+    arrays = {split: model.logprobs(split) for split in ("valid", "test")}
+    if hasattr(model, "split_buckets"):
+        arrays.update({f"buckets_{split}": model.split_buckets(split) for split in ("valid", "test")})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, **arrays)

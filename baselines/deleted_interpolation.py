@@ -83,7 +83,7 @@ def em_weights(components: np.ndarray, buckets: np.ndarray, num_buckets: int, *,
         mixture = joint.sum(axis=1)  # (n,)
         loglik = float(np.log(mixture).sum())
         history.append(loglik)
-        log.info("EM iteration %d: valid log-likelihood %.6f (perplexity %.3f)",
+        log.debug("EM iteration %d: valid log-likelihood %.6f (perplexity %.3f)",
                  iteration, loglik, math.exp(-loglik / n))
         converged = len(history) > 1 and (loglik - history[-2]) < tol * abs(history[-2])
         if converged or iteration == max_iters:
@@ -93,6 +93,8 @@ def em_weights(components: np.ndarray, buckets: np.ndarray, num_buckets: int, *,
                          for j in range(num_components)], axis=1)  # (B, J)
         seen = tokens_per_bucket > 0
         weights[seen] = sums[seen] / tokens_per_bucket[seen, None]
+    log.info("deleted interpolation: EM converged in %d iterations, valid perplexity %.3f",
+             len(history) - 1, math.exp(-history[-1] / n))
     return weights, history
 
 

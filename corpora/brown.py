@@ -11,6 +11,7 @@ every type counted >= 4 times over the whole stream is kept (|V| = 17,907 with `
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +37,10 @@ def _pointer_path(pointer) -> Path:
 def brown_location() -> Path:
     """Where NLTK finds the Brown corpus (zip or folder); downloaded if missing and the machine
     is online; else a clear error."""
+    for root in os.environ.get("NLTK_DATA", "").split(os.pathsep):  # fast path: no nltk import
+        for name in ("brown.zip", "brown"):
+            if root and (Path(root) / "corpora" / name).exists():
+                return Path(root) / "corpora" / name
     import nltk
 
     for resource in ("corpora/brown.zip", "corpora/brown"):

@@ -21,6 +21,7 @@ class Row:
     direct: bool | None = None
     mix: str | None = None       # None, or how it is mixed: "0.5/0.5", "EM", "EM per bucket"
     method: str | None = None    # ngram: the lmbench ngram --method
+    min_ngram_count: int = 1     # ngram: leave out n-grams of order >= 3 seen fewer times (SRILM: 2)
     parts: tuple[str, ...] = ()  # mix: the ids of the rows mixed
     paper_model: str | None = None  # label in paper_tables.csv; None for our extra rows
     extra: dict = field(default_factory=dict, hash=False, compare=False)
@@ -29,9 +30,13 @@ class Row:
         return asdict(self)
 
 
+SRILM_CUTOFF = 2  # SRILM's ngram-count keeps trigrams and longer seen at least twice (-gt3min 2 ...)
+
+
 def _kn_rows(orders, paper_label):
+    """The paper's back-off KN rows, estimated as SRILM does by default (its count cutoffs)."""
     return [Row(f"kn-backoff-{n}", "ngram", "Kneser-Ney back-off", n=n, method="kneser-ney-backoff",
-                paper_model=paper_label) for n in orders]
+                min_ngram_count=SRILM_CUTOFF, paper_model=paper_label) for n in orders]
 
 
 def brown_rows() -> list[Row]:
@@ -49,9 +54,11 @@ def brown_rows() -> list[Row]:
                     paper_model="Del. Int."))
     rows += _kn_rows((3, 4, 5), "Kneser-Ney back-off")
     rows += [Row(f"class-{n}-{c}", "ngram", "class-based back-off", n=n, classes=c, method="class",
-                 paper_model="class-based back-off")
+                 min_ngram_count=SRILM_CUTOFF, paper_model="class-based back-off")
              for n, c in [(3, 150), (3, 200), (3, 500), (3, 1000), (3, 2000), (4, 500), (5, 500)]]
     rows += [Row(f"kn-interp-{n}", "ngram", "Kneser-Ney interpolated", n=n, method="kneser-ney") for n in (3, 4, 5)]
+    rows += [Row(f"kn-backoff-nocut-{n}", "ngram", "Kneser-Ney back-off, no cutoffs", n=n,
+                 method="kneser-ney-backoff") for n in (3, 5)]
     rows += [Row(f"katz-{n}", "ngram", "Katz back-off", n=n, method="katz") for n in (3, 4, 5)]
     rows += [Row("mlp1-del-int-em", "mix", "MLP1 + Del. Int.", n=5, h=50, m=60, direct=True, mix="EM",
                  parts=("mlp1", "del-int")),

@@ -56,3 +56,22 @@ def test_human_readable_output(capsys, text_files):
     code, out, _ = run_cli(capsys, "corpus", "text", "--train", str(text_files["train"]),
                            "--valid", str(text_files["valid"]), "--test", str(text_files["test"]))
     assert code == 0 and "vocab_size: 4" in out and "tokens:" in out
+
+
+def test_every_ngram_method_from_the_command_line(capsys, text_files, tmp_path):
+    files = ["--corpus", "text", "--train", str(text_files["train"]), "--valid", str(text_files["valid"]),
+             "--test", str(text_files["test"])]
+    for method in (["deleted-interpolation"], ["kneser-ney", "--order", "3"], ["katz", "--order", "2"],
+                   ["kneser-ney-backoff", "--order", "2"], ["class", "--classes", "2", "--order", "2"]):
+        code, out, err = run_cli(capsys, "ngram", "--method", *method, *files, "--json",
+                                 "--save-logprobs", str(tmp_path / f"{method[0]}.npz"))
+        assert code == 0, err
+        result = json.loads(out)
+        assert all(math.isfinite(result[f"{s}_perplexity"]) for s in ("train", "valid", "test"))
+    code, out, _ = run_cli(capsys, "mix", str(tmp_path / "kneser-ney.npz"), str(tmp_path / "class.npz"),
+                           "--json")
+    assert code == 0 and math.isfinite(json.loads(out)["test_perplexity"])
+    code, _, err = run_cli(capsys, "ngram", "--method", "class", *files)
+    assert code == 2 and "--classes" in err
+    code, _, err = run_cli(capsys, "ngram", "--method", "deleted-interpolation", "--order", "4", *files)
+    assert code == 2 and "order 3" in err
