@@ -25,7 +25,7 @@ opening quote: "``The" makes "The" initial).
 Tokens, in this order (each token becomes exactly one symbol):
   1. `<num>`: a token holding a digit that, once digits and `.,:/-'%+` are removed, is empty or one
      of the suffixes s, st, nd, rd, th: `1,000`, `3.5`, `1966-67`, `10:30`, `'60s`, `1960s`, `21st`.
-     (`B-52` holds letters: it is a word.)
+     (`B-52` holds letters: it is not a number.)
   2. `<proper>`: proper nouns are found before lower-casing, from TRAIN statistics only. A word
      (its lower-case form) is a proper noun when it is capitalised (first character upper case) in
      >= PROPER_THRESHOLD = 90% of its non-sentence-initial occurrences in train. Every occurrence of
@@ -247,8 +247,8 @@ class RawStream:
     files_read: int
 
 
-def read_stream(files: list[Path], needed: int, workers: int) -> RawStream:
-    """Tokenise files in order until `needed` tokens are read (or the files run out)."""
+def read_stream(files: list[Path], sizes: tuple[int, int, int], workers: int) -> RawStream:
+    """Tokenise files in order until their documents fill the splits (or the files run out)."""
     index: dict[str, int] = {}
     ids, initial, lengths, docnos = [], [], [], []
     total, files_read, skipped, without_text = 0, 0, [], 0
@@ -276,7 +276,7 @@ def read_stream(files: list[Path], needed: int, workers: int) -> RawStream:
                 without_text += result.without_text
                 total += len(result.ids)
                 progress.set_postfix(tokens=f"{total:,}")
-                if total >= needed:
+                if total >= sum(sizes) and documents_suffice(np.concatenate(lengths), sizes):
                     break
     finally:
         if pool is not None:
@@ -293,6 +293,22 @@ def read_stream(files: list[Path], needed: int, workers: int) -> RawStream:
                      docnos, files_read)
 
 
+def _document_counts(ends: np.ndarray, targets: np.ndarray) -> tuple[int, int, int]:
+    """Documents ending train, valid, test: the first document end >= each cumulative target,
+    each split at least one document more than the one before."""
+    counts = np.searchsorted(ends, targets, side="left") + 1
+    train = max(int(counts[0]), 1)
+    valid = max(int(counts[1]), train + 1)
+    return train, valid, max(int(counts[2]), valid + 1)
+
+
+def documents_suffice(doc_lengths: np.ndarray, sizes: tuple[int, int, int]) -> bool:
+    """Whether these documents fill the three splits, so that no further file need be read."""
+    ends = np.cumsum(doc_lengths)
+    return len(ends) >= 3 and ends[-1] >= sum(sizes) and \
+        _document_counts(ends, np.cumsum(sizes))[2] <= len(ends)
+
+
 def split_documents(doc_lengths: np.ndarray, sizes: tuple[int, int, int]) -> tuple[int, int, int]:
     """How many documents end train, valid and test: each split takes whole documents until the
     cumulative token count reaches its cumulative target; targets are scaled down in proportion
@@ -307,10 +323,11 @@ def split_documents(doc_lengths: np.ndarray, sizes: tuple[int, int, int]) -> tup
         log.warning("the documents hold %d tokens, fewer than the %d asked: split sizes scaled down "
                     "in proportion", ends[-1], int(targets[-1]))
         targets *= ends[-1] / targets[-1]
-    counts = np.searchsorted(ends, targets, side="left") + 1  # documents up to the first end >= target
-    train = int(np.clip(counts[0], 1, n - 2))
-    valid = int(np.clip(counts[1], train + 1, n - 1))
-    test = int(np.clip(counts[2], valid + 1, n))
+    train, valid, test = _document_counts(ends, targets)
+    if test > n:  # the documents ran out: give the last ones back, one per split at least
+        test = n
+        valid = min(valid, n - 1)
+        train = min(train, valid - 1)
     return train, valid, test
 
 
@@ -347,7 +364,7 @@ def proper_noun_symbols(types: list[str], train_ids: np.ndarray, train_initial: 
 
 def build_ap(files: list[Path], *, vocab_size: int, sizes: tuple[int, int, int], workers: int) -> Corpus:
     """Read, tokenise, map and split: the pipeline of the module docstring."""
-    raw = read_stream(files, sum(sizes), workers)
+    raw = read_stream(files, sizes, workers)
     n_train, n_valid, n_test = split_documents(raw.doc_lengths, sizes)
     ends = np.concatenate([[0], np.cumsum(raw.doc_lengths)])
     train_end, valid_end, test_end = (int(ends[n]) for n in (n_train, n_valid, n_test))
