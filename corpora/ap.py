@@ -6,11 +6,13 @@ special symbols and merging rare words. We apply the same recipe to whatever AP 
 (here AP 1989, TREC disk 1). The rules, in the order they are applied:
 
 Reading. Every plain file directly in the folder, in file-name order (TREC names files `apYYMMDD`,
-so name order is date order); gzip files are recognised by their magic bytes, whatever their name.
-A file without a `<DOC>` element (a `readme`) is skipped with a log line. Bytes are decoded as
-latin-1 (AP is ASCII; latin-1 never fails) and SGML entities (`&amp;`) unescaped. Within a file,
-documents are sorted by `<DOCNO>`; only the `<TEXT>` elements of a document are read (headlines,
-bylines, datelines and notes are not), all of them in order; a document without `<TEXT>` is dropped.
+so name order is DOCNO order; a file whose DOCNOs start before the previous file's end is logged
+as a warning and still taken in name order); gzip files are recognised by their magic bytes,
+whatever their name. A file without a `<DOC>` element (a `readme`) is skipped with a log line.
+Bytes are decoded as latin-1 (AP is ASCII; latin-1 never fails) and SGML entities (`&amp;`) are
+unescaped. Within a file, documents are sorted by `<DOCNO>`; only the `<TEXT>` elements of a
+document are read (headlines, bylines, datelines and notes are not), all of them in order; a
+document without `<TEXT>` is dropped.
 
 Sentences. NLTK's TreebankWordTokenizer expects one sentence at a time, so the text is cut first:
 a paragraph starts at a line that begins with whitespace (AP indents paragraphs); inside a
@@ -266,6 +268,10 @@ def read_stream(files: list[Path], sizes: tuple[int, int, int], workers: int) ->
                 if result is None:
                     skipped.append(path.name)
                     continue
+                if docnos and result.docnos and result.docnos[0] < docnos[-1]:
+                    log.warning("%s starts at DOCNO %s, before the previous file's last (%s): documents "
+                                "are taken file by file, in file-name order", path.name,
+                                result.docnos[0], docnos[-1])
                 # global ids: one dictionary lookup per distinct type of the file, then a gather
                 to_global = np.fromiter((index.setdefault(t, len(index)) for t in result.types),
                                         dtype=np.int32, count=len(result.types))

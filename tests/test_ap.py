@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from corpora.ap import (DEFAULT_VOCAB_SIZE, documents_suffice, is_number, load_ap, split_documents, split_sentences,
-                        tokenize_text)
+from corpora.ap import (DEFAULT_VOCAB_SIZE, documents_suffice, is_number, load_ap, split_documents,
+                        split_sentences, tokenize_text)
 from lmbench.cli import main
 from lmbench.errors import LMBenchError
 
@@ -133,6 +133,14 @@ def test_plain_and_gzip_files_and_docno_order(tmp_path):
     assert a.info["docnos"] == {"train": ["AP890102-0001", "AP890102-0001"],
                                 "valid": ["AP890102-0002", "AP890102-0002"],
                                 "test": ["AP890103-0001", "AP890103-0001"]}
+
+
+def test_files_out_of_docno_order_are_logged(tmp_path, caplog):
+    write(tmp_path, "ap1", [("AP890105-0001", TRAIN)])
+    write(tmp_path, "ap2", [("AP890101-0001", VALID), ("AP890101-0002", TEST)])
+    corpus = load(tmp_path)
+    assert "ap2 starts at DOCNO AP890101-0001, before" in caplog.text
+    assert corpus.info["docnos"]["train"] == ["AP890105-0001", "AP890105-0001"]  # still file by file
 
 
 def test_vocabulary_cap_keeps_most_frequent_train_symbols(tmp_path):
