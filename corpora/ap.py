@@ -354,16 +354,15 @@ def proper_noun_symbols(types: list[str], train_ids: np.ndarray, train_initial: 
     seen = np.bincount(lower_of[other], minlength=len(symbols))
     upper = np.bincount(lower_of[other], weights=capitalised[other], minlength=len(symbols))
     proper = (seen > 0) & (upper >= PROPER_THRESHOLD * seen)
-    if "i" in lower_index:
-        proper[lower_index["i"]] = False
-    no_stats = (seen == 0)[lower_of]  # (types,)
+    pronoun = lower_of == lower_index.get("i", -1)  # (types,) the pronoun I is never proper
+    proper_type = proper[lower_of] & ~pronoun  # (types,) by the train statistics
+    guessed = (seen == 0)[lower_of] & capitalised & ~pronoun  # (types,) no statistics: by the token
 
-    initial_table = np.where(proper[lower_of], proper_id, lower_of)
-    other_table = np.where(proper[lower_of] | (no_stats & capitalised & (lower_of != lower_index.get("i"))),
-                           proper_id, lower_of)
+    initial_table = np.where(proper_type, proper_id, lower_of)  # (types,) symbol when initial
+    other_table = np.where(proper_type | guessed, proper_id, lower_of)  # (types,) symbol otherwise
     initial_table[numeric] = number_id
     other_table[numeric] = number_id
-    log.info("proper nouns: %d of %d lower-case word types seen in train", int(proper.sum()),
+    log.info("proper nouns: %d of the %d lower-case forms seen in train", int(proper.sum()),
              int((seen > 0).sum()))
     return symbols, initial_table, other_table
 

@@ -79,6 +79,15 @@ def test_proper_noun_threshold_is_ninety_percent(tmp_path):
     assert words(corpus, "test") == ["pear", ".", "</d>"]
 
 
+def test_the_pronoun_i_is_never_proper(tmp_path):
+    directory = write(tmp_path, "ap1", [("A-1", "   Then I left and I came.\n"), ("A-2", "   So I ran.\n"),
+                                        ("A-3", "   I ran.\n")]).parent
+    corpus = load(directory)
+    assert words(corpus, "train")[:4] == ["then", "i", "left", "and"]
+    assert words(corpus, "valid")[:3] == ["<unk>", "i", "<unk>"]
+    assert words(corpus, "test")[0] == "i"
+
+
 def test_numbers_and_punctuation(tmp_path):
     text = "   In 1989, 1,000 people paid $3.50 (10%) for 21st-floor rooms of the '60s and 1960s B-52 jets.\n"
     directory = write(tmp_path, "ap1", [("A-1", text), ("A-2", "   In 10:30.\n"),
