@@ -256,7 +256,9 @@ def read_stream(files: list[Path], sizes: tuple[int, int, int], workers: int) ->
     total, files_read, skipped, without_text = 0, 0, [], 0
     pool = None
     if workers > 1:
-        pool = multiprocessing.get_context("spawn").Pool(workers)
+        # fork where there is one: no re-import of the caller's main module, as spawn needs
+        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+        pool = multiprocessing.get_context(method).Pool(workers)
         results = pool.imap(tokenize_file, [str(f) for f in files], chunksize=1)
     else:
         results = map(tokenize_file, files)
