@@ -144,6 +144,9 @@ def read_checkpoint(path: Path, fingerprint: str, config: NPLMConfig | None = No
         if diff:
             raise LMBenchError(f"checkpoint {path} has another network shape: {', '.join(diff)}; resume "
                                "with the same --n/--m/--h/--direct or use another --out directory")
+        if saved["recipe"] != config.recipe:
+            raise LMBenchError(f"checkpoint {path} was trained with recipe {saved['recipe']!r}, not "
+                               f"{config.recipe!r}: resume with --recipe {saved['recipe']} or use another --out")
     return state
 
 
