@@ -118,34 +118,35 @@ def at_least_fp32(scores: torch.Tensor) -> torch.Tensor:
 class SoftmaxNLL(torch.autograd.Function):
     """loss = mean_i [log sum_j exp(y_ij) - y_i,target_i] with y = b + z out^T, fused.
 
-    The forward pass turns its one (B, V) score buffer, in place, into the gradient
-    dloss/dy = (softmax(y) - onehot(target)) / B, which the backward pass multiplies into
-    dloss/dz = g out (B, K), dloss/dout = g^T z (V, K) and dloss/db = sum_i g_i (V,).
-    No other |V|-sized tensor is made. The backward pass may run only once per forward."""
+    dloss/dy = (softmax(y) - onehot(target)) / B = s (e - total * onehot) with e = exp(y - max y)
+    (B, V), total = sum_j e_j (B,) and s = 1 / (B total) (B,). The forward pass turns its one
+    (B, V) score buffer into e - total * onehot in place; the backward pass folds the row scale s
+    into the small operands: dloss/dz = s * (g out) (B, K), dloss/dout = g^T (s * z) (V, K),
+    dloss/db = g^T s (V,), with g = e - total * onehot. No other |V|-sized tensor is made and no
+    extra pass over the (B, V) buffer. The backward pass may run only once per forward."""
 
     @staticmethod
     def forward(ctx, z, out, b, target, dtype):
-        batch = z.shape[0]
         zc, oc = z.to(dtype), out.to(dtype)
         scores = at_least_fp32(torch.addmm(b.to(dtype), zc, oc.t()))  # (B, V) y
-        picked = scores.gather(1, target[:, None])  # (B, 1) y[target]
-        peak = scores.amax(dim=1, keepdim=True)  # (B, 1)
-        total = scores.sub_(peak).exp_().sum(dim=1, keepdim=True)  # (B, 1); scores = exp(y - max)
-        loss = (peak + total.log() - picked).mean()
-        grad = scores.div_(total * batch)  # softmax / B
-        grad[torch.arange(batch, device=grad.device), target] -= 1.0 / batch
-        ctx.save_for_backward(zc, oc, grad)
-        ctx.dtypes = (z.dtype, out.dtype)
-        return loss
+        rows = torch.arange(len(target), device=scores.device)
+        picked = scores[rows, target]  # (B,) y[target]
+        peak = scores.amax(dim=1)  # (B,)
+        total = scores.sub_(peak[:, None]).exp_().sum(dim=1)  # (B,); scores now holds e
+        scores[rows, target] -= total  # g = e - total * onehot
+        ctx.save_for_backward(zc, oc, scores, total)
+        ctx.dtypes = (z.dtype, out.dtype, b.dtype)
+        return (peak + total.log() - picked).mean()
 
     @staticmethod
     def backward(ctx, grad_loss):
-        zc, oc, grad = ctx.saved_tensors
-        grad.mul_(grad_loss)
-        g = grad.to(oc.dtype)  # (B, V)
-        grad_z = (g @ oc).to(ctx.dtypes[0])  # (B, K)
-        grad_out = (g.t() @ zc).to(ctx.dtypes[1])  # (V, K)
-        return grad_z, grad_out, grad.sum(dim=0), None, None
+        zc, oc, g, total = ctx.saved_tensors
+        scale = grad_loss / (len(total) * total)  # (B,) s
+        gc = g.to(oc.dtype)  # (B, V)
+        grad_z = (gc @ oc).mul_(scale.to(oc.dtype)[:, None]).to(ctx.dtypes[0])  # (B, K)
+        grad_out = (gc.t() @ (zc * scale.to(zc.dtype)[:, None])).to(ctx.dtypes[1])  # (V, K)
+        grad_b = (g.t() @ scale.to(g.dtype)).to(ctx.dtypes[2])  # (V,)
+        return grad_z, grad_out, grad_b, None, None
 
 
 def parameter_count(vocab_size: int, n: int, m: int, h: int, direct: bool) -> int:
