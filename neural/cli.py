@@ -61,6 +61,7 @@ def _device_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="auto (CUDA when present, else all CPU cores), "
                                                          "cpu, cuda, cuda:N")
     parser.add_argument("--bf16", action="store_true", help="bfloat16 for the |V|-sized matrix products")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
@@ -69,7 +70,7 @@ def run_train(args: argparse.Namespace) -> dict:
     config = NPLMConfig(n=args.n, m=args.m, h=args.h, direct=args.direct, recipe=args.recipe,
                         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                         weight_decay=args.weight_decay, patience=args.patience, seed=args.seed,
-                        device=args.device, bf16=args.bf16, max_steps=args.max_steps,
+                        device=args.device, bf16=args.bf16, threads=args.threads, max_steps=args.max_steps,
                         checkpoint_minutes=args.checkpoint_minutes)
     corpus = load_corpus(args)
     out = args.out or (f"runs/nplm-{corpus.name}-n{args.n}-h{args.h}-m{args.m}"
@@ -82,7 +83,7 @@ def run_train(args: argparse.Namespace) -> dict:
 def run_eval(args: argparse.Namespace) -> dict:
     from neural.train import load_nplm
     corpus = load_corpus(args)
-    model = load_nplm(args.dir, corpus, device=args.device, bf16=args.bf16)
+    model = load_nplm(args.dir, corpus, device=args.device, bf16=args.bf16, threads=args.threads)
     started = time.perf_counter()
     logprobs = model.logprobs(args.split)
     seconds = time.perf_counter() - started

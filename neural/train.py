@@ -310,7 +310,7 @@ def finish(corpus, config, state, out, fingerprint, device) -> dict:
 
 
 def load_nplm(out_dir: str | Path, corpus, *, device: str | torch.device = "auto",
-              bf16: bool = False, which: str = BEST) -> NPLMLanguageModel:
+              bf16: bool = False, which: str = BEST, threads: int | None = None) -> NPLMLanguageModel:
     """The best model of a run (or its last checkpoint, which=CHECKPOINT), attached to `corpus`."""
     path = Path(out_dir) / which
     if not path.exists():
@@ -320,5 +320,5 @@ def load_nplm(out_dir: str | Path, corpus, *, device: str | torch.device = "auto
     cfg = saved["config"]
     net = NPLM(saved["vocab_size"], cfg["n"], cfg["m"], cfg["h"], cfg["direct"])
     net.load_state_dict(saved["model"])
-    device = device if isinstance(device, torch.device) else resolve_device(device)
+    device = device if isinstance(device, torch.device) else resolve_device(device, threads)
     return NPLMLanguageModel(net.to(device), bf16=bf16).attach(corpus)
