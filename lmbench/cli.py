@@ -20,12 +20,14 @@ def build_parser() -> argparse.ArgumentParser:
     from baselines import cli as baselines_cli
     from corpora import cli as corpora_cli
     from mixing import cli as mixing_cli
+    from neural import cli as neural_cli
+    from reports import cli as reports_cli
 
     parser = argparse.ArgumentParser(prog="lmbench", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"lmbench {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debugging detail")
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for module in (corpora_cli, baselines_cli, mixing_cli):
+    for module in (corpora_cli, baselines_cli, neural_cli, mixing_cli, reports_cli):
         module.register(subparsers)
     return parser
 

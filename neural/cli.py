@@ -1,0 +1,112 @@
+"""`lmbench nplm train|eval|neighbors`: train the neural probabilistic LM, score a split with a
+trained run, list a word's nearest neighbours in the feature table C."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from corpora.cli import add_corpus_options, load_corpus
+from lmbench.errors import LMBenchError
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("nplm", help="the neural probabilistic language model")
+    commands = parser.add_subparsers(dest="nplm_command", required=True)
+
+    train = commands.add_parser("train", help="train a network and report its perplexities")
+    add_corpus_options(train)
+    shape = train.add_argument_group("network")
+    shape.add_argument("--n", type=int, default=5, help="order: n-1 context words (default 5)")
+    shape.add_argument("--m", type=int, default=60, help="word feature size (default 60)")
+    shape.add_argument("--h", type=int, default=50, help="hidden units, 0 for none (default 50)")
+    shape.add_argument("--direct", action="store_true", help="direct connections from x to the output")
+    run_group = train.add_argument_group("training")
+    run_group.add_argument("--recipe", choices=("paper", "fast"), default="fast",
+                           help="paper: one example per update, SGD, eps0/(1+rt); fast (default): "
+                                "minibatch AdamW, cosine schedule")
+    run_group.add_argument("--epochs", type=int, default=10, help="at most this many (default 10)")
+    run_group.add_argument("--batch-size", type=int, default=None, help="default 1 (paper) or 512 (fast)")
+    run_group.add_argument("--lr", type=float, default=None, help="default 1e-3 (paper) or 3e-3 (fast)")
+    run_group.add_argument("--weight-decay", type=float, default=1e-4,
+                           help="on the weights and C, not the biases (paper: 1e-4 Brown, 1e-5 AP)")
+    run_group.add_argument("--patience", type=int, default=2, help="early-stopping patience in epochs")
+    run_group.add_argument("--max-steps", type=int, default=None, help="stop after this many updates")
+    run_group.add_argument("--checkpoint-minutes", type=float, default=5.0)
+    run_group.add_argument("--seed", type=int, default=0)
+    run_group.add_argument("--out", default=None, help="run directory (default runs/nplm-n5-h50-m60-d...)")
+    run_group.add_argument("--resume", action="store_true", help="continue the run in --out")
+    _device_options(train)
+    train.set_defaults(run=run_train)
+
+    evaluate = commands.add_parser("eval", help="perplexity of a trained run's best model on a split")
+    evaluate.add_argument("dir", help="run directory")
+    evaluate.add_argument("--split", choices=("train", "valid", "test"), default="test")
+    add_corpus_options(evaluate)
+    _device_options(evaluate)
+    evaluate.set_defaults(run=run_eval)
+
+    neighbors = commands.add_parser("neighbors", help="nearest words by cosine similarity in C")
+    neighbors.add_argument("dir", help="run directory")
+    neighbors.add_argument("words", nargs="+")
+    neighbors.add_argument("--k", type=int, default=10, help="neighbours per word (default 10)")
+    add_corpus_options(neighbors)
+    neighbors.add_argument("--json", action="store_true")
+    neighbors.set_defaults(run=run_neighbors, device="cpu", bf16=False)
+
+
+def _device_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", default="auto", help="auto (CUDA when present, else all CPU cores), "
+                                                         "cpu, cuda, cuda:N")
+    parser.add_argument("--bf16", action="store_true", help="bfloat16 for the |V|-sized matrix products")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+
+
+def run_train(args: argparse.Namespace) -> dict:
+    from neural.train import NPLMConfig, train_nplm
+    config = NPLMConfig(n=args.n, m=args.m, h=args.h, direct=args.direct, recipe=args.recipe,
+                        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                        weight_decay=args.weight_decay, patience=args.patience, seed=args.seed,
+                        device=args.device, bf16=args.bf16, threads=args.threads, max_steps=args.max_steps,
+                        checkpoint_minutes=args.checkpoint_minutes)
+    corpus = load_corpus(args)
+    out = args.out or (f"runs/nplm-{corpus.name}-n{args.n}-h{args.h}-m{args.m}"
+                       f"{'-direct' if args.direct else ''}-{args.recipe}-s{args.seed}")
+    result = train_nplm(corpus, config, out, resume=args.resume)
+    result.pop("config")
+    return result
+
+
+def run_eval(args: argparse.Namespace) -> dict:
+    from neural.train import load_nplm
+    corpus = load_corpus(args)
+    model = load_nplm(args.dir, corpus, device=args.device, bf16=args.bf16, threads=args.threads)
+    started = time.perf_counter()
+    logprobs = model.logprobs(args.split)
+    seconds = time.perf_counter() - started
+    return {"dir": args.dir, "split": args.split, "perplexity": float(np.exp(-logprobs.mean())),
+            "tokens": int(len(logprobs)), "seconds": round(seconds, 3),
+            "tokens_per_s": round(len(logprobs) / seconds, 1)}
+
+
+def run_neighbors(args: argparse.Namespace) -> dict:
+    from neural.train import load_nplm
+    corpus = load_corpus(args)
+    model = load_nplm(args.dir, corpus, device="cpu")
+    table = model.net.C.detach().double()  # (V, m)
+    unit = table / table.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    vocab = corpus.vocab
+    missing = [w for w in args.words if w not in vocab]
+    if missing:
+        raise LMBenchError(f"not in the vocabulary: {', '.join(missing)}; give words of the corpus "
+                           "(rare words map to <unk>)")
+    result = {}
+    for word in args.words:
+        similarity = unit @ unit[vocab.id(word)]  # (V,) cosines
+        similarity[vocab.id(word)] = -np.inf
+        top = similarity.topk(min(args.k, len(vocab) - 1))
+        result[word] = {vocab.word(int(i)): round(float(s), 4) for s, i in zip(top.values, top.indices)}
+    return result

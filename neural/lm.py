@@ -1,0 +1,80 @@
+"""The NPLM as a `lmbench.model.LanguageModel`: exact full-softmax scoring in large batches.
+
+Scores come from fp32 (or bf16) GEMMs; the normalisation is finished in float64:
+log P(w_t | context) = y[w_t] - max(y) - log(sum_j exp(y_j - max(y))), with y, max and the sum from
+the network and the subtraction and logarithm in float64. `distribution` runs the same code on the
+same kind of batch, so log distribution(context)[w] equals score to float64 rounding.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from lmbench.model import LanguageModel
+from neural.model import NPLM, PAD_ID
+
+EVAL_BATCH = 2048  # contexts per GEMM when scoring
+MIN_ROWS = 64  # distribution() pads its one context to this many rows so the GEMM is the batched kind
+# (a one-row product goes through a matrix-vector kernel whose rounding differs in the last bit)
+
+
+def context_windows(stream: np.ndarray, n: int, start: int = 0) -> np.ndarray:
+    """(len(stream) - start, n-1) int64: row i holds the n-1 ids before stream[start + i], oldest
+    first, left-padded with PAD_ID where the stream has fewer."""
+    padded = np.concatenate([np.full(n - 1, PAD_ID, dtype=np.int64), np.asarray(stream, dtype=np.int64)])
+    windows = np.lib.stride_tricks.sliding_window_view(padded, n - 1)  # (len + 1, n-1)
+    return windows[start: len(stream)]
+
+
+def score_stream(net: NPLM, stream: np.ndarray, start: int, *, batch_size: int = EVAL_BATCH,
+                 bf16: bool = False, progress: bool = False) -> np.ndarray:
+    """Natural-log P(stream[t] | stream[t-n+1:t]) for t >= start, float64, shape (len - start,)."""
+    device = next(net.parameters()).device
+    contexts = torch.from_numpy(np.ascontiguousarray(context_windows(stream, net.n, start))).to(device)
+    targets = torch.from_numpy(np.asarray(stream[start:], dtype=np.int64)).to(device)
+    result = torch.empty(len(targets), dtype=torch.float64, device=device)
+    chunks = range(0, len(targets), batch_size)
+    if progress:
+        from tqdm import tqdm
+        chunks = tqdm(chunks, desc="eval", unit="batch", leave=False)
+    was_training = net.training
+    net.eval()
+    for lo in chunks:
+        hi = min(lo + batch_size, len(targets))
+        picked, peak, total = net.log_softmax_parts(contexts[lo:hi], targets[lo:hi], bf16=bf16)
+        result[lo:hi] = picked.double() - peak.double() - total.double().log()
+    net.train(was_training)
+    return result.cpu().numpy()
+
+
+class NPLMLanguageModel(LanguageModel):
+    """A trained network behind the suite's interface. `fit` is not how it is made: use
+    neural.train.train_nplm, then neural.train.load_nplm (which attaches the corpus)."""
+
+    def __init__(self, net: NPLM, bf16: bool = False):
+        self.net = net.eval()
+        self.order = net.n
+        self.vocab_size = net.vocab_size
+        self.bf16 = bf16
+
+    def _fit(self, corpus) -> None:
+        from lmbench.errors import LMBenchError
+        raise LMBenchError("an NPLM is trained with neural.train.train_nplm (or `lmbench nplm train`), "
+                           "not fit(): train it, then load it with neural.train.load_nplm")
+
+    def score(self, stream: np.ndarray, start: int) -> np.ndarray:
+        return score_stream(self.net, stream, start, bf16=self.bf16)
+
+    def distribution(self, context: Sequence[int]) -> np.ndarray:
+        width = self.net.n - 1
+        recent = list(context)[-width:]
+        row = [PAD_ID] * (width - len(recent)) + recent  # left-padded like context_windows
+        device = next(self.net.parameters()).device
+        batch = torch.full((MIN_ROWS, width), PAD_ID, dtype=torch.int64, device=device)
+        batch[0] = torch.tensor(row, dtype=torch.int64)
+        scores, peak, total = self.net.log_softmax_parts(batch, None, bf16=self.bf16)
+        log_p = scores[0].double() - peak[0].double() - total[0].double().log()  # (V,)
+        return torch.exp(log_p).cpu().numpy()

@@ -1,0 +1,111 @@
+"""The NPLM network: equation (1) on a hand-set tiny case, the parameter count, the fused
+output layer, and the LanguageModel adapter's normalisation and scoring."""
+
+import numpy as np
+import pytest
+import torch
+
+from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
+from neural.lm import NPLMLanguageModel, context_windows
+from neural.model import NPLM, PAD_ID, parameter_count
+
+TEXT = "the cat sat on the mat . the dog sat on the log . a cat and a dog ."
+CORPUS = make_corpus(TEXT * 3, "the cat sat on a log .", "a dog sat on the mat .")
+
+
+def hand_net(h: int, direct: bool) -> NPLM:
+    """V = 4, n = 3, m = 2, with every weight set explicitly."""
+    net = NPLM(4, n=3, m=2, h=h, direct=direct)
+    with torch.no_grad():
+        net.C.copy_(torch.tensor([[0.1, -0.2], [0.5, 0.3], [-0.4, 0.8], [1.0, 0.0]]))
+        if h:
+            net.H.copy_(torch.tensor([[0.2, -0.1, 0.4, 0.3], [-0.5, 0.6, 0.1, -0.2]])[:h])
+            net.d.copy_(torch.tensor([0.05, -0.1])[:h])
+        width = 4 if direct else 0
+        net.out.copy_(torch.arange(4 * (h + width), dtype=torch.float32).reshape(4, h + width).sin())
+        net.b.copy_(torch.tensor([0.3, -0.3, 0.0, 0.1]))
+    return net.double()
+
+
+@pytest.mark.parametrize("h,direct", [(2, True), (2, False), (0, True)])
+def test_equation_one_by_hand(h, direct):
+    net = hand_net(h, direct)
+    C, b = net.C.detach().numpy(), net.b.detach().numpy()
+    context = [2, 1]  # w_{t-2}, w_{t-1}
+    x = np.concatenate([C[2], C[1]])
+    y = b.copy()
+    if h:
+        U = net.out.detach().numpy()[:, :h]
+        y += U @ np.tanh(net.d.detach().numpy() + net.H.detach().numpy() @ x)
+    if direct:
+        W = net.out.detach().numpy()[:, h:]
+        y += W @ x
+    expected = np.exp(y) / np.exp(y).sum()
+    got = torch.softmax(net(torch.tensor([context])), dim=1)[0].detach().numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+    assert (net.W is None) == (not direct) and (net.U is None) == (h == 0)
+
+
+@pytest.mark.parametrize("V,n,m,h,direct", [(17907, 5, 60, 50, True), (17907, 5, 30, 100, False),
+                                             (100, 3, 7, 0, True), (50, 2, 4, 9, True)])
+def test_parameter_count(V, n, m, h, direct):
+    net = NPLM(V, n, m, h, direct)
+    count = sum(p.numel() for p in net.parameters())
+    assert count == parameter_count(V, n, m, h, direct)
+    if direct:
+        assert count == V * (1 + n * m + h) + h * (1 + (n - 1) * m)
+
+
+def test_no_path_refused():
+    with pytest.raises(ValueError):
+        NPLM(10, 3, 2, 0, False)
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_fused_loss_matches_autograd_cross_entropy(direct):
+    torch.manual_seed(1)
+    net = NPLM(50, 4, 3, 6, direct).double()
+    context, target = torch.randint(0, 50, (17, 3)), torch.randint(0, 50, (17,))
+    reference = torch.nn.functional.cross_entropy(net(context), target)
+    fused = net.loss(context, target)
+    grads_ref = torch.autograd.grad(reference, list(net.parameters()))
+    grads = torch.autograd.grad(fused * 1.0, list(net.parameters()))
+    assert fused.item() == pytest.approx(reference.item(), rel=1e-12)
+    for g, r in zip(grads, grads_ref):
+        torch.testing.assert_close(g, r, rtol=1e-10, atol=1e-12)
+
+
+def test_fused_loss_bf16_close_to_fp32():
+    torch.manual_seed(2)
+    net = NPLM(300, 3, 8, 16, True)
+    context, target = torch.randint(0, 300, (64, 2)), torch.randint(0, 300, (64,))
+    assert net.loss(context, target, bf16=True).item() == pytest.approx(net.loss(context, target).item(),
+                                                                          rel=2e-2)
+
+
+def test_context_windows_left_pad():
+    windows = context_windows(np.array([7, 8, 9, 10]), n=3, start=0)
+    np.testing.assert_array_equal(windows, [[PAD_ID, PAD_ID], [PAD_ID, 7], [7, 8], [8, 9]])
+    np.testing.assert_array_equal(context_windows(np.array([7, 8, 9, 10]), n=3, start=2), [[7, 8], [8, 9]])
+
+
+@pytest.mark.parametrize("h,direct", [(5, True), (5, False), (0, True)])
+def test_adapter_normalised_and_scores_match_distribution(h, direct):
+    torch.manual_seed(3)
+    model = NPLMLanguageModel(NPLM(len(CORPUS.vocab), 3, 4, h, direct)).attach(CORPUS)
+    assert_normalised(model, CORPUS)
+    assert_scores_match_distribution(model, CORPUS)
+    assert_scores_match_distribution(model, CORPUS, split="train")
+
+
+def test_score_is_exact_log_softmax():
+    torch.manual_seed(4)
+    net = NPLM(len(CORPUS.vocab), 4, 3, 5, True)
+    model = NPLMLanguageModel(net).attach(CORPUS)
+    stream, start = CORPUS.stream_for("test", history=3)
+    got = model.score(stream, start)
+    assert got.dtype == np.float64
+    contexts = torch.from_numpy(context_windows(stream, 4, start).copy())
+    expected = torch.log_softmax(net.double()(contexts), dim=1)
+    expected = expected[torch.arange(len(contexts)), torch.from_numpy(stream[start:].astype(np.int64))]
+    np.testing.assert_allclose(got, expected.detach().numpy(), atol=2e-6)

@@ -1,0 +1,138 @@
+"""NPLM training: weight decay spares the biases, the learning-rate schedules, exact resume,
+NaN handling, refused checkpoints, save/load, and the CLI."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from lmbench.cli import main
+from lmbench.errors import LMBenchError
+from neural.model import NPLM
+from neural.train import CHECKPOINT, NPLMConfig, learning_rate, load_nplm, make_optimizer, train_nplm
+from tests.lm_checks import make_corpus
+
+TEXT = "the cat sat on the mat . the dog sat on the log . a cat and a dog saw the mat . " * 12
+CORPUS = make_corpus(TEXT, "the cat sat on the log . a dog saw a cat .", "a dog sat on the mat .")
+
+
+def tiny(**overrides) -> NPLMConfig:
+    settings = dict(n=3, m=4, h=5, direct=True, epochs=3, batch_size=16, lr=1e-2, warmup_steps=5,
+                    threads=1, device="cpu", patience=5)
+    settings.update(overrides)
+    return NPLMConfig(**settings)
+
+
+@pytest.mark.parametrize("recipe", ["paper", "fast"])
+def test_weight_decay_spares_biases(recipe):
+    torch.manual_seed(0)
+    net = NPLM(20, 3, 4, 5, True)
+    config = NPLMConfig(recipe=recipe, lr=0.1, weight_decay=0.01)
+    optimizer = make_optimizer(net, config)
+    before = {name: p.detach().clone() for name, p in net.named_parameters()}
+    for p in net.parameters():  # no gradient from the data: only the decay acts
+        p.grad = torch.zeros_like(p)
+    optimizer.step()
+    for name, p in net.named_parameters():
+        if name in ("b", "d"):
+            torch.testing.assert_close(p.detach(), before[name], rtol=0, atol=0)
+        else:  # SGD: p - lr * lambda * p; AdamW: p * (1 - lr * lambda); the same here
+            torch.testing.assert_close(p.detach(), before[name] * (1 - 0.1 * 0.01), rtol=1e-6, atol=0)
+
+
+def test_paper_learning_rate_schedule():
+    config = NPLMConfig(recipe="paper")
+    assert config.batch == 1 and config.peak_lr == 1e-3
+    for t in (0, 1, 10 ** 6, 10 ** 8):
+        assert learning_rate(config, t, 100) == pytest.approx(1e-3 / (1 + 1e-8 * t), rel=1e-15)
+    assert learning_rate(config, 10 ** 8, 100) == pytest.approx(5e-4)
+
+
+def test_fast_schedule_warms_up_and_decays_to_zero():
+    config = NPLMConfig(recipe="fast", lr=2e-3, warmup_steps=10)
+    rates = [learning_rate(config, t, 100) for t in range(101)]
+    assert rates[0] == pytest.approx(2e-4 * 0.5 * (1 + math.cos(0)))
+    assert max(rates) <= 2e-3 and rates[9] == pytest.approx(2e-3 * 0.5 * (1 + math.cos(math.pi * 0.09)))
+    assert rates[100] == pytest.approx(0, abs=1e-18) and all(a >= b for a, b in zip(rates[9:], rates[10:]))
+
+
+def test_paper_recipe_updates_with_one_example(tmp_path):
+    result = train_nplm(CORPUS, tiny(recipe="paper", batch_size=None, lr=0.05, epochs=1), tmp_path,
+                        progress=False)
+    assert result["updates"] == len(CORPUS.train)  # one example per update
+    assert math.isfinite(result["valid_perplexity"])
+
+
+@pytest.mark.parametrize("recipe", ["fast", "paper"])
+def test_resume_equals_uninterrupted(tmp_path, recipe):
+    config = tiny(recipe=recipe, batch_size=8 if recipe == "paper" else 16)
+    whole = train_nplm(CORPUS, config, tmp_path / "whole", progress=False)
+    steps_per_epoch = math.ceil(len(CORPUS.train) / config.batch)
+    killed = train_nplm(CORPUS, tiny(recipe=recipe, batch_size=config.batch,
+                                     max_steps=steps_per_epoch + 3), tmp_path / "split", progress=False)
+    assert killed["stopped"] == "max_steps" and killed["updates"] == steps_per_epoch + 3
+    resumed = train_nplm(CORPUS, config, tmp_path / "split", resume=True, progress=False)
+    assert resumed["updates"] == whole["updates"]
+    assert resumed["valid_perplexity"] == pytest.approx(whole["valid_perplexity"], rel=1e-6)
+    log = [json.loads(line) for line in (tmp_path / "split" / "log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [1, 2, 3]
+
+
+def test_existing_run_needs_resume(tmp_path):
+    train_nplm(CORPUS, tiny(epochs=1), tmp_path, progress=False)
+    with pytest.raises(LMBenchError, match="--resume"):
+        train_nplm(CORPUS, tiny(epochs=1), tmp_path, progress=False)
+
+
+def test_nan_stops_and_keeps_last_good_checkpoint(tmp_path):
+    train_nplm(CORPUS, tiny(max_steps=4), tmp_path, progress=False)
+    good = (tmp_path / CHECKPOINT).read_bytes()
+    with pytest.raises(LMBenchError, match=r"at update \d+: lower the learning rate") as caught:
+        train_nplm(CORPUS, tiny(lr=1e30), tmp_path, resume=True, progress=False)
+    assert "last good checkpoint" in str(caught.value)
+    assert (tmp_path / CHECKPOINT).read_bytes() == good
+    model = load_nplm(tmp_path, CORPUS, device="cpu", which=CHECKPOINT)
+    assert np.isfinite(model.perplexity("valid"))
+
+
+def test_mismatched_checkpoints_refused(tmp_path):
+    train_nplm(CORPUS, tiny(epochs=1), tmp_path, progress=False)
+    other = make_corpus(TEXT + " zebra zebra", "the zebra", "a zebra")
+    with pytest.raises(LMBenchError, match="another vocabulary"):
+        load_nplm(tmp_path, other, device="cpu")
+    with pytest.raises(LMBenchError, match="another vocabulary"):
+        train_nplm(other, tiny(epochs=2), tmp_path, resume=True, progress=False)
+    with pytest.raises(LMBenchError, match="another network shape: h=5"):
+        train_nplm(CORPUS, tiny(epochs=2, h=7), tmp_path, resume=True, progress=False)
+    with pytest.raises(LMBenchError, match="recipe"):
+        train_nplm(CORPUS, tiny(epochs=2, recipe="paper"), tmp_path, resume=True, progress=False)
+
+
+def test_saved_best_scores_like_the_trained_network(tmp_path):
+    result = train_nplm(CORPUS, tiny(epochs=4), tmp_path, progress=False)
+    log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    best = min(r["valid_perplexity"] for r in log)  # measured on the in-memory network
+    assert result["valid_perplexity"] == best  # measured on the network loaded from best.pt
+    assert set(log[0]) >= {"epoch", "lr", "train_perplexity", "valid_perplexity", "tokens_per_s", "seconds"}
+
+
+def test_cli_train_eval_neighbors(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
+    files = {}
+    for split, text in (("train", TEXT), ("valid", "the cat sat on the log ."), ("test", "a dog sat .")):
+        files[split] = tmp_path / f"{split}.txt"
+        files[split].write_text(text)
+    corpus_args = ["--corpus", "text"] + [a for s, f in files.items() for a in (f"--{s}", str(f))]
+    out = str(tmp_path / "run")
+    assert main(["nplm", "train", *corpus_args, "--n", "3", "--m", "4", "--h", "5", "--direct",
+                 "--epochs", "2", "--out", out, "--device", "cpu", "--json"]) == 0
+    trained = json.loads(capsys.readouterr().out)
+    assert {"train_perplexity", "valid_perplexity", "test_perplexity", "tokens_per_s", "seconds",
+            "epochs"} <= set(trained) and trained["epochs"] == 2
+    assert main(["nplm", "eval", out, "--split", "test", *corpus_args, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["perplexity"] == pytest.approx(trained["test_perplexity"])
+    assert main(["nplm", "neighbors", out, "cat", *corpus_args, "--k", "3", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["cat"]) == 3
+    assert main(["nplm", "neighbors", out, "aardvark", *corpus_args]) == 2
