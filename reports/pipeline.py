@@ -1,0 +1,271 @@
+"""`lmbench reproduce brown|ap`: prepare the corpus, run every row, write results.json, build the report.
+
+Each finished row is cached in the work folder (runs/<corpus>/rows/<id>.json, its per-token
+log-probabilities in runs/<corpus>/logprobs/<id>.npz), keyed by a fingerprint of the row, the settings
+and the corpus: a re-run skips finished rows, and an interrupted NPLM resumes from its checkpoint.
+Mixture rows read the saved log-probabilities of their parts, so nothing is retrained.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import logging
+import os
+import platform
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from corpora.corpus import SPLITS, Corpus, slice_corpus
+from lmbench import __version__
+from lmbench.errors import LMBenchError
+from lmbench.model import perplexity
+from mixing.mixture import fit_weights, mix_logprobs
+from reports.experiments import ROWS, Row
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Settings:
+    """What a reproduction run does besides the rows themselves; part of every row's fingerprint."""
+    corpus: str = "brown"
+    quick: bool = False                # a small slice of the corpus, for a run of a few minutes
+    seed: int = 0
+    nplm: dict = field(default_factory=dict)   # options of neural.train.NPLMConfig for every network
+    slice: dict | None = None          # quick: tokens per split and min count of the sliced vocabulary
+
+
+QUICK_SLICE = {"train": 40_000, "valid": 8_000, "test": 8_000, "min_count": 3}
+QUICK_CLASSES = {150: 20, 200: 30, 500: 50, 1000: 80, 2000: 120}  # quick runs shrink C with |V|
+
+
+# NPLM training for the tables: the "fast" recipe (neural/train.py) within a time budget. Brown's five
+# networks share about 40 minutes of this 2-core machine; see README "Reproducing Table 1".
+NPLM_OPTIONS = {
+    "brown": {"recipe": "fast", "epochs": 6, "weight_decay": 1e-4},
+    "ap": {"recipe": "fast", "epochs": 1, "weight_decay": 1e-5},
+}
+QUICK_NPLM_OPTIONS = {"recipe": "fast", "epochs": 2, "batch_size": 128}
+
+
+def default_settings(corpus: str, quick: bool) -> Settings:
+    return Settings(corpus=corpus, quick=quick, nplm=QUICK_NPLM_OPTIONS if quick else NPLM_OPTIONS[corpus],
+                    slice=QUICK_SLICE if quick else None)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _save_logprobs(path: Path, logprobs: dict[str, np.ndarray]) -> None:
+    tmp = path.with_name(path.name + ".tmp.npz")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(tmp, **logprobs)
+    os.replace(tmp, path)
+
+
+class Reproduction:
+    def __init__(self, settings: Settings, work_dir: Path, report_dir: Path):
+        self.settings = settings
+        self.work = work_dir
+        self.report_dir = report_dir
+        self.rows = [self._scaled(row) for row in ROWS[settings.corpus]()]
+        self.corpus: Corpus | None = None
+
+    def _scaled(self, row: Row) -> Row:
+        if self.settings.quick and row.classes:
+            return Row(**{**row.to_dict(), "classes": QUICK_CLASSES[row.classes]})
+        return row
+
+    def load_corpus(self) -> Corpus:
+        from corpora.cli import load_corpus as load_from_options
+        import argparse
+        args = argparse.Namespace(corpus=self.settings.corpus, train=None, valid=None, test=None,
+                                  min_count=None, vocab_from="all", ap_dir=None, vocab_size=None,
+                                  no_cache=False)
+        corpus = load_from_options(args)
+        if self.settings.quick:
+            s = self.settings.slice
+            corpus = slice_corpus(corpus, s["train"], s["valid"], s["test"], min_count=s["min_count"])
+        return corpus
+
+    def fingerprint(self, row: Row) -> str:
+        summary = self.corpus.summary()
+        blob = json.dumps({"row": row.to_dict(), "settings": asdict(self.settings),
+                           "corpus": [summary["vocab_size"], summary["tokens"], self.corpus.vocab.fingerprint()]},
+                          sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def _row_path(self, row: Row) -> Path:
+        return self.work / "rows" / f"{row.id}.json"
+
+    def _logprobs_path(self, row_id: str) -> Path:
+        return self.work / "logprobs" / f"{row_id}.npz"
+
+    def cached_result(self, row: Row) -> dict | None:
+        path = self._row_path(row)
+        if not path.exists():
+            return None
+        result = json.loads(path.read_text())
+        return result if result.get("fingerprint") == self.fingerprint(row) else None
+
+    def run(self) -> dict:
+        started = time.time()
+        self.corpus = self.load_corpus()
+        results = {}
+        stage = {"ngram": 0, "nplm": 1, "mix": 2}  # n-grams first (quick), mixtures after their parts
+        for row in tqdm(sorted(self.rows, key=lambda r: stage[r.kind]), desc=f"reproduce {self.settings.corpus}",
+                        unit="row"):
+            result = self.cached_result(row)
+            if result is None:
+                log.info("row %s: running", row.id)
+                result = self.run_row(row)
+                _atomic_write(self._row_path(row), json.dumps(result, indent=1).encode())
+            else:
+                log.info("row %s: cached (test perplexity %.1f)", row.id, result["test_ppl"])
+            results[row.id] = result
+        return self.write_results([results[row.id] for row in self.rows], time.time() - started)
+
+    def run_row(self, row: Row) -> dict:
+        started = time.perf_counter()
+        extra: dict = {}
+        if row.kind == "ngram":
+            logprobs = self._run_ngram(row, extra)
+        elif row.kind == "nplm":
+            logprobs = self._run_nplm(row, extra)
+        else:
+            logprobs = self._run_mix(row, extra)
+        self._save_row_logprobs(row, logprobs)
+        result = {**row.to_dict(), "fingerprint": self.fingerprint(row),
+                  "seconds": time.perf_counter() - started, **extra}
+        for split in SPLITS:
+            result[f"{split}_ppl"] = perplexity(logprobs[split]) if split in logprobs else None
+        log.info("row %s: valid %.1f test %.1f (%.0f s)", row.id, result["valid_ppl"], result["test_ppl"],
+                 result["seconds"])
+        return result
+
+    def _save_row_logprobs(self, row: Row, logprobs: dict) -> None:
+        _save_logprobs(self._logprobs_path(row.id), {k: v for k, v in logprobs.items() if k != "train"})
+
+    def _run_ngram(self, row: Row, extra: dict) -> dict:
+        from baselines.cli import make_ngram
+        model = make_ngram(row.method, row.n, row.classes, row.min_ngram_count).fit(self.corpus)
+        logprobs = {split: model.logprobs(split) for split in SPLITS}
+        if row.method == "deleted-interpolation":  # the mixing buckets of the same contexts
+            for split in ("valid", "test"):
+                logprobs[f"buckets_{split}"] = model.split_buckets(split)
+            extra["num_buckets"] = model.num_buckets
+        return logprobs
+
+    def _run_nplm(self, row: Row, extra: dict) -> dict:
+        from neural.train import NPLMConfig, load_nplm, train_nplm
+        config = NPLMConfig(n=row.n, m=row.m, h=row.h, direct=row.direct, seed=self.settings.seed,
+                            **self.settings.nplm)
+        out = self.work / "nplm" / row.id
+        summary = train_nplm(self.corpus, config, out, resume=True)
+        model = load_nplm(out, self.corpus)
+        logprobs = {split: model.logprobs(split) for split in SPLITS}
+        curve = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+        extra.update(curve=curve, epochs=summary.get("epochs"), best_epoch=summary.get("best_epoch"),
+                     tokens_per_s=summary.get("tokens_per_s"), train_seconds=summary.get("seconds"),
+                     config=asdict(config))
+        if row.id in ("mlp1", "mlp-ap"):
+            extra["embedding"] = self._embedding(model, row.id)
+        return logprobs
+
+    def _embedding(self, model, row_id: str, words: int = 300, queries: int = 12, near: int = 8) -> dict:
+        """The word features C of the most frequent words, and nearest neighbours of a few of them."""
+        vocab = self.corpus.vocab
+        table = model.net.C.detach().double().cpu().numpy()  # (V, m) the word features C
+        counts = np.bincount(self.corpus.train, minlength=len(vocab))
+        frequent = np.argsort(-counts, kind="stable")[:words]
+        unit = table / np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)
+        chosen = [int(i) for i in frequent[10:10 + 4 * queries:4]]  # words of varied frequency
+        neighbors = {}
+        for i in chosen:
+            similarity = unit @ unit[i]
+            similarity[i] = -np.inf
+            best = np.argsort(-similarity)[:near]
+            neighbors[vocab.word(i)] = [[vocab.word(int(j)), float(similarity[j])] for j in best]
+        return {"row": row_id, "words": vocab.decode(frequent.tolist()), "vectors": table[frequent].tolist(),
+                "neighbors": neighbors}
+
+    def _run_mix(self, row: Row, extra: dict) -> dict:
+        parts = [np.load(self._logprobs_path(part)) for part in row.parts]
+        valid = np.stack([p["valid"] for p in parts])
+        test = np.stack([p["test"] for p in parts])
+        if row.mix == "0.5/0.5":
+            weights_valid = weights_test = np.full(len(parts), 1 / len(parts))
+            extra["weights"] = weights_valid.tolist()
+        elif row.mix == "EM":
+            weights_valid = weights_test = fit_weights(valid)[0]
+            extra["weights"] = weights_valid.tolist()
+        else:  # EM per bucket of the deleted-interpolation context
+            bucketed = parts[row.parts.index("del-int")]
+            n_buckets = int(max(bucketed["buckets_valid"].max(), bucketed["buckets_test"].max())) + 1
+            table = fit_weights(valid, bucketed["buckets_valid"], n_buckets)
+            weights_valid, weights_test = table[bucketed["buckets_valid"]].T, table[bucketed["buckets_test"]].T
+            extra["weights"] = table.tolist()
+        return {"valid": mix_logprobs(valid, weights_valid), "test": mix_logprobs(test, weights_test)}
+
+    def write_results(self, rows: list[dict], seconds: float) -> dict:
+        embedding = next((r.pop("embedding") for r in rows if "embedding" in r), None)
+        results = {
+            "corpus": self.settings.corpus,
+            "settings": asdict(self.settings),
+            "corpus_summary": self.corpus.summary(),
+            "meta": run_metadata(seconds),
+            "rows": rows,
+        }
+        if embedding:
+            results["neighbors"] = {"row": embedding["row"], "words": embedding.pop("neighbors")}
+            results["embedding"] = embedding
+        self.report_dir.mkdir(parents=True, exist_ok=True)
+        _atomic_write(self.report_dir / "results.json", json.dumps(results, indent=1, default=str).encode())
+        return results
+
+
+def run_metadata(seconds: float) -> dict:
+    """Commit, versions, machine and wall time, to stamp the results."""
+    import torch
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], capture_output=True, text=True, timeout=10,
+                                  cwd=Path(__file__).resolve().parent).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    return {
+        "lmbench": __version__, "commit": git("rev-parse", "--short", "HEAD") or "unknown",
+        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+        "python": platform.python_version(), "numpy": np.__version__, "torch": torch.__version__,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}, "
+                   f"{'CUDA ' + torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU'}",
+        "wall_seconds": round(seconds, 1),
+        "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir: Path | None = None) -> dict:
+    """Run (or resume) the whole table and build the report; returns the report's summary."""
+    from reports.build import build_report
+
+    if corpus not in ROWS:
+        raise LMBenchError(f"no table for corpus {corpus!r}: use one of {', '.join(ROWS)}")
+    name = f"{corpus}-quick" if quick else corpus
+    work_dir = work_dir or Path("runs") / name
+    report_dir = report_dir or Path("reports") / name
+    results = Reproduction(default_settings(corpus, quick), work_dir, report_dir).run()
+    built = build_report(report_dir)
+    return {"report_dir": str(report_dir), "wall_seconds": results["meta"]["wall_seconds"], **built}
