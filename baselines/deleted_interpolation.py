@@ -40,6 +40,7 @@ import numpy as np
 
 from lmbench.errors import LMBenchError
 from lmbench.model import LanguageModel
+from mixing.mixture import fit_weights
 
 log = logging.getLogger(__name__)
 
@@ -61,41 +62,6 @@ class CountTable:
         """Last-position values and counts of the keys prefix * width + w, w in [0, width)."""
         lo, hi = np.searchsorted(self.keys, [prefix * width, (prefix + 1) * width])
         return self.keys[lo:hi] - prefix * width, self.counts[lo:hi]
-
-
-def em_weights(components: np.ndarray, buckets: np.ndarray, num_buckets: int, *,
-               tol: float = 1e-6, max_iters: int = 100) -> tuple[np.ndarray, list[float]]:
-    """Mixture weights per bucket maximising sum_t log sum_j a_j(q_t) P_j(t) by EM.
-
-    components: (n, J) component probabilities of each token; buckets: (n,) bucket of each token.
-    E-step: responsibilities r_tj = a_j(q_t) P_j(t) / sum_k a_k(q_t) P_k(t);
-    M-step: a_j(b) = sum_{t: q_t = b} r_tj / #{t: q_t = b}.
-    Stops when the log-likelihood improves by less than tol (relative) or after max_iters M-steps.
-    Returns the (num_buckets, J) weights and the log-likelihood of the start and after each M-step
-    (the last entry is that of the returned weights).
-    """
-    n, num_components = components.shape
-    weights = np.full((num_buckets, num_components), 1.0 / num_components)  # (B, J)
-    tokens_per_bucket = np.bincount(buckets, minlength=num_buckets).astype(np.float64)  # (B,)
-    history: list[float] = []
-    for iteration in range(max_iters + 1):
-        joint = weights[buckets] * components  # (n, J)
-        mixture = joint.sum(axis=1)  # (n,)
-        loglik = float(np.log(mixture).sum())
-        history.append(loglik)
-        log.debug("EM iteration %d: valid log-likelihood %.6f (perplexity %.3f)",
-                 iteration, loglik, math.exp(-loglik / n))
-        converged = len(history) > 1 and (loglik - history[-2]) < tol * abs(history[-2])
-        if converged or iteration == max_iters:
-            break
-        responsibilities = joint / mixture[:, None]  # (n, J)
-        sums = np.stack([np.bincount(buckets, weights=responsibilities[:, j], minlength=num_buckets)
-                         for j in range(num_components)], axis=1)  # (B, J)
-        seen = tokens_per_bucket > 0
-        weights[seen] = sums[seen] / tokens_per_bucket[seen, None]
-    log.info("deleted interpolation: EM converged in %d iterations, valid perplexity %.3f",
-             len(history) - 1, math.exp(-history[-1] / n))
-    return weights, history
 
 
 class DeletedInterpolationTrigram(LanguageModel):
@@ -127,8 +93,12 @@ class DeletedInterpolationTrigram(LanguageModel):
         stream, start = corpus.stream_for("valid", history=2)
         components = self.components(stream, start)  # (n_valid, 4)
         buckets = self.buckets(stream, start)  # (n_valid,)
-        self.weights, self.em_history = em_weights(components, buckets, self.num_buckets,
-                                                   tol=self.tol, max_iters=self.max_iters)
+        self.em_history: list[float] = []  # valid log-likelihood at the start and after each M-step
+        with np.errstate(divide="ignore"):  # a component may give a token 0 (log -inf), never all four
+            self.weights = fit_weights(np.log(components).T, buckets, self.num_buckets, tol=self.tol,
+                                       max_iterations=self.max_iters, history=self.em_history)  # (B, 4)
+        log.info("deleted interpolation: EM converged in %d iterations, valid perplexity %.3f",
+                 len(self.em_history) - 1, math.exp(-self.em_history[-1] / len(buckets)))
         self.timings["em_seconds"] = time.perf_counter() - started  # valid components + EM
 
     def bucket_of_count(self, count: np.ndarray) -> np.ndarray:

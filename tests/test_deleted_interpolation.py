@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from baselines.deleted_interpolation import DeletedInterpolationTrigram, em_weights
+from baselines.deleted_interpolation import DeletedInterpolationTrigram
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
 
 
@@ -60,16 +60,6 @@ def test_em_increases_valid_likelihood_and_weights_sum_to_one():
     assert_normalised(model, corpus)
     assert_scores_match_distribution(model, corpus, "valid")
     assert_scores_match_distribution(model, corpus, "test")
-
-
-def test_em_finds_the_better_component_per_bucket():
-    # bucket 0: component 0 always explains the token; bucket 1: component 1 does
-    components = np.array([[1.0, 0.01]] * 50 + [[0.01, 1.0]] * 50)
-    buckets = np.array([0] * 50 + [1] * 50)
-    weights, history = em_weights(components, buckets, 3, tol=1e-12, max_iters=200)
-    assert weights[0, 0] > 0.99 and weights[1, 1] > 0.99
-    assert np.allclose(weights[2], 0.5)  # empty bucket keeps its start
-    assert np.all(np.diff(history) >= -1e-9)
 
 
 def test_refuses_a_vocabulary_too_large_for_int64_keys(monkeypatch):

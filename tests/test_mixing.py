@@ -37,16 +37,19 @@ def test_two_point_em_matches_the_closed_form():
 
 def test_bucketed_weights_follow_each_bucket():
     logprobs = np.log([[0.9, 0.9, 0.01, 0.01], [0.01, 0.01, 0.9, 0.9]])
-    weights = fit_weights(logprobs, np.array([0, 0, 1, 1]), n_buckets=3)
+    history = []
+    weights = fit_weights(logprobs, np.array([0, 0, 1, 1]), n_buckets=3, history=history)
+    assert np.all(np.diff(history) >= -1e-9) and len(history) > 2
     assert weights.shape == (3, 2)
     assert weights[0, 0] > 0.98 and weights[1, 1] > 0.98
-    assert np.allclose(weights[2], [0.5, 0.5], atol=1e-6)  # empty bucket: the overall weights
+    assert np.allclose(weights[2], [0.5, 0.5])  # an empty bucket keeps its uniform start
     assert np.allclose(weights.sum(axis=1), 1)
 
 
 def test_bad_inputs_are_refused():
     with pytest.raises(LMBenchError, match="-inf"):
-        fit_weights(np.array([[0.0, -np.inf]]))
+        fit_weights(np.array([[0.0, -np.inf], [-1.0, -np.inf]]))
+    assert np.isfinite(mix_logprobs(np.array([[0.0, -np.inf], [-1.0, -2.0]]), np.array([0.5, 0.5]))).all()
     with pytest.raises(LMBenchError, match="buckets"):
         fit_weights(np.zeros((2, 3)), np.array([0, 1, 5]), n_buckets=2)
     with pytest.raises(LMBenchError, match="summing to 1"):
