@@ -21,6 +21,9 @@ from lmbench.errors import LMBenchError
 from lmbench.model import LanguageModel
 
 
+CLUSTER_PASSES = 20
+
+
 @dataclass(frozen=True)
 class Method:
     build: Callable[[argparse.Namespace], LanguageModel]  # the parsed arguments -> an unfitted model
@@ -63,7 +66,8 @@ def _class(args):
     from baselines.kneser_ney import KneserNeyBackoff
     if not args.classes or args.classes < 2:
         raise LMBenchError("--method class needs --classes C with C >= 2 (the paper: 150 to 2000)")
-    return ClassNgram(lambda: KneserNeyBackoff(args.order, min_count=args.min_ngram_count), args.classes)
+    return ClassNgram(lambda: KneserNeyBackoff(args.order, min_count=args.min_ngram_count), args.classes,
+                      max_iters=args.cluster_passes)
 
 
 METHODS: dict[str, Method] = {
@@ -90,12 +94,12 @@ def make_model(args: argparse.Namespace) -> LanguageModel:
 
 
 def make_ngram(method: str, order: int | None = None, classes: int | None = None,
-               min_ngram_count: int = 1) -> LanguageModel:
+               min_ngram_count: int = 1, cluster_passes: int = CLUSTER_PASSES) -> LanguageModel:
     """The unfitted model of a method, as the command line would build it."""
     if method not in METHODS:
         raise LMBenchError(f"unknown n-gram method {method!r}: use one of {', '.join(METHODS)}")
     return make_model(argparse.Namespace(method=method, order=order, classes=classes,
-                                         min_ngram_count=min_ngram_count))
+                                         min_ngram_count=min_ngram_count, cluster_passes=cluster_passes))
 
 
 def register(subparsers) -> None:
@@ -106,6 +110,8 @@ def register(subparsers) -> None:
                             f"{name} {m.default_order}" for name, m in METHODS.items()))
     parser.add_argument("--classes", type=int, default=None,
                         help="number of word classes (class-based methods)")
+    parser.add_argument("--cluster-passes", type=int, default=CLUSTER_PASSES, metavar="P",
+                        help=f"class: at most P passes of the exchange algorithm (default {CLUSTER_PASSES})")
     parser.add_argument("--min-ngram-count", type=int, default=1, metavar="C",
                         help="katz, kneser-ney-backoff, class: leave out the n-grams of order >= 3 seen fewer "
                              "than C times in train (SRILM's default cutoffs are C = 2; default 1: "

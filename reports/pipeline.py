@@ -159,7 +159,7 @@ class Reproduction:
 
     def _run_ngram(self, row: Row, extra: dict) -> dict:
         from baselines.cli import make_ngram
-        model = make_ngram(row.method, row.n, row.classes, row.min_ngram_count).fit(self.corpus)
+        model = make_ngram(row.method, row.n, row.classes, row.min_ngram_count, row.cluster_passes).fit(self.corpus)
         logprobs = {split: model.logprobs(split) for split in SPLITS}
         if row.method == "deleted-interpolation":  # the mixing buckets of the same contexts
             for split in ("valid", "test"):
