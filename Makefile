@@ -36,9 +36,10 @@ bench: install
 	$(PY) bench/cluster_bench.py
 	$(PY) bench/nplm_bench.py
 
-# The paper's tables end to end; QUICK=1 runs the same pipeline on a small slice in a few minutes.
+# The paper's tables end to end; QUICK=1 runs the same pipeline on a small slice in a few minutes,
+# SKIP=nplm leaves out the rows of a kind (listed as not run).
 reproduce-brown: install
-	$(PY) -m lmbench.cli reproduce brown $(if $(QUICK),--quick)
+	$(PY) -m lmbench.cli reproduce brown $(if $(QUICK),--quick) $(if $(SKIP),--skip $(SKIP))
 
 reproduce-ap: install
-	$(PY) -m lmbench.cli reproduce ap $(if $(QUICK),--quick)
+	$(PY) -m lmbench.cli reproduce ap $(if $(QUICK),--quick) $(if $(SKIP),--skip $(SKIP))

@@ -28,7 +28,8 @@ def load_results(report_dir: Path) -> dict:
 
 def _stamp(meta: dict) -> str:
     return (f"commit {meta.get('commit', '?')}{' (with uncommitted changes)' if meta.get('dirty') else ''}, "
-            f"{meta.get('machine', '?')}, wall time {meta.get('wall_seconds', 0) / 60:.1f} min, "
+            f"{meta.get('machine', '?')}, wall time of this run {meta.get('wall_seconds', 0) / 60:.1f} min "
+            f"(all rows, cached ones included: {meta.get('rows_seconds', 0) / 60:.1f} min), "
             f"finished {meta.get('finished', '?')}")
 
 

@@ -119,13 +119,19 @@ class Reproduction:
         result = json.loads(path.read_text())
         return result if result.get("fingerprint") == self.fingerprint(row) else None
 
-    def run(self) -> dict:
+    def run(self, skip: frozenset[str] = frozenset()) -> dict:
+        """Run every row not cached, except the rows of the kinds in `skip` (and mixtures of them),
+        which the results list as not run."""
         started = time.time()
         self.corpus = self.load_corpus()
         results = {}
         stage = {"ngram": 0, "nplm": 1, "mix": 2}  # n-grams first (quick), mixtures after their parts
         for row in tqdm(sorted(self.rows, key=lambda r: stage[r.kind]), desc=f"reproduce {self.settings.corpus}",
                         unit="row"):
+            if row.kind in skip or any(results.get(part, {}).get("status") == "not run" for part in row.parts):
+                results[row.id] = {**row.to_dict(), "status": "not run", "train_ppl": None, "valid_ppl": None,
+                                   "test_ppl": None, "seconds": None}
+                continue
             result = self.cached_result(row)
             if result is None:
                 log.info("row %s: running", row.id)
@@ -224,7 +230,8 @@ class Reproduction:
             "corpus": self.settings.corpus,
             "settings": asdict(self.settings),
             "corpus_summary": self.corpus.summary(),
-            "meta": run_metadata(seconds),
+            "meta": {**run_metadata(seconds),
+                     "rows_seconds": round(sum(r["seconds"] or 0 for r in rows), 1)},
             "rows": rows,
         }
         if embedding:
@@ -257,8 +264,10 @@ def run_metadata(seconds: float) -> dict:
     }
 
 
-def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir: Path | None = None) -> dict:
-    """Run (or resume) the whole table and build the report; returns the report's summary."""
+def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir: Path | None = None,
+              skip: frozenset[str] = frozenset()) -> dict:
+    """Run (or resume) the whole table and build the report; returns the report's summary.
+    `skip`: kinds of rows ("ngram", "nplm", "mix") to leave out."""
     from reports.build import build_report
 
     if corpus not in ROWS:
@@ -266,6 +275,6 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
     name = f"{corpus}-quick" if quick else corpus
     work_dir = work_dir or Path("runs") / name
     report_dir = report_dir or Path("reports") / name
-    results = Reproduction(default_settings(corpus, quick), work_dir, report_dir).run()
+    results = Reproduction(default_settings(corpus, quick), work_dir, report_dir).run(skip)
     built = build_report(report_dir)
     return {"report_dir": str(report_dir), "wall_seconds": results["meta"]["wall_seconds"], **built}
