@@ -57,7 +57,8 @@ class NPLMConfig:
     lr: float | None = None  # None: eps0 = 1e-3 for paper, 3e-3 (peak) for fast
     lr_decay: float = 1e-8  # paper: r in eps0 / (1 + r t)
     warmup_steps: int = 200  # fast: linear warm-up updates
-    weight_decay: float = 1e-4  # on the weights and C, never the biases
+    weight_decay: float | None = None  # on the weights and C, never the biases; None: 1e-4 (paper,
+    # the paper's Brown value; 1e-5 for AP) or 0.1 (fast, AdamW's decoupled decay)
     patience: int = 2  # stop after this many epochs without a better validation perplexity
     seed: int = 0
     device: str = "auto"  # "auto" (cuda when present, else cpu), "cpu", "cuda", "cuda:1", ...
@@ -79,6 +80,12 @@ class NPLMConfig:
         return self.batch_size or (1 if self.recipe == "paper" else 512)
 
     @property
+    def decay(self) -> float:
+        if self.weight_decay is not None:
+            return self.weight_decay
+        return 1e-4 if self.recipe == "paper" else 0.1
+
+    @property
     def peak_lr(self) -> float:
         return self.lr if self.lr is not None else (1e-3 if self.recipe == "paper" else 3e-3)
 
@@ -93,7 +100,7 @@ def learning_rate(config: NPLMConfig, step: int, total_steps: int) -> float:
 
 def make_optimizer(net: NPLM, config: NPLMConfig) -> torch.optim.Optimizer:
     """Weight decay on the weights and C only; the biases b and d are never decayed."""
-    groups = [{"params": net.decay_parameters(), "weight_decay": config.weight_decay},
+    groups = [{"params": net.decay_parameters(), "weight_decay": config.decay},
               {"params": net.bias_parameters(), "weight_decay": 0.0}]
     if config.recipe == "paper":  # plain SGD: p -= lr * (grad + lambda p)
         return torch.optim.SGD(groups, lr=config.peak_lr, fused=True)
