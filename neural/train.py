@@ -153,7 +153,8 @@ def read_checkpoint(path: Path, fingerprint: str, config: NPLMConfig | None = No
                                "with the same --n/--m/--h/--direct or use another --out directory")
         if saved["recipe"] != config.recipe:
             raise LMBenchError(f"checkpoint {path} was trained with recipe {saved['recipe']!r}, not "
-                               f"{config.recipe!r}: resume with --recipe {saved['recipe']} or use another --out")
+                               f"{config.recipe!r}: resume with --recipe {saved['recipe']} or use "
+                               "another --out")
     return state
 
 
@@ -211,7 +212,8 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
     last_save = time.monotonic()
     while state["epoch"] < config.epochs and state["stopped"] is None:
         epoch = state["epoch"]
-        order = torch.from_numpy(np.random.default_rng([config.seed, epoch]).permutation(len(targets))).to(device)
+        permutation = np.random.default_rng([config.seed, epoch]).permutation(len(targets))
+        order = torch.from_numpy(permutation).to(device)  # (T,) this epoch's visiting order
         started = time.perf_counter()
         seconds_before = state["seconds"]
         bar = None
@@ -244,8 +246,8 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
             if bar is not None:
                 bar.update(1)
                 if state["position"] % 50 == 0:
-                    bar.set_postfix(loss=f"{state['loss_sum'] / state['tokens']:.3f}",
-                                    tok_s=f"{state['tokens'] / max(state['seconds'] - seconds_before, 1e-9):.0f}",
+                    speed = state["tokens"] / max(state["seconds"], 1e-9)
+                    bar.set_postfix(loss=f"{state['loss_sum'] / state['tokens']:.3f}", tok_s=f"{speed:.0f}",
                                     refresh=False)
             if time.monotonic() - last_save > 60 * config.checkpoint_minutes:
                 save_checkpoint()
