@@ -30,9 +30,8 @@ def register(subparsers) -> None:
     run_group.add_argument("--epochs", type=int, default=10, help="at most this many (default 10)")
     run_group.add_argument("--batch-size", type=int, default=None, help="default 1 (paper) or 512 (fast)")
     run_group.add_argument("--lr", type=float, default=None, help="default 1e-3 (paper) or 3e-3 (fast)")
-    run_group.add_argument("--weight-decay", type=float, default=None,
-                           help="on the weights and C, not the biases; default 1e-4 (paper recipe: "
-                                "the paper's Brown value, use 1e-5 on AP) or 0.1 (fast: AdamW decoupled)")
+    run_group.add_argument("--weight-decay", type=float, default=1e-4,
+                           help="on the weights and C, not the biases (paper: 1e-4 Brown, 1e-5 AP)")
     run_group.add_argument("--patience", type=int, default=2, help="early-stopping patience in epochs")
     run_group.add_argument("--max-steps", type=int, default=None, help="stop after this many updates")
     run_group.add_argument("--checkpoint-minutes", type=float, default=5.0)
