@@ -11,9 +11,9 @@ Recipes (NPLMConfig.recipe):
   stopping on validation perplexity. Measured on Brown, MLP1 (n5 h50 m60 direct), 2 CPU cores
   shared with other work: 2 epochs (about 4.3 minutes of training at the 6,300 tokens/s of free
   cores; 19 minutes when the cores were busy) give valid perplexity 340.7; the same with decay
-  0.1: 344.3; peak lr 1e-3 over 3 epochs: 356.9; peak lr 6e-3 over 2 epochs: 356.6. The network over-fits from the second
-  epoch on (running train perplexity 223 against valid 341): more epochs help little with this
-  optimizer. The paper's recipe runs at about 7 updates/s (one example each) on these cores.
+  0.1: 344.3; peak lr 1e-3 over 3 epochs: 356.9; peak lr 6e-3 over 2 epochs: 356.6. The
+  network over-fits from the second epoch on (running train perplexity 223 against valid 341):
+  more epochs help little with this optimizer. The paper's recipe runs at about 7 updates/s (one example each) on these cores.
 Both start the output biases b at the log of the add-one unigram frequencies of train.
 
 Data order: epoch e visits the training windows in the permutation drawn from seed and e, so a
