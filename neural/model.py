@@ -97,7 +97,8 @@ class NPLM(nn.Module):
                           bf16: bool = False):
         """For evaluation without materialising anything but the (B, V) scores:
         y[target] (B,) (or the whole y (B, V) when target is None), the row maxima (B,) and
-        sum_j exp(y_j - max) (B,), in fp32 (fp64 for a double network); log P(target) = y[target] - max - log(sum)."""
+        sum_j exp(y_j - max) (B,), in fp32 (fp64 for a double network);
+        log P(target) = y[target] - max - log(sum)."""
         dtype = torch.bfloat16 if bf16 else self.out.dtype
         z = self.features(context)
         scores = at_least_fp32(torch.addmm(self.b.to(dtype), z.to(dtype), self.out.to(dtype).t()))  # (B, V)

@@ -44,7 +44,7 @@ def test_weight_decay_spares_biases(recipe):
 
 def test_paper_learning_rate_schedule():
     config = NPLMConfig(recipe="paper")
-    assert config.batch == 1 and config.peak_lr == 1e-3
+    assert config.batch == 1 and config.peak_lr == 1e-3 and config.weight_decay == 1e-4
     for t in (0, 1, 10 ** 6, 10 ** 8):
         assert learning_rate(config, t, 100) == pytest.approx(1e-3 / (1 + 1e-8 * t), rel=1e-15)
     assert learning_rate(config, 10 ** 8, 100) == pytest.approx(5e-4)
