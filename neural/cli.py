@@ -32,6 +32,8 @@ def register(subparsers) -> None:
     run_group.add_argument("--lr", type=float, default=None, help="default 1e-3 (paper) or 3e-3 (fast)")
     run_group.add_argument("--weight-decay", type=float, default=1e-4,
                            help="on the weights and C, not the biases (paper: 1e-4 Brown, 1e-5 AP)")
+    run_group.add_argument("--dropout", type=float, default=0.0,
+                           help="dropout on [tanh(d + Hx), x] while training (not in the paper; default 0)")
     run_group.add_argument("--patience", type=int, default=2, help="early-stopping patience in epochs")
     run_group.add_argument("--max-steps", type=int, default=None, help="stop after this many updates")
     run_group.add_argument("--checkpoint-minutes", type=float, default=5.0)
@@ -69,7 +71,7 @@ def run_train(args: argparse.Namespace) -> dict:
     from neural.train import NPLMConfig, train_nplm
     config = NPLMConfig(n=args.n, m=args.m, h=args.h, direct=args.direct, recipe=args.recipe,
                         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                        weight_decay=args.weight_decay, patience=args.patience, seed=args.seed,
+                        weight_decay=args.weight_decay, patience=args.patience, dropout=args.dropout, seed=args.seed,
                         device=args.device, bf16=args.bf16, threads=args.threads, max_steps=args.max_steps,
                         checkpoint_minutes=args.checkpoint_minutes)
     corpus = load_corpus(args)

@@ -29,8 +29,9 @@ PAD_ID = 0  # <unk>: what the model sees before the first token of a stream
 class NPLM(nn.Module):
     """P(w_t | w_{t-n+1} .. w_{t-1}) over a vocabulary of `vocab_size` words."""
 
-    def __init__(self, vocab_size: int, n: int, m: int, h: int, direct: bool):
+    def __init__(self, vocab_size: int, n: int, m: int, h: int, direct: bool, dropout: float = 0.0):
         super().__init__()
+        self.dropout = dropout  # training only: dropout on z = [tanh(d + Hx), x] (not in the paper)
         if n < 2 or m < 1 or h < 0:
             raise ValueError(f"need n >= 2, m >= 1, h >= 0 (got n={n}, m={m}, h={h})")
         if h == 0 and not direct:
@@ -77,10 +78,10 @@ class NPLM(nn.Module):
         """z = [tanh(d + H x), x] (or the part of it that exists) for contexts (B, n-1) int64."""
         x = F.embedding(context, self.C).view(context.shape[0], -1)  # (B, (n-1)m); its backward
         # (one sorted pass) is several times faster on CPU than index_select's
-        if not self.h:
-            return x
-        a = torch.tanh(torch.addmm(self.d, x, self.H.t()))  # (B, h)
-        return torch.cat([a, x], dim=1) if self.direct else a  # (B, K)
+        if self.h:
+            a = torch.tanh(torch.addmm(self.d, x, self.H.t()))  # (B, h)
+            x = torch.cat([a, x], dim=1) if self.direct else a  # (B, K)
+        return F.dropout(x, self.dropout, self.training) if self.dropout else x
 
     def forward(self, context: torch.Tensor) -> torch.Tensor:
         """The scores y = b + [U, W] z, shape (B, V); softmax(y) is P(. | context)."""

@@ -65,6 +65,7 @@ class NPLMConfig:
     warmup_steps: int = 200  # fast: linear warm-up updates
     weight_decay: float = 1e-4  # on the weights and C, never the biases (paper: 1e-4 Brown, 1e-5 AP)
     patience: int = 2  # stop after this many epochs without a better validation perplexity
+    dropout: float = 0.0  # fast recipe option: dropout on [tanh(d + Hx), x] while training
     seed: int = 0
     device: str = "auto"  # "auto" (cuda when present, else cpu), "cpu", "cuda", "cuda:1", ...
     bf16: bool = False  # the |V|-sized GEMMs in bfloat16
@@ -169,7 +170,7 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
 
     torch.manual_seed(config.seed)
     np.random.seed(config.seed)
-    net = NPLM(vocab_size, config.n, config.m, config.h, config.direct)
+    net = NPLM(vocab_size, config.n, config.m, config.h, config.direct, dropout=config.dropout)
     with torch.no_grad():  # start from the add-one unigram: b = log P(w)
         counts = np.bincount(corpus.train, minlength=vocab_size) + 1.0
         net.b.copy_(torch.from_numpy(np.log(counts / counts.sum())))

@@ -109,3 +109,16 @@ def test_score_is_exact_log_softmax():
     expected = torch.log_softmax(net.double()(contexts), dim=1)
     expected = expected[torch.arange(len(contexts)), torch.from_numpy(stream[start:].astype(np.int64))]
     np.testing.assert_allclose(got, expected.detach().numpy(), atol=2e-6)
+
+
+def test_dropout_acts_only_while_training():
+    torch.manual_seed(0)
+    plain = NPLM(len(CORPUS.vocab), n=3, m=4, h=5, direct=True)
+    dropped = NPLM(len(CORPUS.vocab), n=3, m=4, h=5, direct=True, dropout=0.5)
+    dropped.load_state_dict(plain.state_dict())  # dropout adds no parameter
+    contexts = torch.from_numpy(context_windows(CORPUS.train, 3)[:32])
+    targets = torch.from_numpy(CORPUS.train[:32].astype(np.int64))
+    plain.eval(), dropped.eval()
+    assert torch.equal(plain(contexts), dropped(contexts))
+    dropped.train()
+    assert dropped.loss(contexts, targets).item() != dropped.loss(contexts, targets).item()
