@@ -98,8 +98,6 @@ def run_neighbors(args: argparse.Namespace) -> dict:
     from neural.train import load_nplm
     corpus = load_corpus(args)
     model = load_nplm(args.dir, corpus, device="cpu")
-    table = model.net.C.detach().double()  # (V, m)
-    unit = table / table.norm(dim=1, keepdim=True).clamp_min(1e-12)
     vocab = corpus.vocab
     missing = [w for w in args.words if w not in vocab]
     if missing:
@@ -107,8 +105,6 @@ def run_neighbors(args: argparse.Namespace) -> dict:
                            "(rare words map to <unk>)")
     result = {}
     for word in args.words:
-        similarity = unit @ unit[vocab.id(word)]  # (V,) cosines
-        similarity[vocab.id(word)] = -np.inf
-        top = similarity.topk(min(args.k, len(vocab) - 1))
-        result[word] = {vocab.word(int(i)): round(float(s), 4) for s, i in zip(top.values, top.indices)}
+        near = model.neighbors(vocab.id(word), min(args.k, len(vocab) - 1))
+        result[word] = {vocab.word(i): round(similarity, 4) for i, similarity in near}
     return result

@@ -78,3 +78,16 @@ class NPLMLanguageModel(LanguageModel):
         scores, peak, total = self.net.log_softmax_parts(batch, None, bf16=self.bf16)
         log_p = scores[0].double() - peak[0].double() - total[0].double().log()  # (V,)
         return torch.exp(log_p).cpu().numpy()
+
+    def word_features(self) -> np.ndarray:
+        """The learned feature table C, (V, m) float64."""
+        return self.net.C.detach().double().cpu().numpy()
+
+    def neighbors(self, word_id: int, k: int) -> list[tuple[int, float]]:
+        """The k words nearest to `word_id` by cosine similarity in C, nearest first."""
+        table = self.word_features()
+        unit = table / np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)  # (V, m)
+        similarity = unit @ unit[word_id]  # (V,)
+        similarity[word_id] = -np.inf
+        nearest = np.argsort(-similarity, kind="stable")[:k]
+        return [(int(j), float(similarity[j])) for j in nearest]

@@ -192,17 +192,11 @@ class Reproduction:
     def _embedding(self, model, row_id: str, words: int = 300, queries: int = 12, near: int = 8) -> dict:
         """The word features C of the most frequent words, and nearest neighbours of a few of them."""
         vocab = self.corpus.vocab
-        table = model.net.C.detach().double().cpu().numpy()  # (V, m) the word features C
         counts = np.bincount(self.corpus.train, minlength=len(vocab))
         frequent = np.argsort(-counts, kind="stable")[:words]
-        unit = table / np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)
         chosen = [int(i) for i in frequent[10:10 + 4 * queries:4]]  # words of varied frequency
-        neighbors = {}
-        for i in chosen:
-            similarity = unit @ unit[i]
-            similarity[i] = -np.inf
-            best = np.argsort(-similarity)[:near]
-            neighbors[vocab.word(i)] = [[vocab.word(int(j)), float(similarity[j])] for j in best]
+        neighbors = {vocab.word(i): [[vocab.word(j), s] for j, s in model.neighbors(i, near)] for i in chosen}
+        table = model.word_features()  # (V, m)
         return {"row": row_id, "words": vocab.decode(frequent.tolist()), "vectors": table[frequent].tolist(),
                 "neighbors": neighbors}
 
