@@ -175,8 +175,10 @@ class Reproduction:
 
     def _run_nplm(self, row: Row, extra: dict) -> dict:
         from neural.train import NPLMConfig, load_nplm, train_nplm
-        config = NPLMConfig(n=row.n, m=row.m, h=row.h, direct=row.direct, seed=self.settings.seed,
-                            **self.settings.nplm)
+        options = dict(self.settings.nplm)
+        if row.epochs and not self.settings.quick:
+            options["epochs"] = row.epochs
+        config = NPLMConfig(n=row.n, m=row.m, h=row.h, direct=row.direct, seed=self.settings.seed, **options)
         out = self.work / "nplm" / row.id
         summary = train_nplm(self.corpus, config, out, resume=True)
         model = load_nplm(out, self.corpus)
