@@ -159,7 +159,7 @@ def read_checkpoint(path: Path, fingerprint: str, config: NPLMConfig | None = No
 
 
 def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool = False,
-               progress: bool = True) -> dict:
+               progress: bool = True, evaluate: bool = True) -> dict:
     """Train on corpus.train, early-stop on corpus.valid, write the run into out_dir and return the
     figures: train/valid/test perplexity of the best model, tokens/s, seconds, epochs."""
     out = Path(out_dir)
@@ -261,7 +261,7 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
         last_save = time.monotonic()
 
     save_checkpoint()
-    return finish(corpus, config, state, out, fingerprint, device)
+    return finish(corpus, config, state, out, fingerprint, device, evaluate)
 
 
 def nan_error(step: int, checkpoint_path: Path, value: float | None = None) -> LMBenchError:
@@ -299,17 +299,19 @@ def end_epoch(net, config, state, valid_stream, valid_start, out, fingerprint, s
     state.update(epoch=state["epoch"] + 1, position=0, loss_sum=0.0, tokens=0, seconds=0.0)
 
 
-def finish(corpus, config, state, out, fingerprint, device) -> dict:
-    """Perplexities of the best model (the current one when no epoch has ended)."""
+def finish(corpus, config, state, out, fingerprint, device, evaluate: bool = True) -> dict:
+    """The run's figures, with the train/valid/test perplexities of the best model when `evaluate`
+    (a caller that scores the splits itself passes False)."""
     history = state["history"]
     result = {"out": str(out), "recipe": config.recipe, "epochs": len(history), "updates": state["step"],
               "stopped": state["stopped"] or "epochs", "config": dataclasses.asdict(config)}
     if not history:  # stopped inside the first epoch: nothing validated yet
         result["seconds"] = state["seconds"]
         return result
-    model = load_nplm(out, corpus, device=device, bf16=config.bf16)
-    for split in ("train", "valid", "test"):
-        result[f"{split}_perplexity"] = model.perplexity(split)
+    if evaluate:
+        model = load_nplm(out, corpus, device=device, bf16=config.bf16)
+        for split in ("train", "valid", "test"):
+            result[f"{split}_perplexity"] = model.perplexity(split)
     result.update(best_epoch=int(np.argmin([r["valid_perplexity"] for r in history])) + 1,
                   tokens_per_s=sum(r["tokens_per_s"] * r["seconds"] for r in history)
                   / sum(r["seconds"] for r in history),

@@ -180,7 +180,7 @@ class Reproduction:
             options["epochs"] = row.epochs
         config = NPLMConfig(n=row.n, m=row.m, h=row.h, direct=row.direct, seed=self.settings.seed, **options)
         out = self.work / "nplm" / row.id
-        summary = train_nplm(self.corpus, config, out, resume=True)
+        summary = train_nplm(self.corpus, config, out, resume=True, evaluate=False)  # scored below
         model = load_nplm(out, self.corpus)
         logprobs = {split: model.logprobs(split) for split in SPLITS}
         curve = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
