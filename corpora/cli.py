@@ -54,6 +54,13 @@ def load_corpus(args: argparse.Namespace) -> Corpus:
     return load_ap(directory, vocab_size=args.vocab_size or DEFAULT_VOCAB_SIZE, use_cache=use_cache)
 
 
+def load_default(name: str) -> Corpus:
+    """Corpus `name` with every option at its default (the paper's protocols; AP from $AP_DIR)."""
+    parser = argparse.ArgumentParser()
+    add_corpus_options(parser)
+    return load_corpus(parser.parse_args(["--corpus", name]))
+
+
 def register(subparsers) -> None:
     parser = subparsers.add_parser("corpus", help="prepare a corpus and print its statistics")
     add_corpus_options(parser, positional=True)

@@ -88,12 +88,8 @@ class Reproduction:
         return row
 
     def load_corpus(self) -> Corpus:
-        from corpora.cli import load_corpus as load_from_options
-        import argparse
-        args = argparse.Namespace(corpus=self.settings.corpus, train=None, valid=None, test=None,
-                                  min_count=None, vocab_from="all", ap_dir=None, vocab_size=None,
-                                  no_cache=False)
-        corpus = load_from_options(args)
+        from corpora.cli import load_default
+        corpus = load_default(self.settings.corpus)
         if self.settings.quick:
             s = self.settings.slice
             corpus = slice_corpus(corpus, s["train"], s["valid"], s["test"], min_count=s["min_count"])
