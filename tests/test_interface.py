@@ -49,3 +49,9 @@ def test_slice_corpus_remaps_to_a_smaller_vocabulary():
     assert small.vocab.decode(small.train.tolist()) == ["a", "b", "a", "<unk>", "a", "b"]
     assert small.vocab.decode(small.valid.tolist()) == ["a", "<unk>"]
     assert len(small.test) == 2
+
+
+def test_a_training_split_shorter_than_the_order_is_refused():
+    from baselines.kneser_ney import KneserNey
+    with pytest.raises(LMBenchError, match="fewer than the model order 5: use a longer corpus"):
+        KneserNey(5).fit(make_corpus("a b c", "a", "b"))
