@@ -146,7 +146,8 @@ def run(args: argparse.Namespace) -> dict:
     result.update(build_seconds=round(build_seconds, 3),
                   score_seconds=round(time.perf_counter() - started, 3))
     if args.save_logprobs:
-        save_logprobs(model, args.save_logprobs)
+        from mixing import saved
+        saved.save(args.save_logprobs, saved.scored_splits(model))
         result["logprobs"] = str(args.save_logprobs)
     if args.arpa:
         from baselines.arpa import write_arpa
@@ -155,12 +156,3 @@ def run(args: argparse.Namespace) -> dict:
                           "seconds": round(time.perf_counter() - started, 3)}
     return result
 
-
-def save_logprobs(model: LanguageModel, path: Path) -> None:
-    """valid and test log-probabilities (and the context buckets of a deleted-interpolation model)."""
-    import numpy as np
-    arrays = {split: model.logprobs(split) for split in ("valid", "test")}
-    if hasattr(model, "split_buckets"):
-        arrays.update({f"buckets_{split}": model.split_buckets(split) for split in ("valid", "test")})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(path, **arrays)

@@ -1,9 +1,7 @@
 """`lmbench mix A.npz B.npz ...`: interpolate saved per-token log-probabilities, retraining nothing.
 
-Each .npz holds the arrays `valid` and `test` (natural-log probabilities of every token of the
-split, as written by `lmbench ngram --save-logprobs` or the reproduce pipeline); a
-deleted-interpolation file also holds `buckets_valid` and `buckets_test`, the frequency buckets of
-the contexts, for --method bucketed. Weights are fitted on valid and applied to test.
+The files are those of `mixing.saved` (written by `lmbench ngram --save-logprobs` or the reproduce
+pipeline). Weights are fitted on valid and applied to test.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ import numpy as np
 
 from lmbench.errors import LMBenchError
 from lmbench.model import perplexity
-from mixing.mixture import fit_weights, mix_logprobs
+from mixing import saved
 
 
 def register(subparsers) -> None:
@@ -30,45 +28,17 @@ def register(subparsers) -> None:
     parser.set_defaults(run=run)
 
 
-def _load(path: Path) -> dict[str, np.ndarray]:
-    if not path.is_file():
-        raise LMBenchError(f"{path} does not exist: write it with `lmbench ngram ... --save-logprobs {path}`")
-    with np.load(path) as data:
-        missing = {"valid", "test"} - set(data.files)
-        if missing:
-            raise LMBenchError(f"{path} lacks the arrays {sorted(missing)}: save per-token log-probabilities "
-                               "of valid and test")
-        return {key: data[key] for key in data.files}
-
-
 def run(args: argparse.Namespace) -> dict:
-    parts = [_load(path) for path in args.logprobs]
-    lengths = {(len(p["valid"]), len(p["test"])) for p in parts}
-    if len(lengths) != 1:
-        raise LMBenchError("the files score splits of different lengths: score every model on the same corpus")
-    valid = np.stack([p["valid"] for p in parts])
-    test = np.stack([p["test"] for p in parts])
-    if args.method == "fixed":
-        if not args.weights or len(args.weights) != len(parts) or abs(sum(args.weights) - 1) > 1e-9:
-            raise LMBenchError("--method fixed needs --weights with one weight per file, summing to 1")
-        weights = np.asarray(args.weights)
-        mixed = {"valid": mix_logprobs(valid, weights), "test": mix_logprobs(test, weights)}
-    elif args.method == "em":
-        weights = fit_weights(valid)[0]
-        mixed = {"valid": mix_logprobs(valid, weights), "test": mix_logprobs(test, weights)}
-    else:
-        if args.buckets_from is None:
-            raise LMBenchError("--method bucketed needs --buckets-from DI.npz (a deleted-interpolation file)")
-        buckets = _load(args.buckets_from)
-        if "buckets_valid" not in buckets:
-            raise LMBenchError(f"{args.buckets_from} holds no buckets: save a deleted-interpolation model's "
-                               "log-probabilities")
-        n_buckets = int(max(buckets["buckets_valid"].max(), buckets["buckets_test"].max())) + 1
-        weights = fit_weights(valid, buckets["buckets_valid"], n_buckets)
-        mixed = {"valid": mix_logprobs(valid, weights[buckets["buckets_valid"]].T),
-                 "test": mix_logprobs(test, weights[buckets["buckets_test"]].T)}
+    if args.method == "fixed" and not args.weights:
+        raise LMBenchError("--method fixed needs --weights with one weight per file, summing to 1")
+    if args.method == "bucketed" and args.buckets_from is None:
+        raise LMBenchError("--method bucketed needs --buckets-from DI.npz (a deleted-interpolation file)")
+    parts = [saved.load(path) for path in args.logprobs]
+    buckets = saved.load(args.buckets_from) if args.buckets_from else None
+    mixed, weights = saved.mix_saved(parts, args.method, args.weights, buckets)
     result = {"method": args.method, "weights": np.round(weights, 6).tolist()}
-    for path, v, t in zip(args.logprobs, valid, test):
-        result[path.name] = {"valid_perplexity": perplexity(v), "test_perplexity": perplexity(t)}
+    for path, part in zip(args.logprobs, parts):
+        result[path.name] = {"valid_perplexity": perplexity(part["valid"]),
+                             "test_perplexity": perplexity(part["test"])}
     result.update(valid_perplexity=perplexity(mixed["valid"]), test_perplexity=perplexity(mixed["test"]))
     return result

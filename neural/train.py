@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from lmbench.errors import LMBenchError
+from lmbench.files import atomic_write, atomic_write_text
 from lmbench.model import perplexity
 from neural.lm import NPLMLanguageModel, context_windows, score_stream
 from neural.model import NPLM
@@ -121,16 +122,8 @@ def resolve_device(name: str, threads: int | None = None) -> torch.device:
 
 
 def atomic_save(obj, path: Path) -> None:
-    """torch.save to a temporary file beside `path`, then os.replace: a reader never sees half a file."""
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
-
-
-def atomic_write_text(text: str, path: Path) -> None:
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    """torch.save, atomically: a reader never sees half a checkpoint."""
+    atomic_write(path, lambda tmp: torch.save(obj, tmp))
 
 
 def read_checkpoint(path: Path, fingerprint: str, config: NPLMConfig | None = None) -> dict:
@@ -286,7 +279,7 @@ def end_epoch(net, config, state, valid_stream, valid_start, out, fingerprint, s
     log.info("epoch %d: train ppl %.2f (running), valid ppl %.2f, %.0f tokens/s, %.0f s, lr %.3g",
              record["epoch"], record["train_perplexity"], valid_ppl, record["tokens_per_s"],
              record["seconds"], record["lr"])
-    atomic_write_text("".join(json.dumps(r) + "\n" for r in state["history"]), out / LOG)
+    atomic_write_text(out / LOG, "".join(json.dumps(r) + "\n" for r in state["history"]))
     if valid_ppl < state["best_valid"]:
         state["best_valid"], state["bad_epochs"] = valid_ppl, 0
         atomic_save({"model": net.state_dict(), "config": dataclasses.asdict(config),
@@ -316,7 +309,7 @@ def finish(corpus, config, state, out, fingerprint, device, evaluate: bool = Tru
                   tokens_per_s=sum(r["tokens_per_s"] * r["seconds"] for r in history)
                   / sum(r["seconds"] for r in history),
                   seconds=sum(r["seconds"] for r in history))
-    atomic_write_text(json.dumps(result, indent=1), out / RESULT)
+    atomic_write_text(out / RESULT, json.dumps(result, indent=1))
     return result
 
 

@@ -25,8 +25,9 @@ from tqdm import tqdm
 from corpora.corpus import SPLITS, Corpus, slice_corpus
 from lmbench import __version__
 from lmbench.errors import LMBenchError
+from lmbench.files import atomic_write_text
 from lmbench.model import perplexity
-from mixing.mixture import fit_weights, mix_logprobs
+from mixing import saved
 from reports.experiments import ROWS, Row
 
 log = logging.getLogger(__name__)
@@ -58,20 +59,6 @@ QUICK_NPLM_OPTIONS = {"recipe": "fast", "epochs": 2, "batch_size": 128}
 def default_settings(corpus: str, quick: bool) -> Settings:
     return Settings(corpus=corpus, quick=quick, nplm=QUICK_NPLM_OPTIONS if quick else NPLM_OPTIONS[corpus],
                     slice=QUICK_SLICE if quick else None)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
-def _save_logprobs(path: Path, logprobs: dict[str, np.ndarray]) -> None:
-    tmp = path.with_name(path.name + ".tmp.npz")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(tmp, **logprobs)
-    os.replace(tmp, path)
 
 
 class Reproduction:
@@ -132,7 +119,7 @@ class Reproduction:
             if result is None:
                 log.info("row %s: running", row.id)
                 result = self.run_row(row)
-                _atomic_write(self._row_path(row), json.dumps(result, indent=1).encode())
+                atomic_write_text(self._row_path(row), json.dumps(result, indent=1))
             else:
                 log.info("row %s: cached (test perplexity %.1f)", row.id, result["test_ppl"])
             results[row.id] = result
@@ -157,17 +144,12 @@ class Reproduction:
         return result
 
     def _save_row_logprobs(self, row: Row, logprobs: dict) -> None:
-        _save_logprobs(self._logprobs_path(row.id), {k: v for k, v in logprobs.items() if k != "train"})
+        saved.save(self._logprobs_path(row.id), {k: v for k, v in logprobs.items() if not k.endswith("train")})
 
     def _run_ngram(self, row: Row, extra: dict) -> dict:
         from baselines.cli import make_ngram
         model = make_ngram(row.method, row.n, row.classes, row.min_ngram_count, row.cluster_passes).fit(self.corpus)
-        logprobs = {split: model.logprobs(split) for split in SPLITS}
-        if row.method == "deleted-interpolation":  # the mixing buckets of the same contexts
-            for split in ("valid", "test"):
-                logprobs[f"buckets_{split}"] = model.split_buckets(split)
-            extra["num_buckets"] = model.num_buckets
-        return logprobs
+        return saved.scored_splits(model, SPLITS)  # with the context buckets of deleted interpolation
 
     def _run_nplm(self, row: Row, extra: dict) -> dict:
         from neural.train import NPLMConfig, load_nplm, train_nplm
@@ -199,22 +181,12 @@ class Reproduction:
                 "neighbors": neighbors}
 
     def _run_mix(self, row: Row, extra: dict) -> dict:
-        parts = [np.load(self._logprobs_path(part)) for part in row.parts]
-        valid = np.stack([p["valid"] for p in parts])
-        test = np.stack([p["test"] for p in parts])
-        if row.mix == "0.5/0.5":
-            weights_valid = weights_test = np.full(len(parts), 1 / len(parts))
-            extra["weights"] = weights_valid.tolist()
-        elif row.mix == "EM":
-            weights_valid = weights_test = fit_weights(valid)[0]
-            extra["weights"] = weights_valid.tolist()
-        else:  # EM per bucket of the deleted-interpolation context
-            bucketed = parts[row.parts.index("del-int")]
-            n_buckets = int(max(bucketed["buckets_valid"].max(), bucketed["buckets_test"].max())) + 1
-            table = fit_weights(valid, bucketed["buckets_valid"], n_buckets)
-            weights_valid, weights_test = table[bucketed["buckets_valid"]].T, table[bucketed["buckets_test"]].T
-            extra["weights"] = table.tolist()
-        return {"valid": mix_logprobs(valid, weights_valid), "test": mix_logprobs(test, weights_test)}
+        parts = [saved.load(self._logprobs_path(part)) for part in row.parts]
+        method = {"0.5/0.5": "fixed", "EM": "em", "EM per bucket": "bucketed"}[row.mix]
+        buckets = parts[row.parts.index("del-int")] if method == "bucketed" else None
+        mixed, weights = saved.mix_saved(parts, method, [1 / len(parts)] * len(parts), buckets)
+        extra["weights"] = weights.tolist()
+        return mixed
 
     def write_results(self, rows: list[dict], seconds: float) -> dict:
         embedding = next((r.pop("embedding") for r in rows if "embedding" in r), None)
@@ -230,7 +202,7 @@ class Reproduction:
             results["neighbors"] = {"row": embedding["row"], "words": embedding.pop("neighbors")}
             results["embedding"] = embedding
         self.report_dir.mkdir(parents=True, exist_ok=True)
-        _atomic_write(self.report_dir / "results.json", json.dumps(results, indent=1, default=str).encode())
+        atomic_write_text(self.report_dir / "results.json", json.dumps(results, indent=1, default=str))
         return results
 
 

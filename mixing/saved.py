@@ -1,0 +1,70 @@
+"""Saved per-token log-probabilities, the input of mixing, and the mixture fitted on valid, applied to test.
+
+A file (.npz) holds `valid` and `test`: the natural-log probability of every token of the split; a
+deleted-interpolation file also holds `buckets_valid` and `buckets_test`, the frequency buckets of
+the contexts, for context-conditional weights.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from lmbench.errors import LMBenchError
+from lmbench.files import atomic_write
+from lmbench.model import LanguageModel
+from mixing.mixture import fit_weights, mix_logprobs
+
+
+def scored_splits(model: LanguageModel, splits=("valid", "test")) -> dict[str, np.ndarray]:
+    """The model's log-probabilities of each split, and its context buckets when it has them."""
+    arrays = {split: model.logprobs(split) for split in splits}
+    if hasattr(model, "split_buckets"):
+        arrays.update({f"buckets_{split}": model.split_buckets(split) for split in splits})
+    return arrays
+
+
+def save(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    atomic_write(Path(path), lambda tmp: np.savez(tmp, **arrays))
+
+
+def load(path: Path) -> dict[str, np.ndarray]:
+    path = Path(path)
+    if not path.is_file():
+        raise LMBenchError(f"{path} does not exist: write it with `lmbench ngram ... --save-logprobs {path}`")
+    with np.load(path) as data:
+        missing = {"valid", "test"} - set(data.files)
+        if missing:
+            raise LMBenchError(f"{path} lacks the arrays {sorted(missing)}: save per-token log-probabilities "
+                               "of valid and test")
+        return {key: data[key] for key in data.files}
+
+
+def mix_saved(parts: list[dict[str, np.ndarray]], method: str, weights=None,
+              buckets: dict[str, np.ndarray] | None = None) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Mix saved parts: 'fixed' (given weights), 'em' (one weight vector fitted on valid) or 'bucketed'
+    (one per context bucket of `buckets`, fitted on valid). Returns the mixed log-probabilities of
+    valid and test, and the weights ((K,), or (buckets, K) for 'bucketed')."""
+    if len({(len(p["valid"]), len(p["test"])) for p in parts}) != 1:
+        raise LMBenchError("the files score splits of different lengths: score every model on the same corpus")
+    valid = np.stack([p["valid"] for p in parts])  # (K, T_valid)
+    test = np.stack([p["test"] for p in parts])    # (K, T_test)
+    if method == "fixed":
+        if weights is None or len(weights) != len(parts) or abs(sum(weights) - 1) > 1e-9:
+            raise LMBenchError("fixed mixing needs one weight per model, summing to 1")
+        weights = np.asarray(weights, dtype=np.float64)
+    elif method == "em":
+        weights = fit_weights(valid)[0]
+    elif method == "bucketed":
+        if buckets is None or "buckets_valid" not in buckets:
+            raise LMBenchError("bucketed mixing needs the context buckets of a deleted-interpolation model "
+                               "(its saved log-probabilities)")
+        n_buckets = int(max(buckets["buckets_valid"].max(), buckets["buckets_test"].max())) + 1
+        table = fit_weights(valid, buckets["buckets_valid"], n_buckets)  # (B, K)
+        mixed = {"valid": mix_logprobs(valid, table[buckets["buckets_valid"]].T),
+                 "test": mix_logprobs(test, table[buckets["buckets_test"]].T)}
+        return mixed, table
+    else:
+        raise LMBenchError(f"unknown mixing method {method!r}: use fixed, em or bucketed")
+    return {"valid": mix_logprobs(valid, weights), "test": mix_logprobs(test, weights)}, weights
