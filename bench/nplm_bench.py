@@ -1,14 +1,16 @@
-"""Speed of the NPLM's full-softmax training and evaluation, against the measured matmul peak.
+"""Speed of the NPLM's training per objective and of its exact evaluation, against the matmul peak.
 
 Prints, for the MLP1 (n=5, m=60, h=50, direct) and MLP9 (n=5, m=30, h=100, no direct) shapes at
-Brown's vocabulary size, tokens/s and achieved GFLOP/s of training (forward, backward and optimizer
-step) and evaluation (exact log-probabilities), in fp32 and bf16, and the peak GFLOP/s of one large
-torch.mm measured in the same run. Random ids: no corpus needed. Timings are wall-clock and noisy
-on a shared machine: run it when `uptime` shows the cores idle.
+Brown's vocabulary size, training tokens/s of each objective (full softmax in fp32 and bf16,
+importance sampling and NCE with k = 100 samples) with the default sgd recipe's minibatch and update
+(forward, backward, the sparse SGD step and its amortised weight decay), the full-softmax training's
+achieved GFLOP/s, and the evaluation's (exact log-probabilities, fp32), beside the peak GFLOP/s of one
+large torch.mm measured in the same run. Random ids: no corpus needed. Timings are wall-clock and
+noisy on a shared machine: run it when `uptime` shows the cores idle.
 
-FLOPs counted per token: the output layer 2 V K (K = h + (n-1)m with direct connections, else h)
-and the hidden layer 2 h (n-1)m forward; three times that for training (forward, grad of the
-input, grad of the weights).
+FLOPs counted per token for the full softmax: the output layer 2 V K (K = h + (n-1)m with direct
+connections, else h) and the hidden layer 2 h (n-1)m forward; three times that for training (forward,
+grad of the input, grad of the weights).
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from neural.config import NPLMConfig  # noqa: E402
 from neural.lm import score_stream  # noqa: E402
 from neural.model import NPLM  # noqa: E402
-from neural.train import NPLMConfig, make_optimizer  # noqa: E402
+from neural.objectives import OBJECTIVES  # noqa: E402
+from neural.recipe import apply_weight_decay, make_optimizer  # noqa: E402
 
 SHAPES = {"MLP1": dict(n=5, m=60, h=50, direct=True), "MLP9": dict(n=5, m=30, h=100, direct=False)}
 
@@ -57,7 +61,8 @@ def peak_gflops(device: torch.device, dtype: torch.dtype, size: int, seconds: fl
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vocab", type=int, default=17907, help="|V| (default Brown's 17,907)")
-    parser.add_argument("--batch", type=int, default=512, help="training minibatch (default 512)")
+    parser.add_argument("--batch", type=int, default=NPLMConfig().batch, help="training minibatch")
+    parser.add_argument("--samples", type=int, default=NPLMConfig().samples, help="k of the sampled objectives")
     parser.add_argument("--eval-batch", type=int, default=2048)
     parser.add_argument("--seconds", type=float, default=6.0, help="time per measurement")
     parser.add_argument("--device", default="auto")
@@ -71,51 +76,64 @@ def main() -> None:
     torch.manual_seed(0)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     figures = {"device": str(device), "threads": torch.get_num_threads(), "load_average_1min": load,
-               "peak_fp32_gflops": peak_gflops(device, torch.float32, 2048, args.seconds),
-               "peak_bf16_gflops": peak_gflops(device, torch.bfloat16, 2048, args.seconds), "runs": []}
+               "batch": args.batch, "samples": args.samples,
+               "peak_fp32_gflops": peak_gflops(device, torch.float32, 2048, args.seconds), "runs": []}
+    unigram = torch.distributions.Dirichlet(torch.ones(args.vocab)).sample().to(device)
+    variants = [("softmax", False), ("softmax", True), ("importance", False), ("nce", False)]
     for name in args.shapes:
         shape = SHAPES[name]
         per_token = flops_per_token(args.vocab, **shape)
         net = NPLM(args.vocab, **shape).to(device)
-        optimizer = make_optimizer(net, NPLMConfig(**shape, recipe="fast"))
+        config = NPLMConfig(**shape)
+        optimizer = make_optimizer(net, config)
         contexts = torch.randint(0, args.vocab, (args.batch, shape["n"] - 1), device=device)
         targets = torch.randint(0, args.vocab, (args.batch,), device=device)
-        stream = torch.randint(0, args.vocab, (args.eval_batch * 4,)).numpy()
-        for bf16 in (False, True):
+        for objective_name, bf16 in variants:
+            objective = OBJECTIVES[objective_name](unigram, args.samples, torch.Generator(device=device))
+            updates = [0]
+
             def train_step():
-                loss = net.loss(contexts, targets, bf16=bf16)
+                loss = objective.loss(net, net.features(contexts), targets, bf16=bf16)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
+                updates[0] += 1
+                if updates[0] % config.decay_every == 0:
+                    apply_weight_decay(net, 1e-3, config.weight_decay, config.decay_every)
                 optimizer.step()
                 loss.item()
 
             calls, elapsed = timed(train_step, args.seconds)
             tokens_per_s = calls * args.batch / elapsed
-            peak = figures["peak_bf16_gflops" if bf16 else "peak_fp32_gflops"]
-            train_gflops = tokens_per_s * 3 * per_token / 1e9
-            calls, elapsed = timed(lambda: score_stream(net, stream, 0, batch_size=args.eval_batch,
-                                                        bf16=bf16), args.seconds)
-            eval_tokens_per_s = calls * len(stream) / elapsed
-            eval_gflops = eval_tokens_per_s * per_token / 1e9
-            figures["runs"].append({
-                "shape": name, "precision": "bf16" if bf16 else "fp32", "mflop_per_train_token":
-                3 * per_token / 1e6, "train_tokens_per_s": tokens_per_s, "train_gflops": train_gflops,
-                "train_pct_of_fp32_peak": 100 * train_gflops / figures["peak_fp32_gflops"],
-                "train_pct_of_own_peak": 100 * train_gflops / peak,
-                "eval_tokens_per_s": eval_tokens_per_s, "eval_gflops": eval_gflops,
-                "eval_pct_of_fp32_peak": 100 * eval_gflops / figures["peak_fp32_gflops"]})
+            run = {"shape": name, "objective": objective_name + (" bf16" if bf16 else ""),
+                   "train_tokens_per_s": tokens_per_s}
+            if objective_name == "softmax":
+                run["train_gflops"] = tokens_per_s * 3 * per_token / 1e9
+                run["train_pct_of_fp32_peak"] = 100 * run["train_gflops"] / figures["peak_fp32_gflops"]
+            figures["runs"].append(run)
+        stream = torch.randint(0, args.vocab, (args.eval_batch * 4,)).numpy()
+        calls, elapsed = timed(lambda: score_stream(net, stream, 0, batch_size=args.eval_batch), args.seconds)
+        eval_tokens_per_s = calls * len(stream) / elapsed
+        figures["runs"].append({"shape": name, "objective": "evaluation (exact)",
+                                "eval_tokens_per_s": eval_tokens_per_s,
+                                "eval_gflops": eval_tokens_per_s * per_token / 1e9,
+                                "eval_pct_of_fp32_peak": 100 * eval_tokens_per_s * per_token / 1e9
+                                / figures["peak_fp32_gflops"]})
     if args.json:
         print(json.dumps(figures, indent=1))
         return
     print(f"device {figures['device']}, {figures['threads']} threads, load average {load:.2f}; "
-          f"torch.mm 2048^2 peak: fp32 {figures['peak_fp32_gflops']:.1f} GFLOP/s, "
-          f"bf16 {figures['peak_bf16_gflops']:.1f} GFLOP/s; batch {args.batch}, eval batch {args.eval_batch}")
-    print(f"{'shape':6} {'prec':5} {'train tok/s':>11} {'GFLOP/s':>8} {'%fp32pk':>8} "
-          f"{'eval tok/s':>11} {'GFLOP/s':>8} {'%fp32pk':>8}")
+          f"torch.mm 2048^2 fp32 peak {figures['peak_fp32_gflops']:.1f} GFLOP/s; batch {args.batch}, "
+          f"k = {args.samples}, eval batch {args.eval_batch}")
+    print(f"{'shape':6} {'objective':20} {'tokens/s':>10} {'GFLOP/s':>8} {'%fp32pk':>8} {'x softmax':>9}")
+    softmax = {r["shape"]: r["train_tokens_per_s"] for r in figures["runs"] if r["objective"] == "softmax"}
     for r in figures["runs"]:
-        print(f"{r['shape']:6} {r['precision']:5} {r['train_tokens_per_s']:11.0f} {r['train_gflops']:8.1f} "
-              f"{r['train_pct_of_fp32_peak']:7.1f}% {r['eval_tokens_per_s']:11.0f} {r['eval_gflops']:8.1f} "
-              f"{r['eval_pct_of_fp32_peak']:7.1f}%")
+        speed = r.get("train_tokens_per_s", r.get("eval_tokens_per_s"))
+        gflops = r.get("train_gflops", r.get("eval_gflops"))
+        pct = r.get("train_pct_of_fp32_peak", r.get("eval_pct_of_fp32_peak"))
+        ratio = f"{speed / softmax[r['shape']]:9.1f}" if "train_tokens_per_s" in r else ""
+        print(f"{r['shape']:6} {r['objective']:20} {speed:10.0f} "
+              f"{'' if gflops is None else f'{gflops:8.1f}':>8} {'' if pct is None else f'{pct:7.1f}%':>8} "
+              f"{ratio}")
 
 
 if __name__ == "__main__":

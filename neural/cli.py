@@ -16,25 +16,38 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("nplm", help="the neural probabilistic language model")
     commands = parser.add_subparsers(dest="nplm_command", required=True)
 
+    from neural.config import OBJECTIVES, RECIPES, NPLMConfig
+    defaults = NPLMConfig()
     train = commands.add_parser("train", help="train a network and report its perplexities")
     add_corpus_options(train)
     shape = train.add_argument_group("network")
     shape.add_argument("--n", type=int, default=5, help="order: n-1 context words (default 5)")
     shape.add_argument("--m", type=int, default=60, help="word feature size (default 60)")
     shape.add_argument("--h", type=int, default=50, help="hidden units, 0 for none (default 50)")
-    shape.add_argument("--direct", action="store_true", help="direct connections from x to the output")
+    shape.add_argument("--direct", action=argparse.BooleanOptionalAction, default=True,
+                       help="direct connections W from x to the output (default: on, as MLP1)")
     run_group = train.add_argument_group("training")
-    run_group.add_argument("--recipe", choices=("paper", "fast"), default="fast",
-                           help="paper: one example per update, SGD, eps0/(1+rt); fast (default): "
-                                "minibatch AdamW, cosine schedule")
-    run_group.add_argument("--epochs", type=int, default=10, help="at most this many (default 10)")
-    run_group.add_argument("--batch-size", type=int, default=None, help="default 1 (paper) or 512 (fast)")
-    run_group.add_argument("--lr", type=float, default=None, help="default 1e-3 (paper) or 3e-3 (fast)")
+    run_group.add_argument("--recipe", choices=tuple(RECIPES), default=defaults.recipe,
+                           help="paper: one example per update, eps0/(1+rt), early stopping; sgd "
+                                "(default): minibatches of 128, the rate halved on a validation plateau")
+    run_group.add_argument("--objective", choices=tuple(OBJECTIVES), default=defaults.objective,
+                           help="training loss over the output layer: softmax (exact), importance "
+                                f"(sampling), nce (noise-contrastive; default {defaults.objective})")
+    run_group.add_argument("--samples", type=int, default=defaults.samples,
+                           help=f"k, words drawn per minibatch by importance / nce (default {defaults.samples})")
+    run_group.add_argument("--epochs", type=int, default=defaults.epochs,
+                           help=f"at most this many (default {defaults.epochs})")
+    run_group.add_argument("--batch-size", type=int, default=None, help="default 1 (paper) or 128 (sgd)")
+    run_group.add_argument("--lr", type=float, default=None, help="default 1e-3 (paper) or 1.0 (sgd)")
+    run_group.add_argument("--min-gain", type=float, default=defaults.min_gain,
+                           help="sgd: halve the rate once an epoch improves valid by less than this "
+                                f"fraction, stop when it happens again (default {defaults.min_gain})")
     run_group.add_argument("--weight-decay", type=float, default=1e-4,
                            help="on the weights and C, not the biases (paper: 1e-4 Brown, 1e-5 AP)")
     run_group.add_argument("--dropout", type=float, default=0.0,
                            help="dropout on [tanh(d + Hx), x] while training (not in the paper; default 0)")
-    run_group.add_argument("--patience", type=int, default=2, help="early-stopping patience in epochs")
+    run_group.add_argument("--patience", type=int, default=defaults.patience,
+                           help="paper recipe: early-stopping patience in epochs")
     run_group.add_argument("--max-steps", type=int, default=None, help="stop after this many updates")
     run_group.add_argument("--checkpoint-minutes", type=float, default=5.0)
     run_group.add_argument("--seed", type=int, default=0)
@@ -70,13 +83,14 @@ def _device_options(parser: argparse.ArgumentParser) -> None:
 def run_train(args: argparse.Namespace) -> dict:
     from neural.train import NPLMConfig, train_nplm
     config = NPLMConfig(n=args.n, m=args.m, h=args.h, direct=args.direct, recipe=args.recipe,
+                        objective=args.objective, samples=args.samples, min_gain=args.min_gain,
                         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                         weight_decay=args.weight_decay, patience=args.patience, dropout=args.dropout, seed=args.seed,
                         device=args.device, bf16=args.bf16, threads=args.threads, max_steps=args.max_steps,
                         checkpoint_minutes=args.checkpoint_minutes)
     corpus = load_corpus(args)
     out = args.out or (f"runs/nplm-{corpus.name}-n{args.n}-h{args.h}-m{args.m}"
-                       f"{'-direct' if args.direct else ''}-{args.recipe}-s{args.seed}")
+                       f"{'-direct' if args.direct else ''}-{args.recipe}-{args.objective}-s{args.seed}")
     result = train_nplm(corpus, config, out, resume=args.resume)
     result.pop("config")
     return result

@@ -76,8 +76,8 @@ class NPLM(nn.Module):
 
     def features(self, context: torch.Tensor) -> torch.Tensor:
         """z = [tanh(d + H x), x] (or the part of it that exists) for contexts (B, n-1) int64."""
-        x = F.embedding(context, self.C).view(context.shape[0], -1)  # (B, (n-1)m); its backward
-        # (one sorted pass) is several times faster on CPU than index_select's
+        # (B, (n-1)m); a sparse gradient: an update touches only the rows of C in the contexts
+        x = F.embedding(context, self.C, sparse=True).view(context.shape[0], -1)
         if self.h:
             a = torch.tanh(torch.addmm(self.d, x, self.H.t()))  # (B, h)
             x = torch.cat([a, x], dim=1) if self.direct else a  # (B, K)
@@ -87,11 +87,17 @@ class NPLM(nn.Module):
         """The scores y = b + [U, W] z, shape (B, V); softmax(y) is P(. | context)."""
         return torch.addmm(self.b, self.features(context), self.out.t())
 
-    def loss(self, context: torch.Tensor, target: torch.Tensor, bf16: bool = False) -> torch.Tensor:
-        """Mean over the batch of -log P(target | context), through the fused output layer.
-        bf16: the two |V|-sized GEMMs (almost all the FLOPs) run in bfloat16, the softmax in fp32."""
+    def softmax_nll(self, z: torch.Tensor, target: torch.Tensor, bf16: bool = False) -> torch.Tensor:
+        """Mean over the batch of -log P(target | context) for features z (B, K), through the fused
+        output layer. bf16: the two |V|-sized GEMMs (almost all the FLOPs) run in bfloat16, the
+        softmax in fp32."""
         dtype = torch.bfloat16 if bf16 else self.out.dtype
-        return SoftmaxNLL.apply(self.features(context), self.out, self.b, target, dtype)
+        return SoftmaxNLL.apply(z, self.out, self.b, target, dtype)
+
+    def output_rows(self, words: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The rows of [U, W] (R, K) and of b (R,) for word ids (R,), for the sampled objectives:
+        the gradient of [U, W] is sparse (only these rows), b's is dense but |V| numbers only."""
+        return F.embedding(words, self.out, sparse=True), self.b[words]
 
     @torch.inference_mode()
     def log_softmax_parts(self, context: torch.Tensor, target: torch.Tensor | None = None,

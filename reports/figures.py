@@ -28,8 +28,9 @@ def learning_curves(results: dict, directory: Path) -> Path | None:
     for name, curve in curves:
         epochs = [point["epoch"] for point in curve]
         line, = ax.plot(epochs, [point["valid_perplexity"] for point in curve], marker="o", label=f"{name} valid")
-        ax.plot(epochs, [point["train_perplexity"] for point in curve], ls="--", color=line.get_color(),
-                alpha=0.6, label=f"{name} train")
+        if all("train_perplexity" in point for point in curve):  # full-softmax training only
+            ax.plot(epochs, [point["train_perplexity"] for point in curve], ls="--", color=line.get_color(),
+                    alpha=0.6, label=f"{name} train")
     ax.set(xlabel="epoch", ylabel="perplexity", yscale="log", title="NPLM learning curves")
     ax.legend(fontsize=7, ncol=2)
     return _save(fig, directory, "learning_curves")

@@ -67,20 +67,21 @@ def test_fused_loss_matches_autograd_cross_entropy(direct):
     net = NPLM(50, 4, 3, 6, direct).double()
     context, target = torch.randint(0, 50, (17, 3)), torch.randint(0, 50, (17,))
     reference = torch.nn.functional.cross_entropy(net(context), target)
-    fused = net.loss(context, target)
+    fused = net.softmax_nll(net.features(context), target)
     grads_ref = torch.autograd.grad(reference, list(net.parameters()))
     grads = torch.autograd.grad(fused * 1.0, list(net.parameters()))
     assert fused.item() == pytest.approx(reference.item(), rel=1e-12)
-    for g, r in zip(grads, grads_ref):
-        torch.testing.assert_close(g, r, rtol=1e-10, atol=1e-12)
+    for g, r in zip(grads, grads_ref):  # C's gradient is sparse: only the rows in the contexts
+        torch.testing.assert_close(g.to_dense(), r.to_dense(), rtol=1e-10, atol=1e-12)
 
 
 def test_fused_loss_bf16_close_to_fp32():
     torch.manual_seed(2)
     net = NPLM(300, 3, 8, 16, True)
     context, target = torch.randint(0, 300, (64, 2)), torch.randint(0, 300, (64,))
-    assert net.loss(context, target, bf16=True).item() == pytest.approx(net.loss(context, target).item(),
-                                                                          rel=2e-2)
+    z = net.features(context)
+    assert net.softmax_nll(z, target, bf16=True).item() == pytest.approx(net.softmax_nll(z, target).item(),
+                                                                         rel=2e-2)
 
 
 def test_context_windows_left_pad():
@@ -121,4 +122,4 @@ def test_dropout_acts_only_while_training():
     plain.eval(), dropped.eval()
     assert torch.equal(plain(contexts), dropped(contexts))
     dropped.train()
-    assert dropped.loss(contexts, targets).item() != dropped.loss(contexts, targets).item()
+    assert not torch.equal(dropped.features(contexts), dropped.features(contexts))

@@ -1,6 +1,7 @@
 """NPLM training: weight decay spares the biases, the learning-rate schedules, exact resume,
 NaN handling, refused checkpoints, save/load, and the CLI."""
 
+import dataclasses
 import json
 import math
 
@@ -11,51 +12,74 @@ import torch
 from lmbench.cli import main
 from lmbench.errors import LMBenchError
 from neural.model import NPLM
-from neural.train import CHECKPOINT, NPLMConfig, learning_rate, load_nplm, make_optimizer, train_nplm
-from tests.lm_checks import make_corpus
+from neural.recipe import apply_weight_decay, learning_rate, next_epoch_rate
+from neural.train import CHECKPOINT, NPLMConfig, load_nplm, train_nplm
+from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
 
 TEXT = "the cat sat on the mat . the dog sat on the log . a cat and a dog saw the mat . " * 12
 CORPUS = make_corpus(TEXT, "the cat sat on the log . a dog saw a cat .", "a dog sat on the mat .")
 
 
 def tiny(**overrides) -> NPLMConfig:
-    settings = dict(n=3, m=4, h=5, direct=True, epochs=3, batch_size=16, lr=1e-2, warmup_steps=5,
-                    threads=1, device="cpu", patience=5)
+    settings = dict(n=3, m=4, h=5, direct=True, epochs=3, batch_size=16, lr=0.5, samples=8,
+                    threads=1, device="cpu", patience=5, min_gain=-1.0)
     settings.update(overrides)
     return NPLMConfig(**settings)
 
 
-@pytest.mark.parametrize("recipe", ["paper", "fast"])
-def test_weight_decay_spares_biases(recipe):
+def test_weight_decay_spares_biases_and_compounds():
     torch.manual_seed(0)
     net = NPLM(20, 3, 4, 5, True)
-    config = NPLMConfig(recipe=recipe, lr=0.1, weight_decay=0.01)
-    optimizer = make_optimizer(net, config)
     before = {name: p.detach().clone() for name, p in net.named_parameters()}
-    for p in net.parameters():  # no gradient from the data: only the decay acts
-        p.grad = torch.zeros_like(p)
-    optimizer.step()
+    apply_weight_decay(net, 0.1, 0.01, updates=3)  # three SGD steps of decay with no data gradient
     for name, p in net.named_parameters():
         if name in ("b", "d"):
             torch.testing.assert_close(p.detach(), before[name], rtol=0, atol=0)
-        else:  # SGD: p - lr * lambda * p; AdamW: p * (1 - lr * lambda); the same here
-            torch.testing.assert_close(p.detach(), before[name] * (1 - 0.1 * 0.01), rtol=1e-6, atol=0)
+        else:
+            torch.testing.assert_close(p.detach(), before[name] * (1 - 0.1 * 0.01) ** 3, rtol=1e-6, atol=0)
+
+
+def test_paper_recipe_decay_is_sgd_coupled_decay(tmp_path):
+    """One paper update equals torch's SGD with weight_decay on the weights and none on the biases."""
+    config = tiny(recipe="paper", batch_size=None, lr=0.05, weight_decay=0.01, max_steps=1, epochs=1,
+                  objective="softmax")
+    train_nplm(CORPUS, config, tmp_path, progress=False)
+    trained = torch.load(tmp_path / CHECKPOINT, weights_only=False)["model"]
+    torch.manual_seed(config.seed)
+    net = NPLM(len(CORPUS.vocab), 3, 4, 5, True)
+    counts = np.bincount(CORPUS.train, minlength=len(CORPUS.vocab)) + 1.0
+    with torch.no_grad():
+        net.b.copy_(torch.from_numpy(np.log(counts / counts.sum())))
+    first = int(np.random.default_rng([config.seed, 0]).permutation(len(CORPUS.train))[0])
+    from neural.lm import context_windows
+    context = torch.from_numpy(context_windows(CORPUS.train, 3)[first:first + 1].copy())
+    loss = torch.nn.functional.cross_entropy(net(context), torch.tensor([int(CORPUS.train[first])]))
+    groups = [{"params": net.decay_parameters(), "weight_decay": 0.01},
+              {"params": net.bias_parameters(), "weight_decay": 0.0}]
+    optimizer = torch.optim.SGD(groups, lr=0.05)
+    loss.backward()
+    for p in net.parameters():
+        p.grad = p.grad.to_dense()
+    optimizer.step()
+    for name, p in net.named_parameters():
+        torch.testing.assert_close(trained[name], p.detach(), rtol=1e-5, atol=1e-7)
 
 
 def test_paper_learning_rate_schedule():
     config = NPLMConfig(recipe="paper")
     assert config.batch == 1 and config.peak_lr == 1e-3 and config.weight_decay == 1e-4
     for t in (0, 1, 10 ** 6, 10 ** 8):
-        assert learning_rate(config, t, 100) == pytest.approx(1e-3 / (1 + 1e-8 * t), rel=1e-15)
-    assert learning_rate(config, 10 ** 8, 100) == pytest.approx(5e-4)
+        assert learning_rate(config, t, 123.0) == pytest.approx(1e-3 / (1 + 1e-8 * t), rel=1e-15)
+    assert learning_rate(config, 10 ** 8, 123.0) == pytest.approx(5e-4)
 
 
-def test_fast_schedule_warms_up_and_decays_to_zero():
-    config = NPLMConfig(recipe="fast", lr=2e-3, warmup_steps=10)
-    rates = [learning_rate(config, t, 100) for t in range(101)]
-    assert rates[0] == pytest.approx(2e-4 * 0.5 * (1 + math.cos(0)))
-    assert max(rates) <= 2e-3 and rates[9] == pytest.approx(2e-3 * 0.5 * (1 + math.cos(math.pi * 0.09)))
-    assert rates[100] == pytest.approx(0, abs=1e-18) and all(a >= b for a, b in zip(rates[9:], rates[10:]))
+def test_sgd_rate_halves_on_a_plateau_then_stops():
+    config = NPLMConfig(recipe="sgd", min_gain=0.01)
+    assert config.batch == 128 and config.peak_lr == 1.0
+    assert next_epoch_rate(config, 1.0, False, 0.05) == (1.0, False, False)  # still improving
+    assert next_epoch_rate(config, 1.0, False, 0.005) == (0.5, True, False)  # a plateau: halve
+    assert next_epoch_rate(config, 0.5, True, 0.05) == (0.25, True, False)  # halving every epoch now
+    assert next_epoch_rate(config, 0.25, True, -0.01) == (0.25, True, True)  # plateau again: converged
 
 
 def test_paper_recipe_updates_with_one_example(tmp_path):
@@ -65,13 +89,15 @@ def test_paper_recipe_updates_with_one_example(tmp_path):
     assert math.isfinite(result["valid_perplexity"])
 
 
-@pytest.mark.parametrize("recipe", ["fast", "paper"])
-def test_resume_equals_uninterrupted(tmp_path, recipe):
-    config = tiny(recipe=recipe, batch_size=8 if recipe == "paper" else 16)
+@pytest.mark.parametrize("recipe,objective", [("sgd", "softmax"), ("sgd", "importance"), ("sgd", "nce"),
+                                              ("paper", "softmax")])
+def test_resume_equals_uninterrupted(tmp_path, recipe, objective):
+    config = tiny(recipe=recipe, objective=objective, batch_size=8 if recipe == "paper" else 16,
+                  lr=0.05 if recipe == "paper" else 0.5, min_gain=0.05)
     whole = train_nplm(CORPUS, config, tmp_path / "whole", progress=False)
     steps_per_epoch = math.ceil(len(CORPUS.train) / config.batch)
-    killed = train_nplm(CORPUS, tiny(recipe=recipe, batch_size=config.batch,
-                                     max_steps=steps_per_epoch + 3), tmp_path / "split", progress=False)
+    killed = train_nplm(CORPUS, dataclasses.replace(config, max_steps=steps_per_epoch + 3),
+                        tmp_path / "split", progress=False)
     assert killed["stopped"] == "max_steps" and killed["updates"] == steps_per_epoch + 3
     resumed = train_nplm(CORPUS, config, tmp_path / "split", resume=True, progress=False)
     assert resumed["updates"] == whole["updates"]
@@ -108,6 +134,8 @@ def test_mismatched_checkpoints_refused(tmp_path):
         train_nplm(CORPUS, tiny(epochs=2, h=7), tmp_path, resume=True, progress=False)
     with pytest.raises(LMBenchError, match="recipe"):
         train_nplm(CORPUS, tiny(epochs=2, recipe="paper"), tmp_path, resume=True, progress=False)
+    with pytest.raises(LMBenchError, match="objective 'nce', not 'softmax'"):
+        train_nplm(CORPUS, tiny(epochs=2, objective="softmax"), tmp_path, resume=True, progress=False)
 
 
 def test_saved_best_scores_like_the_trained_network(tmp_path):
@@ -115,7 +143,7 @@ def test_saved_best_scores_like_the_trained_network(tmp_path):
     log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     best = min(r["valid_perplexity"] for r in log)  # measured on the in-memory network
     assert result["valid_perplexity"] == best  # measured on the network loaded from best.pt
-    assert set(log[0]) >= {"epoch", "lr", "train_perplexity", "valid_perplexity", "tokens_per_s", "seconds"}
+    assert set(log[0]) >= {"epoch", "lr", "train_loss", "valid_perplexity", "tokens_per_s", "seconds"}
 
 
 def test_cli_train_eval_neighbors(tmp_path, monkeypatch, capsys):
@@ -136,3 +164,18 @@ def test_cli_train_eval_neighbors(tmp_path, monkeypatch, capsys):
     assert main(["nplm", "neighbors", out, "cat", *corpus_args, "--k", "3", "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["cat"]) == 3
     assert main(["nplm", "neighbors", out, "aardvark", *corpus_args]) == 2
+
+
+@pytest.mark.parametrize("objective", ["importance", "nce"])
+def test_network_trained_by_sampling_is_normalised(tmp_path, objective):
+    result = train_nplm(CORPUS, tiny(objective=objective, epochs=2), tmp_path, progress=False)
+    assert result["valid_perplexity"] < len(CORPUS.vocab)  # it learned something
+    model = load_nplm(tmp_path, CORPUS, device="cpu")
+    assert_normalised(model, CORPUS)
+    assert_scores_match_distribution(model, CORPUS)
+
+
+def test_run_stopped_inside_its_first_epoch_reports_its_speed(tmp_path):
+    result = train_nplm(CORPUS, tiny(max_steps=3), tmp_path, progress=False)
+    assert result["epochs"] == 0 and result["updates"] == 3 and result["stopped"] == "max_steps"
+    assert result["seconds"] > 0 and result["tokens_per_s"] == pytest.approx(3 * 16 / result["seconds"])

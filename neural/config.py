@@ -1,0 +1,69 @@
+"""What a training run is: its configuration and the two recipes (no torch here, so that the command
+line can offer the choices without importing it). `neural.recipe` carries them out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lmbench.errors import LMBenchError
+
+OBJECTIVES = ("softmax", "importance", "nce")  # neural/objectives.py implements each
+
+
+@dataclass(frozen=True)
+class Recipe:
+    batch: int  # windows per update
+    lr: float  # eps0
+    decay_every: int  # updates over which the weight decay is compounded
+
+
+RECIPES = {"paper": Recipe(batch=1, lr=1e-3, decay_every=1),
+           "sgd": Recipe(batch=128, lr=1.0, decay_every=16)}
+SHAPE_FIELDS = ("n", "m", "h", "direct")
+
+
+@dataclass
+class NPLMConfig:
+    n: int = 5  # context of n-1 words
+    m: int = 60  # word feature size
+    h: int = 50  # hidden units (0: none)
+    direct: bool = True  # direct connections W from x to the output
+    recipe: str = "sgd"  # "paper" or "sgd"
+    objective: str = "nce"  # "softmax", "importance" or "nce" (neural/objectives.py)
+    samples: int = 100  # k: words drawn per minibatch by a sampled objective
+    epochs: int = 40  # the most epochs to run
+    batch_size: int | None = None  # None: the recipe's (paper 1, sgd 128)
+    lr: float | None = None  # None: the recipe's eps0 (paper 1e-3, sgd 1.0)
+    lr_decay: float = 1e-8  # paper: r in eps0 / (1 + r t)
+    min_gain: float = 0.003  # sgd: halve the rate once an epoch improves valid by less than this
+    weight_decay: float = 1e-4  # on the weights and C, never the biases (paper: 1e-4 Brown, 1e-5 AP)
+    patience: int = 2  # paper: stop after this many epochs without a better validation perplexity
+    dropout: float = 0.0  # dropout on [tanh(d + Hx), x] while training (not in the paper)
+    seed: int = 0
+    device: str = "auto"  # "auto" (cuda when present, else cpu), "cpu", "cuda", "cuda:1", ...
+    bf16: bool = False  # the |V|-sized GEMMs in bfloat16
+    threads: int | None = None  # cpu threads; None: all cores
+    checkpoint_minutes: float = 5.0  # also checkpoint mid-epoch this often
+    max_steps: int | None = None  # stop (with a checkpoint) after this many updates in all
+    eval_batch: int = 2048
+
+    def __post_init__(self):
+        if self.recipe not in RECIPES:
+            raise LMBenchError(f"unknown recipe {self.recipe!r}: use one of {', '.join(RECIPES)}")
+        if self.objective not in OBJECTIVES:
+            raise LMBenchError(f"unknown objective {self.objective!r}: use one of {', '.join(OBJECTIVES)}")
+        if self.h == 0 and not self.direct:
+            raise LMBenchError("h = 0 without direct connections has no path from the context to the "
+                               "output: give --h > 0 or --direct")
+
+    @property
+    def batch(self) -> int:
+        return self.batch_size or RECIPES[self.recipe].batch
+
+    @property
+    def peak_lr(self) -> float:
+        return self.lr if self.lr is not None else RECIPES[self.recipe].lr
+
+    @property
+    def decay_every(self) -> int:
+        return RECIPES[self.recipe].decay_every

@@ -1,0 +1,75 @@
+"""How a network is trained: the two recipes of `neural.config` carried out (the learning rate, the
+weight decay, the optimizer) and the device.
+
+Both recipes are plain stochastic gradient descent on the chosen objective (`neural.objectives`), with
+the paper's weight decay coupled to the gradient: p <- p - eps (dL/dp + lambda p) on the weights H, U, W
+and the features C, never on the biases b and d (section 4 of the paper). They differ in the batch and
+in how the learning rate moves:
+
+- "paper": one example per update, eps_t = eps0 / (1 + r t) (eps0 = 1e-3, r = 1e-8, t = updates so
+  far), early stopping on validation perplexity after `patience` epochs without a better one.
+- "sgd" (default): minibatches of 128 windows, a constant rate (1.0 on the batch-mean loss), halved
+  after every epoch once validation perplexity improves by less than `min_gain` (relative), and the
+  run stops when, halving, it again improves by less than that (the schedule of Mikolov's RNNLM
+  toolkit; USC/ISI nplm halves whenever validation gets worse). Measured on Brown, see README.
+
+The decay is applied as the factor (1 - eps lambda) per update. The sgd recipe compounds it over
+`Recipe.decay_every` updates ((1 - eps lambda)^N once) so that a sampled update, which touches a few hundred
+rows, does not pay for a pass over all of [U, W] and C; the rate is constant within an epoch and the
+decay is settled at every epoch's end, so the product is the same. The paper recipe applies it every
+update, exactly SGD's coupled decay.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from lmbench.errors import LMBenchError
+from neural.config import NPLMConfig
+from neural.model import NPLM
+
+
+def learning_rate(config: NPLMConfig, step: int, epoch_rate: float) -> float:
+    """paper: eps0 / (1 + r t); sgd: the epoch's rate (see `next_epoch_rate`)."""
+    if config.recipe == "paper":
+        return config.peak_lr / (1.0 + config.lr_decay * step)
+    return epoch_rate
+
+
+def next_epoch_rate(config: NPLMConfig, rate: float, annealing: bool, gain: float) -> tuple[float, bool, bool]:
+    """The sgd schedule after an epoch whose validation perplexity improved on the best before it by
+    `gain` (relative; negative when worse): (next rate, annealing, stop)."""
+    if gain < config.min_gain:
+        if annealing:
+            return rate, True, True
+        annealing = True
+    return (rate * 0.5 if annealing else rate), annealing, False
+
+
+def make_optimizer(net: NPLM, config: NPLMConfig) -> torch.optim.Optimizer:
+    """Plain SGD (sparse gradients for C and the sampled rows of [U, W]); the weight decay is applied
+    by `apply_weight_decay`, never to the biases b and d."""
+    return torch.optim.SGD(net.parameters(), lr=config.peak_lr)
+
+
+@torch.no_grad()
+def apply_weight_decay(net: NPLM, rate: float, weight_decay: float, updates: int) -> None:
+    """(1 - rate * lambda)^updates on the weights and C: `updates` SGD steps' worth of coupled decay."""
+    if weight_decay and updates:
+        factor = (1.0 - rate * weight_decay) ** updates
+        for p in net.decay_parameters():
+            p.mul_(factor)
+
+
+def resolve_device(name: str, threads: int | None = None) -> torch.device:
+    """"auto": CUDA when present, else the CPU with all its cores."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise LMBenchError(f"device {name!r} asked for but CUDA is not available: use --device cpu or auto")
+    if device.type == "cpu":
+        torch.set_num_threads(threads or os.cpu_count() or 1)
+    return device
