@@ -23,7 +23,8 @@ class Row:
     method: str | None = None    # ngram: the lmbench ngram --method
     min_ngram_count: int = 1     # ngram: leave out n-grams of order >= 3 seen fewer times (SRILM: 2)
     cluster_passes: int = 20     # class: passes of the exchange algorithm
-    epochs: int | None = None    # nplm: planned epochs (None: the run's default)
+    epochs: int | None = None    # nplm: the most epochs (None: the run's default)
+    objective: str | None = None  # nplm: the training objective (None: the default of neural/config.py)
     parts: tuple[str, ...] = ()  # mix: the ids of the rows mixed
     paper_model: str | None = None  # label in paper_tables.csv; None for our extra rows
     extra: dict = field(default_factory=dict, hash=False, compare=False)

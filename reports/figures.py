@@ -36,6 +36,43 @@ def learning_curves(results: dict, directory: Path) -> Path | None:
     return _save(fig, directory, "learning_curves")
 
 
+OBJECTIVE_LABELS = {"softmax": "full softmax", "importance": "importance sampling", "nce": "NCE",
+                    "class": "class-factored softmax"}
+BASELINE_LINES = {"kn-interp-5": "interpolated KN 5", "class-3-500": "class-based 3-gram, 500",
+                  "kn-backoff-5": "KN back-off 5", "del-int": "Del. Int. trigram"}
+
+
+def time_to_perplexity(results: dict, directory: Path) -> Path | None:
+    """Validation perplexity against training seconds, one line per objective of the MLP1 network,
+    with n-gram baselines as horizontal lines."""
+    rows = {r["id"]: r for r in results["rows"]}
+    mlp1 = rows.get("mlp1")
+    if not mlp1:
+        return None
+    shape = {key: mlp1[key] for key in ("n", "h", "m", "direct")}
+    runs = [r for r in results["rows"] if r["kind"] == "nplm" and r.get("curve")
+            and all(r[key] == value for key, value in shape.items())]
+    if not runs:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for run in runs:
+        objective = (run.get("config") or {}).get("objective", "softmax")
+        seconds = np.cumsum([point["seconds"] for point in run["curve"]])
+        ax.plot(seconds / 60, [point["valid_perplexity"] for point in run["curve"]], marker="o", ms=3,
+                label=f"{run['model']}: {OBJECTIVE_LABELS.get(objective, objective)}")
+    for row_id, label in BASELINE_LINES.items():
+        if rows.get(row_id, {}).get("valid_ppl"):
+            ax.axhline(rows[row_id]["valid_ppl"], ls=":", lw=1, color="grey")
+            ax.annotate(f"{label} {rows[row_id]['valid_ppl']:.0f}", (1.0, rows[row_id]["valid_ppl"]),
+                        xycoords=("axes fraction", "data"), xytext=(-4, 2), textcoords="offset points",
+                        ha="right", fontsize=7, color="dimgrey")
+    ax.set(xlabel="training minutes (validation not counted)", ylabel="validation perplexity",
+           title=f"Time to perplexity, MLP1 shape (n={shape['n']}, h={shape['h']}, m={shape['m']})")
+    ax.set_xscale("log")
+    ax.legend(fontsize=8)
+    return _save(fig, directory, "time_to_perplexity")
+
+
 def paper_vs_ours(table, directory: Path) -> Path | None:
     both = table[(~table["extra"]) & table["test paper"].notna() & table["test ours"].notna()]
     if both.empty:
@@ -102,6 +139,7 @@ def word_vectors(results: dict, directory: Path) -> Path | None:
 
 
 def draw_all(results: dict, table, directory: Path) -> list[Path]:
-    drawn = [learning_curves(results, directory), paper_vs_ours(table, directory),
+    drawn = [learning_curves(results, directory), time_to_perplexity(results, directory),
+             paper_vs_ours(table, directory),
              context_size(results, directory), word_vectors(results, directory)]
     return [path for path in drawn if path is not None]

@@ -156,6 +156,8 @@ class Reproduction:
         options = dict(self.settings.nplm)
         if row.epochs and not self.settings.quick:
             options["epochs"] = row.epochs
+        if row.objective:
+            options["objective"] = row.objective
         config = NPLMConfig(n=row.n, m=row.m, h=row.h, direct=row.direct, seed=self.settings.seed, **options)
         out = self.work / "nplm" / row.id
         summary = train_nplm(self.corpus, config, out, resume=True, evaluate=False)  # scored below
