@@ -17,8 +17,8 @@ def fake_results(test_ppl: dict) -> dict:
         test = test_ppl.get(row.id, 400.0)
         record.update(train_ppl=None, valid_ppl=test * 1.05, test_ppl=test, seconds=1.0)
         if row.kind == "nplm":
-            record["curve"] = [{"epoch": e, "train_perplexity": 500 / e, "valid_perplexity": 600 / e}
-                               for e in (1, 2, 3)]
+            record["curve"] = [{"epoch": e, "train_perplexity": 500 / e, "valid_perplexity": 600 / e,
+                                "seconds": 10.0} for e in (1, 2, 3)]
         rows.append(record)
     rng = np.random.default_rng(0)
     words = [f"w{i}" for i in range(40)]
@@ -66,11 +66,11 @@ def test_report_is_rebuilt_from_results_alone(tmp_path):
     built = build_report(tmp_path)
     for name in ("table.md", "table.csv", "table.tex", "report.md", "report.html", "claims.json"):
         assert (tmp_path / name).stat().st_size > 0
-    for figure in ("learning_curves", "paper_vs_ours", "context_size", "word_vectors"):
+    for figure in ("learning_curves", "time_to_perplexity", "paper_vs_ours", "context_size", "word_vectors"):
         assert (tmp_path / "figures" / f"{figure}.png").exists()
         assert (tmp_path / "figures" / f"{figure}.svg").exists()
     html = (tmp_path / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 4 and "MLP1" in html
+    assert html.count("data:image/png;base64,") == 5 and "MLP1" in html
     assert "| MLP1 " in (tmp_path / "table.md").read_text()
     assert built["claims"]
 
