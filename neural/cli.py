@@ -16,7 +16,7 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("nplm", help="the neural probabilistic language model")
     commands = parser.add_subparsers(dest="nplm_command", required=True)
 
-    from neural.config import OBJECTIVES, RECIPES, NPLMConfig
+    from neural.config import CLASS_SOURCES, OBJECTIVES, RECIPES, NPLMConfig
     defaults = NPLMConfig()
     train = commands.add_parser("train", help="train a network and report its perplexities")
     add_corpus_options(train)
@@ -32,9 +32,15 @@ def register(subparsers) -> None:
                                 "(default): minibatches of 128, the rate halved on a validation plateau")
     run_group.add_argument("--objective", choices=tuple(OBJECTIVES), default=defaults.objective,
                            help="training loss over the output layer: softmax (exact), importance "
-                                f"(sampling), nce (noise-contrastive; default {defaults.objective})")
+                                f"(sampling), nce (noise-contrastive; default {defaults.objective}), class "
+                                "(class-factored softmax, exact; adds a class layer to the network)")
     run_group.add_argument("--samples", type=int, default=defaults.samples,
                            help=f"k, words drawn per minibatch by importance / nce (default {defaults.samples})")
+    run_group.add_argument("--classes", type=int, default=defaults.classes,
+                           help="objective class: number of word classes (default: round(sqrt(|V|)))")
+    run_group.add_argument("--class-source", choices=CLASS_SOURCES, default=defaults.class_source,
+                           help="objective class: frequency (bins of equal sqrt-frequency mass; default) "
+                                "or exchange (the exchange clustering of the class n-gram, cached)")
     run_group.add_argument("--epochs", type=int, default=defaults.epochs,
                            help=f"at most this many (default {defaults.epochs})")
     run_group.add_argument("--batch-size", type=int, default=None, help="default 1 (paper) or 128 (sgd)")
@@ -83,7 +89,8 @@ def _device_options(parser: argparse.ArgumentParser) -> None:
 def run_train(args: argparse.Namespace) -> dict:
     from neural.train import NPLMConfig, train_nplm
     config = NPLMConfig(n=args.n, m=args.m, h=args.h, direct=args.direct, recipe=args.recipe,
-                        objective=args.objective, samples=args.samples, min_gain=args.min_gain,
+                        objective=args.objective, samples=args.samples, classes=args.classes,
+                        class_source=args.class_source, min_gain=args.min_gain,
                         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                         weight_decay=args.weight_decay, patience=args.patience, dropout=args.dropout, seed=args.seed,
                         device=args.device, bf16=args.bf16, threads=args.threads, max_steps=args.max_steps,

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from lmbench.errors import LMBenchError
 
-OBJECTIVES = ("softmax", "importance", "nce")  # neural/objectives.py implements each
+OBJECTIVES = ("softmax", "importance", "nce", "class")  # neural/objectives.py implements each
+CLASS_SOURCES = ("frequency", "exchange")  # neural/classes.py makes each
 
 
 @dataclass(frozen=True)
@@ -29,8 +30,10 @@ class NPLMConfig:
     h: int = 50  # hidden units (0: none)
     direct: bool = True  # direct connections W from x to the output
     recipe: str = "sgd"  # "paper" or "sgd"
-    objective: str = "nce"  # "softmax", "importance" or "nce" (neural/objectives.py)
+    objective: str = "nce"  # "softmax", "importance", "nce" or "class" (neural/objectives.py)
     samples: int = 100  # k: words drawn per minibatch by a sampled objective
+    classes: int = 0  # objective "class": C, the number of word classes; 0: round(sqrt(|V|))
+    class_source: str = "frequency"  # objective "class": "frequency" bins or "exchange" clustering
     epochs: int = 40  # the most epochs to run
     batch_size: int | None = None  # None: the recipe's (paper 1, sgd 128)
     lr: float | None = None  # None: the recipe's eps0 (paper 1e-3, sgd 1.0)
@@ -52,6 +55,15 @@ class NPLMConfig:
             raise LMBenchError(f"unknown recipe {self.recipe!r}: use one of {', '.join(RECIPES)}")
         if self.objective not in OBJECTIVES:
             raise LMBenchError(f"unknown objective {self.objective!r}: use one of {', '.join(OBJECTIVES)}")
+        if self.class_source not in CLASS_SOURCES:
+            raise LMBenchError(f"unknown class source {self.class_source!r}: use one of "
+                               f"{', '.join(CLASS_SOURCES)}")
+        if self.classes < 0 or self.classes == 1:
+            raise LMBenchError(f"--classes {self.classes}: give at least 2 classes, or 0 for "
+                               "round(sqrt(|V|))")
+        if self.objective != "class" and (self.classes or self.class_source != "frequency"):
+            raise LMBenchError("--classes and --class-source set the class layer of --objective class: drop "
+                               f"them or train with --objective class (not {self.objective})")
         if self.h == 0 and not self.direct:
             raise LMBenchError("h = 0 without direct connections has no path from the context to the "
                                "output: give --h > 0 or --direct")

@@ -1,9 +1,12 @@
-"""The NPLM as a `lmbench.model.LanguageModel`: exact full-softmax scoring in large batches.
+"""The NPLM as a `lmbench.model.LanguageModel`: exact scoring in large batches.
 
-Scores come from fp32 (or bf16) GEMMs; the normalisation is finished in float64:
+The full softmax: scores come from fp32 (or bf16) GEMMs; the normalisation is finished in float64:
 log P(w_t | context) = y[w_t] - max(y) - log(sum_j exp(y_j - max(y))), with y, max and the sum from
-the network and the subtraction and logarithm in float64. `distribution` runs the same code on the
-same kind of batch, so log distribution(context)[w] equals score to float64 rounding.
+the network and the subtraction and logarithm in float64. A network with a class layer is scored by
+its class-factored distribution instead (`NPLM.factored_log_probs`: the class log-softmax plus the
+log-softmax within the target's class, from the scores of the classes and of that class's words
+only), unless factored=False asks for the full softmax of its y. `distribution` runs the same code on
+the same kind of batch, so log distribution(context)[w] equals score to float64 rounding.
 """
 
 from __future__ import annotations
@@ -29,9 +32,23 @@ def context_windows(stream: np.ndarray, n: int, start: int = 0) -> np.ndarray:
     return windows[start: len(stream)]
 
 
+def log_probs(net: NPLM, context: torch.Tensor, target: torch.Tensor | None, *, bf16: bool = False,
+              factored: bool = True) -> torch.Tensor:
+    """float64 log P(target | context) (B,), or log P(. | context) (B, V) when target is None: the
+    class-factored distribution of a network with a class layer when `factored`, else the full
+    softmax of y (bf16: its GEMM in bfloat16; the factored form has no |V|-sized GEMM and ignores it)."""
+    if factored and net.num_classes:
+        return net.factored_log_probs(context, target)
+    picked, peak, total = net.log_softmax_parts(context, target, bf16=bf16)
+    if target is None:
+        return picked.double() - peak.double()[:, None] - total.double().log()[:, None]
+    return picked.double() - peak.double() - total.double().log()
+
+
 def score_stream(net: NPLM, stream: np.ndarray, start: int, *, batch_size: int = EVAL_BATCH,
-                 bf16: bool = False, progress: bool = False) -> np.ndarray:
-    """Natural-log P(stream[t] | stream[t-n+1:t]) for t >= start, float64, shape (len - start,)."""
+                 bf16: bool = False, progress: bool = False, factored: bool = True) -> np.ndarray:
+    """Natural-log P(stream[t] | stream[t-n+1:t]) for t >= start, float64, shape (len - start,), by
+    `log_probs`."""
     device = next(net.parameters()).device
     contexts = torch.from_numpy(np.ascontiguousarray(context_windows(stream, net.n, start))).to(device)
     targets = torch.from_numpy(np.asarray(stream[start:], dtype=np.int64)).to(device)
@@ -44,21 +61,22 @@ def score_stream(net: NPLM, stream: np.ndarray, start: int, *, batch_size: int =
     net.eval()
     for lo in chunks:
         hi = min(lo + batch_size, len(targets))
-        picked, peak, total = net.log_softmax_parts(contexts[lo:hi], targets[lo:hi], bf16=bf16)
-        result[lo:hi] = picked.double() - peak.double() - total.double().log()
+        result[lo:hi] = log_probs(net, contexts[lo:hi], targets[lo:hi], bf16=bf16, factored=factored)
     net.train(was_training)
     return result.cpu().numpy()
 
 
 class NPLMLanguageModel(LanguageModel):
     """A trained network behind the suite's interface. `fit` is not how it is made: use
-    neural.train.train_nplm, then neural.train.load_nplm (which attaches the corpus)."""
+    neural.train.train_nplm, then neural.train.load_nplm (which attaches the corpus). A network with a
+    class layer is its class-factored distribution; factored=False makes it the full softmax of its y."""
 
-    def __init__(self, net: NPLM, bf16: bool = False):
+    def __init__(self, net: NPLM, bf16: bool = False, factored: bool = True):
         self.net = net.eval()
         self.order = net.n
         self.vocab_size = net.vocab_size
         self.bf16 = bf16
+        self.factored = factored
 
     def _fit(self, corpus) -> None:
         from lmbench.errors import LMBenchError
@@ -66,7 +84,7 @@ class NPLMLanguageModel(LanguageModel):
                            "not fit(): train it, then load it with neural.train.load_nplm")
 
     def score(self, stream: np.ndarray, start: int) -> np.ndarray:
-        return score_stream(self.net, stream, start, bf16=self.bf16)
+        return score_stream(self.net, stream, start, bf16=self.bf16, factored=self.factored)
 
     def distribution(self, context: Sequence[int]) -> np.ndarray:
         width = self.net.n - 1
@@ -75,8 +93,7 @@ class NPLMLanguageModel(LanguageModel):
         device = next(self.net.parameters()).device
         batch = torch.full((MIN_ROWS, width), PAD_ID, dtype=torch.int64, device=device)
         batch[0] = torch.tensor(row, dtype=torch.int64)
-        scores, peak, total = self.net.log_softmax_parts(batch, None, bf16=self.bf16)
-        log_p = scores[0].double() - peak[0].double() - total[0].double().log()  # (V,)
+        log_p = log_probs(self.net, batch, None, bf16=self.bf16, factored=self.factored)[0]  # (V,)
         return torch.exp(log_p).cpu().numpy()
 
     def word_features(self) -> np.ndarray:

@@ -15,13 +15,29 @@ first token, with no extra row in C, so the parameter count stays the paper's.
 The output layer is fused: U and W are the two column blocks of ONE matrix `out` = [U, W]
 (|V| x (h + (n-1)m)), multiplied once against z = [tanh(d + H x), x]. With direct connections the
 parameters number |V|(1 + nm + h) + h(1 + (n-1)m), as in section 3 of the paper.
+
+Optional class layer (Goodman 2001), for the class-factored objective: every word w belongs to one
+class c(w) of C, and
+
+    s = b_c + [U_c, W_c] z                                   one score per class (C x K weights)
+    P(w | h) = P(c(w) | h) P(w | c(w), h)
+             = softmax(s)[c(w)] * exp(y_w) / sum_{j in c(w)} exp(y_j)
+
+The word part reuses y = b + [U, W] z, normalised over the words of one class only, so P sums to 1
+over the vocabulary by construction. The word -> class map is a buffer of the network (saved with
+it); a network built without it is the paper's. `forward` still gives y, whose full softmax is a
+distribution too (not the one the class-factored objective trains).
 """
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+from lmbench.errors import LMBenchError
 
 PAD_ID = 0  # <unk>: what the model sees before the first token of a stream
 
@@ -29,7 +45,10 @@ PAD_ID = 0  # <unk>: what the model sees before the first token of a stream
 class NPLM(nn.Module):
     """P(w_t | w_{t-n+1} .. w_{t-1}) over a vocabulary of `vocab_size` words."""
 
-    def __init__(self, vocab_size: int, n: int, m: int, h: int, direct: bool, dropout: float = 0.0):
+    def __init__(self, vocab_size: int, n: int, m: int, h: int, direct: bool, dropout: float = 0.0,
+                 classes: torch.Tensor | None = None):
+        """classes: the (V,) class id of every word, ids 0 .. C-1 each used, for a class layer; None
+        for the paper's network."""
         super().__init__()
         self.dropout = dropout  # training only: dropout on z = [tanh(d + Hx), x] (not in the paper)
         if n < 2 or m < 1 or h < 0:
@@ -44,10 +63,37 @@ class NPLM(nn.Module):
             self.d = nn.Parameter(torch.empty(h))  # (h,) hidden biases
         self.out = nn.Parameter(torch.empty(vocab_size, h + (width if direct else 0)))  # (V, K) = [U, W]
         self.b = nn.Parameter(torch.empty(vocab_size))  # (V,) output biases
+        self.num_classes = 0  # C; 0: no class layer
+        if classes is not None:
+            self._add_class_layer(torch.as_tensor(classes))
         self.reset_parameters()
 
+    def _add_class_layer(self, classes: torch.Tensor) -> None:
+        """The word -> class map (saved with the network), the class weights [U_c, W_c] (C, K) and
+        biases b_c (C,), and the map's index structures (rebuilt from it, not saved)."""
+        if classes.shape != (self.vocab_size,) or classes.dtype.is_floating_point or classes.min() < 0:
+            raise ValueError(f"classes must be ({self.vocab_size},) non-negative integer ids, got "
+                             f"{tuple(classes.shape)} {classes.dtype}")
+        classes = classes.to(torch.int64)
+        size = torch.bincount(classes)  # (C,) words per class
+        if (size == 0).any():
+            raise ValueError(f"class ids must be 0 .. C-1 with every class used; class "
+                             f"{int(torch.nonzero(size == 0)[0])} has no word")
+        self.num_classes = len(size)
+        by_class = torch.argsort(classes, stable=True)  # (V,) the words of class 0, 1, ..., by id within one
+        start = torch.cumsum(size, 0) - size  # (C,) where each class's words begin in by_class
+        position = torch.empty_like(classes)  # (V,) the place of each word among its class's words
+        position[by_class] = torch.arange(self.vocab_size) - start[classes[by_class]]
+        self.register_buffer("word_class", classes.clone())  # (V,) c(w)
+        self.register_buffer("class_words", by_class, persistent=False)
+        self.register_buffer("class_start", start, persistent=False)
+        self.register_buffer("class_size", size, persistent=False)
+        self.register_buffer("class_position", position, persistent=False)
+        self.class_out = nn.Parameter(torch.empty(self.num_classes, self.out.shape[1]))  # (C, K) [U_c, W_c]
+        self.class_b = nn.Parameter(torch.empty(self.num_classes))  # (C,) class biases b_c
+
     def reset_parameters(self) -> None:
-        """C ~ U(-0.05, 0.05); H and [U, W] ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)); d = b = 0."""
+        """C ~ U(-0.05, 0.05); H, [U, W] and [U_c, W_c] ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)); d = b = b_c = 0."""
         nn.init.uniform_(self.C, -0.05, 0.05)
         if self.h:
             bound = self.H.shape[1] ** -0.5
@@ -56,6 +102,31 @@ class NPLM(nn.Module):
         bound = self.out.shape[1] ** -0.5
         nn.init.uniform_(self.out, -bound, bound)
         nn.init.zeros_(self.b)
+        if self.num_classes:
+            nn.init.uniform_(self.class_out, -bound, bound)
+            nn.init.zeros_(self.class_b)
+
+    @torch.no_grad()
+    def set_unigram_biases(self, unigram: torch.Tensor) -> None:
+        """Start from the unigram q (V,): b = log q, and with a class layer b_c = log q(c),
+        q(c) = sum_{w in c} q_w, so that P(w | h) = q_w for every h while [U, W] z is small."""
+        self.b.copy_(unigram.log())
+        if self.num_classes:
+            mass = unigram.new_zeros(self.num_classes).index_add_(0, self.word_class.to(unigram.device),
+                                                                  unigram)  # (C,) q(c)
+            self.class_b.copy_(mass.log())
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """nn.Module's, refusing a state made with another word -> class map (or none): the class
+        layer's index structures come from this network's map."""
+        saved, own = state_dict.get("word_class"), getattr(self, "word_class", None)
+        if (saved is None) != (own is None) or (own is not None and not torch.equal(saved.cpu(), own.cpu())):
+            def what(m):
+                return "no class layer" if m is None else f"{int(m.max()) + 1} classes"
+            raise LMBenchError(f"the saved network has another word -> class map ({what(saved)}) than this "
+                               f"one ({what(own)}): use the --objective, --classes and --class-source it was "
+                               "trained with, or another --out directory")
+        return super().load_state_dict(state_dict, strict, assign)
 
     @property
     def U(self) -> torch.Tensor | None:
@@ -68,11 +139,13 @@ class NPLM(nn.Module):
         return self.out[:, self.h:] if self.direct else None
 
     def decay_parameters(self) -> list[nn.Parameter]:
-        """The weights and C: what weight decay applies to (never the biases b and d)."""
-        return [p for p in (self.C, getattr(self, "H", None), self.out) if p is not None]
+        """The weights and C: what weight decay applies to (never the biases b, d and b_c)."""
+        return [p for p in (self.C, getattr(self, "H", None), self.out, getattr(self, "class_out", None))
+                if p is not None]
 
     def bias_parameters(self) -> list[nn.Parameter]:
-        return [p for p in (getattr(self, "d", None), self.b) if p is not None]
+        return [p for p in (getattr(self, "d", None), self.b, getattr(self, "class_b", None))
+                if p is not None]
 
     def features(self, context: torch.Tensor) -> torch.Tensor:
         """z = [tanh(d + H x), x] (or the part of it that exists) for contexts (B, n-1) int64."""
@@ -99,6 +172,54 @@ class NPLM(nn.Module):
         the gradient of [U, W] is sparse (only these rows), b's is dense but |V| numbers only."""
         return F.embedding(words, self.out, sparse=True), self.b[words]
 
+    def class_scores(self, z: torch.Tensor) -> torch.Tensor:
+        """s = b_c + [U_c, W_c] z, shape (B, C), for features z (B, K); softmax(s) is P(class | context)."""
+        return torch.addmm(self.class_b, z, self.class_out.t())
+
+    def class_members(self, classes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """For class ids (B,): the words of each one's class, by id, all in one run after another
+        (T,) (T = sum_i |c_i|), and where each run starts, with the total at the end (B + 1,): the
+        CSR layout of the (B, V) mask [w in c_i]."""
+        size = self.class_size[classes]  # (B,)
+        runs = F.pad(torch.cumsum(size, 0), (1, 0))  # (B + 1,)
+        total = int(runs[-1])
+        within = torch.arange(total, device=classes.device)  # (T,) index, minus the run's start below
+        return self.class_words[within + torch.repeat_interleave(self.class_start[classes] - runs[:-1], size,
+                                                                 output_size=total)], runs
+
+    @torch.inference_mode()
+    def factored_log_probs(self, context: torch.Tensor, target: torch.Tensor | None = None) -> torch.Tensor:
+        """log P(w | h) = log softmax(s)[c(w)] + y_w - log sum_{j in c(w)} exp(y_j) of the class layer,
+        float64: for each target (B,), or for every word (B, V) when target is None.
+
+        Only the scores needed are computed: the C class scores and those of the words of each
+        target's class, B (C + |c|) K multiply-adds instead of the full softmax's B V K. Every score,
+        of a class or a word, is the dot product of its own two rows (`member_scores`), so it does not
+        depend on the rest of the batch and the two forms agree to float64 rounding (a GEMM's
+        rounding can change with the number of rows); the log-softmaxes are finished in float64."""
+        z = self.features(context)  # (B, K)
+        batch, num_classes = len(z), self.num_classes
+        every_class = torch.arange(num_classes, device=z.device).repeat(batch)  # (B C,)
+        class_runs = torch.arange(0, batch * num_classes + 1, num_classes, device=z.device)  # (B + 1,)
+        s = member_scores(z, self.class_out, self.class_b.repeat(batch), class_runs,
+                          every_class).view(batch, num_classes)  # (B, C)
+        log_class = s.double().log_softmax(dim=1)  # (B, C) log P(c | h)
+        if target is None:  # B runs of all V words each, in class order
+            classes, owner = every_class, torch.arange(batch, device=z.device).repeat_interleave(num_classes)
+        else:  # each target's class
+            classes, owner = self.word_class[target], torch.arange(batch, device=z.device)  # (B,), (B,)
+        words, runs = self.class_members(classes)  # (T,), (runs + 1,)
+        scores = member_scores(z.index_select(0, owner), self.out, self.b[words], runs, words)  # (T,) y
+        run, peak, _, total = run_log_sum_exp(scores, runs)
+        within = (scores.double() - peak.double().index_select(0, run)
+                  - total.double().log().index_select(0, run))  # (T,) log P(w | c, h)
+        if target is not None:
+            targets_at = runs[:-1] + self.class_position[target]  # (B,) each target's entry in its run
+            return log_class.gather(1, classes[:, None])[:, 0] + within[targets_at]
+        result = torch.empty(batch, self.vocab_size, dtype=torch.float64, device=z.device)
+        result[:, self.class_words] = within.view(batch, self.vocab_size)
+        return result.add_(log_class.index_select(1, self.word_class))
+
     @torch.inference_mode()
     def log_softmax_parts(self, context: torch.Tensor, target: torch.Tensor | None = None,
                           bf16: bool = False):
@@ -116,6 +237,37 @@ class NPLM(nn.Module):
         else:
             total = scores.sub_(peak).exp_().sum(dim=1)  # (B,) in place: no second (B, V) tensor
         return picked, peak[:, 0], total
+
+
+def csr_matrix(runs: torch.Tensor, columns: torch.Tensor, values: torch.Tensor,
+               shape: tuple[int, int]) -> torch.Tensor:
+    """The sparse CSR matrix with row i's entries at columns[runs[i]:runs[i+1]] (ascending), without
+    torch's one-time notice that CSR support is in beta (only sampled_addmm and the CSR x dense
+    product are used here, checked against dense references by tests/test_nplm_class.py)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return torch.sparse_csr_tensor(runs, columns, values, shape, check_invariants=False)
+
+
+def member_scores(z: torch.Tensor, weights: torch.Tensor, bias: torch.Tensor, runs: torch.Tensor,
+                  columns: torch.Tensor) -> torch.Tensor:
+    """The scores bias_t + z_i . weights[columns_t] (T,) of the entries t of run i (runs (B + 1,) as in
+    `NPLM.class_members`), z (B, K), weights (R, K): a sampled matrix product, T K multiply-adds, each
+    entry the dot product of its own two rows."""
+    mask = csr_matrix(runs, columns, bias, (len(z), len(weights)))
+    return torch.sparse.sampled_addmm(mask, z, weights.t()).values()
+
+
+def run_log_sum_exp(scores: torch.Tensor, runs: torch.Tensor):
+    """For scores (T,) in runs (B + 1,): the run of each entry (T,), each run's maximum (B,),
+    e = exp(scores - max of its run) (T,) and each run's sum of e (B,);
+    log sum_{t in run i} exp(scores_t) = max_i + log sum_i."""
+    batch = len(runs) - 1
+    run = torch.repeat_interleave(torch.arange(batch, device=scores.device), runs.diff(),
+                                  output_size=len(scores))  # (T,)
+    peak = scores.new_full((batch,), -torch.inf).scatter_reduce_(0, run, scores, "amax")  # (B,)
+    exp = torch.exp(scores - peak.index_select(0, run))  # (T,)
+    return run, peak, exp, scores.new_zeros(batch).index_add_(0, run, exp)
 
 
 def at_least_fp32(scores: torch.Tensor) -> torch.Tensor:

@@ -29,6 +29,7 @@ import torch
 from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write, atomic_write_text
 from lmbench.model import perplexity
+from neural.classes import word_classes
 from neural.lm import NPLMLanguageModel, context_windows, score_stream
 from neural.model import NPLM
 from neural.objectives import OBJECTIVES
@@ -84,11 +85,12 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
 
     torch.manual_seed(config.seed)
     np.random.seed(config.seed)
-    net = NPLM(vocab_size, config.n, config.m, config.h, config.direct, dropout=config.dropout)
+    net = NPLM(vocab_size, config.n, config.m, config.h, config.direct, dropout=config.dropout,
+               classes=word_classes(corpus, config, progress=progress) if config.objective == "class"
+               else None)
     counts = np.bincount(corpus.train, minlength=vocab_size) + 1.0
     unigram = torch.from_numpy(counts / counts.sum())  # (V,) add-one unigram of train: q
-    with torch.no_grad():  # start from the unigram: b = log q
-        net.b.copy_(unigram.log())
+    net.set_unigram_biases(unigram)  # start from the unigram: b = log q (and b_c = log q(c))
     net.to(device)
     sampler = torch.Generator(device=device)
     sampler.manual_seed(config.seed)
@@ -212,7 +214,7 @@ def end_epoch(net, config, state, valid_stream, valid_start, out, fingerprint) -
               "train_loss": state["loss_sum"] / train_tokens, "valid_perplexity": valid_ppl, "tokens_per_s": train_tokens / state["seconds"],
               "seconds": state["seconds"],
               "total_seconds": sum(r["seconds"] for r in state["history"]) + state["seconds"]}
-    if config.objective == "softmax":  # the running training loss is then a perplexity
+    if not OBJECTIVES[config.objective].sampled:  # an exact log-likelihood: its exp is a perplexity
         record["train_perplexity"] = math.exp(record["train_loss"])
     state["history"].append(record)
     log.info("epoch %d: train loss %.4f (running), valid ppl %.2f, %.0f tokens/s, %.0f s, lr %.3g",
@@ -260,15 +262,18 @@ def finish(corpus, config, state, out, fingerprint, device, evaluate: bool = Tru
 
 
 def load_nplm(out_dir: str | Path, corpus, *, device: str | torch.device = "auto",
-              bf16: bool = False, which: str = BEST, threads: int | None = None) -> NPLMLanguageModel:
-    """The best model of a run (or its last checkpoint, which=CHECKPOINT), attached to `corpus`."""
+              bf16: bool = False, which: str = BEST, threads: int | None = None,
+              factored: bool = True) -> NPLMLanguageModel:
+    """The best model of a run (or its last checkpoint, which=CHECKPOINT), attached to `corpus`;
+    factored=False scores a network with a class layer by the full softmax of y instead."""
     path = Path(out_dir) / which
     if not path.exists():
         raise LMBenchError(f"no {which} in {out_dir}: train there first (lmbench nplm train --out "
                            f"{out_dir}), or let it finish one epoch")
     saved = read_checkpoint(path, corpus.vocab.fingerprint())
     cfg = saved["config"]
-    net = NPLM(saved["vocab_size"], cfg["n"], cfg["m"], cfg["h"], cfg["direct"])
+    net = NPLM(saved["vocab_size"], cfg["n"], cfg["m"], cfg["h"], cfg["direct"],
+               classes=saved["model"].get("word_class"))
     net.load_state_dict(saved["model"])
     device = device if isinstance(device, torch.device) else resolve_device(device, threads)
-    return NPLMLanguageModel(net.to(device), bf16=bf16).attach(corpus)
+    return NPLMLanguageModel(net.to(device), bf16=bf16, factored=factored).attach(corpus)

@@ -90,7 +90,7 @@ def test_paper_recipe_updates_with_one_example(tmp_path):
 
 
 @pytest.mark.parametrize("recipe,objective", [("sgd", "softmax"), ("sgd", "importance"), ("sgd", "nce"),
-                                              ("paper", "softmax")])
+                                              ("sgd", "class"), ("paper", "softmax")])
 def test_resume_equals_uninterrupted(tmp_path, recipe, objective):
     config = tiny(recipe=recipe, objective=objective, batch_size=8 if recipe == "paper" else 16,
                   lr=0.05 if recipe == "paper" else 0.5, min_gain=0.05)
