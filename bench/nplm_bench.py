@@ -2,7 +2,8 @@
 
 Prints, for the MLP1 (n=5, m=60, h=50, direct) and MLP9 (n=5, m=30, h=100, no direct) shapes at
 Brown's vocabulary size, training tokens/s of each objective (full softmax in fp32 and bf16,
-importance sampling and NCE with k = 100 samples) with the default sgd recipe's minibatch and update
+importance sampling and NCE with k = 100 samples, the class-factored softmax with sqrt(V) frequency
+classes) with the default sgd recipe's minibatch and update
 (forward, backward, the sparse SGD step and its amortised weight decay), the full-softmax training's
 achieved GFLOP/s, and the evaluation's (exact log-probabilities, fp32), beside the peak GFLOP/s of one
 large torch.mm measured in the same run. Random ids: no corpus needed. Timings are wall-clock and
@@ -17,14 +18,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from neural.classes import frequency_classes  # noqa: E402
 from neural.config import NPLMConfig  # noqa: E402
 from neural.lm import score_stream  # noqa: E402
 from neural.model import NPLM  # noqa: E402
@@ -79,16 +83,18 @@ def main() -> None:
                "batch": args.batch, "samples": args.samples,
                "peak_fp32_gflops": peak_gflops(device, torch.float32, 2048, args.seconds), "runs": []}
     unigram = torch.distributions.Dirichlet(torch.ones(args.vocab)).sample().to(device)
-    variants = [("softmax", False), ("softmax", True), ("importance", False), ("nce", False)]
+    variants = [("softmax", False), ("softmax", True), ("importance", False), ("nce", False), ("class", False)]
+    classes = torch.from_numpy(frequency_classes((unigram.cpu().numpy() * 1e7).astype(np.int64),
+                                                 round(math.sqrt(args.vocab))))
     for name in args.shapes:
         shape = SHAPES[name]
         per_token = flops_per_token(args.vocab, **shape)
-        net = NPLM(args.vocab, **shape).to(device)
         config = NPLMConfig(**shape)
-        optimizer = make_optimizer(net, config)
         contexts = torch.randint(0, args.vocab, (args.batch, shape["n"] - 1), device=device)
         targets = torch.randint(0, args.vocab, (args.batch,), device=device)
         for objective_name, bf16 in variants:
+            net = NPLM(args.vocab, **shape, classes=classes if objective_name == "class" else None).to(device)
+            optimizer = make_optimizer(net, config)
             objective = OBJECTIVES[objective_name](unigram, args.samples, torch.Generator(device=device))
             updates = [0]
 
@@ -111,7 +117,8 @@ def main() -> None:
                 run["train_pct_of_fp32_peak"] = 100 * run["train_gflops"] / figures["peak_fp32_gflops"]
             figures["runs"].append(run)
         stream = torch.randint(0, args.vocab, (args.eval_batch * 4,)).numpy()
-        calls, elapsed = timed(lambda: score_stream(net, stream, 0, batch_size=args.eval_batch), args.seconds)
+        plain = NPLM(args.vocab, **shape).to(device)  # the exact full softmax over all |V| words
+        calls, elapsed = timed(lambda: score_stream(plain, stream, 0, batch_size=args.eval_batch), args.seconds)
         eval_tokens_per_s = calls * len(stream) / elapsed
         figures["runs"].append({"shape": name, "objective": "evaluation (exact)",
                                 "eval_tokens_per_s": eval_tokens_per_s,
