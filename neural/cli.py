@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -103,8 +104,17 @@ def run_train(args: argparse.Namespace) -> dict:
     return result
 
 
+def _require_run(run_dir: str) -> None:
+    """Refuse a run directory without a trained model before any corpus is prepared."""
+    from neural.train import BEST
+    if not (Path(run_dir) / BEST).exists():
+        raise LMBenchError(f"no trained model in {run_dir} (no {BEST}): train there first (lmbench nplm "
+                           f"train --out {run_dir}), or let the run finish one epoch")
+
+
 def run_eval(args: argparse.Namespace) -> dict:
     from neural.train import load_nplm
+    _require_run(args.dir)
     corpus = load_corpus(args)
     model = load_nplm(args.dir, corpus, device=args.device, bf16=args.bf16, threads=args.threads)
     started = time.perf_counter()
@@ -117,6 +127,7 @@ def run_eval(args: argparse.Namespace) -> dict:
 
 def run_neighbors(args: argparse.Namespace) -> dict:
     from neural.train import load_nplm
+    _require_run(args.dir)
     corpus = load_corpus(args)
     model = load_nplm(args.dir, corpus, device="cpu")
     vocab = corpus.vocab

@@ -67,6 +67,21 @@ class NPLMConfig:
         if self.h == 0 and not self.direct:
             raise LMBenchError("h = 0 without direct connections has no path from the context to the "
                                "output: give --h > 0 or --direct")
+        for option, value, allowed, ok in [
+                ("--n", self.n, ">= 2", self.n >= 2), ("--m", self.m, ">= 1", self.m >= 1),
+                ("--h", self.h, ">= 0", self.h >= 0), ("--samples", self.samples, ">= 1", self.samples >= 1),
+                ("--epochs", self.epochs, ">= 1", self.epochs >= 1),
+                ("--batch-size", self.batch_size, ">= 1", self.batch_size is None or self.batch_size >= 1),
+                ("--lr", self.lr, "> 0", self.lr is None or self.lr > 0),
+                ("--min-gain", self.min_gain, "< 1", self.min_gain < 1),
+                ("--weight-decay", self.weight_decay, ">= 0", self.weight_decay >= 0),
+                ("--patience", self.patience, ">= 1", self.patience >= 1),
+                ("--dropout", self.dropout, "in [0, 1)", 0 <= self.dropout < 1),
+                ("--threads", self.threads, ">= 1", self.threads is None or self.threads >= 1),
+                ("--max-steps", self.max_steps, ">= 1", self.max_steps is None or self.max_steps >= 1),
+                ("--checkpoint-minutes", self.checkpoint_minutes, "> 0", self.checkpoint_minutes > 0)]:
+            if not ok:
+                raise LMBenchError(f"{option} {value}: must be {allowed}")
 
     @property
     def batch(self) -> int:

@@ -179,3 +179,19 @@ def test_run_stopped_inside_its_first_epoch_reports_its_speed(tmp_path):
     result = train_nplm(CORPUS, tiny(max_steps=3), tmp_path, progress=False)
     assert result["epochs"] == 0 and result["updates"] == 3 and result["stopped"] == "max_steps"
     assert result["seconds"] > 0 and result["tokens_per_s"] == pytest.approx(3 * 16 / result["seconds"])
+
+
+@pytest.mark.parametrize("option,value,message", [
+    ("n", 1, "--n 1: must be >= 2"), ("m", -3, "--m -3: must be >= 1"), ("lr", -1.0, "--lr -1.0: must be > 0"),
+    ("epochs", 0, "--epochs 0: must be >= 1"), ("dropout", 1.0, r"--dropout 1.0: must be in \[0, 1\)"),
+    ("samples", 0, "--samples 0: must be >= 1"), ("batch_size", 0, "--batch-size 0: must be >= 1")])
+def test_bad_numbers_are_refused_with_the_option_named(option, value, message):
+    with pytest.raises(LMBenchError, match=message):
+        NPLMConfig(**{option: value})
+
+
+def test_eval_of_a_missing_run_is_refused_before_any_corpus_is_loaded(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("NLTK_DATA", str(tmp_path / "nowhere"))  # Brown cannot be prepared here
+    monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
+    assert main(["nplm", "eval", str(tmp_path / "no-run"), "--corpus", "brown"]) == 2
+    assert "no trained model" in capsys.readouterr().err
