@@ -18,6 +18,12 @@ from reports.figures import draw_all
 from reports.tables import PAPER_TABLE, _display, comparison, to_markdown, write_tables
 
 
+TRAINING_NOTE = ("Training objective, epochs run and the best one (early stopping on valid), training "
+                 "seconds (validation not counted) and tokens/s; valid and test are exact full-softmax "
+                 "perplexities, or for a class-factored network its own normalised distribution's, with "
+                 "the full softmax over the same network's word scores beside it.")
+
+
 def load_results(report_dir: Path) -> dict:
     path = report_dir / "results.json"
     if not path.exists():
@@ -45,6 +51,24 @@ def _neighbors_frame(results: dict) -> pd.DataFrame | None:
                          for word, near in neighbors["words"].items()])
 
 
+def _training_frame(results: dict) -> pd.DataFrame | None:
+    """How each network was trained: objective, epochs, training time and speed, perplexities (and, for
+    a class-factored network, the full softmax of the same network's scores)."""
+    records = []
+    for row in results["rows"]:
+        if row["kind"] != "nplm" or row.get("status") == "not run" or not row.get("config"):
+            continue
+        plain = row.get("full_softmax_ppl") or {}
+        records.append({"row": row["id"], "objective": row["config"]["objective"], "epochs": row.get("epochs"),
+                        "best epoch": row.get("best_epoch"),
+                        "training s": round(row["train_seconds"]) if row.get("train_seconds") else None,
+                        "tokens/s": round(row["tokens_per_s"]) if row.get("tokens_per_s") else None,
+                        "valid": round(row["valid_ppl"], 1), "test": round(row["test_ppl"], 1),
+                        "full softmax valid / test": (f"{plain['valid']:.1f} / {plain['test']:.1f}"
+                                                      if plain else "")})
+    return pd.DataFrame(records) if records else None
+
+
 def build_report(report_dir: Path) -> dict:
     """Write table.*, claims.json, figures/*, report.md and report.html; return what was written."""
     results = load_results(report_dir)
@@ -55,6 +79,7 @@ def build_report(report_dir: Path) -> dict:
     figures = draw_all(results, table, report_dir / "figures")
     claims_frame = pd.DataFrame(claims)
     neighbors = _neighbors_frame(results)
+    training = _training_frame(results)
     number = PAPER_TABLE[results["corpus"]]
     title = f"Bengio et al. (2003), Table {number} ({results['corpus']}): the paper's perplexities and ours"
 
@@ -63,6 +88,8 @@ def build_report(report_dir: Path) -> dict:
           f" Rows below the rule line are ours only. diff % = ours / paper - 1.", "",
           to_markdown(table), "", "## The paper's claims on our data", "",
           claims_frame.to_markdown(index=False)]
+    if training is not None:
+        md += ["", "## How the networks were trained", "", TRAINING_NOTE, "", training.to_markdown(index=False)]
     if neighbors is not None:
         md += ["", f"## Nearest neighbours in the word features C of {results['neighbors']['row']}", "",
                neighbors.to_markdown(index=False)]
@@ -78,6 +105,8 @@ td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}img{{max-width:10
 <h1>{html.escape(title)}</h1><p>{html.escape(_stamp(results['meta']))}</p>
 {_display(table).to_html(index=False)}
 <h2>The paper's claims on our data</h2>{claims_frame.to_html(index=False)}
+{'' if training is None else '<h2>How the networks were trained</h2><p>' + html.escape(TRAINING_NOTE)
+ + '</p>' + training.to_html(index=False)}
 {'' if neighbors is None else '<h2>Nearest neighbours</h2>' + neighbors.to_html(index=False)}
 <h2>Figures</h2>{images}</body></html>"""
     (report_dir / "report.html").write_text(page)

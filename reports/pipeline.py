@@ -167,6 +167,9 @@ class Reproduction:
         extra.update(curve=curve, epochs=summary.get("epochs"), best_epoch=summary.get("best_epoch"),
                      tokens_per_s=summary.get("tokens_per_s"), train_seconds=summary.get("seconds"),
                      config=asdict(config))
+        if model.net.num_classes:  # the same network scored by the full softmax of y, beside its own
+            plain = load_nplm(out, self.corpus, factored=False)
+            extra["full_softmax_ppl"] = {split: perplexity(plain.logprobs(split)) for split in ("valid", "test")}
         if row.id in ("mlp1", "mlp-ap"):
             extra["embedding"] = self._embedding(model, row.id)
         return logprobs

@@ -19,6 +19,8 @@ def fake_results(test_ppl: dict) -> dict:
         if row.kind == "nplm":
             record["curve"] = [{"epoch": e, "train_perplexity": 500 / e, "valid_perplexity": 600 / e,
                                 "seconds": 10.0} for e in (1, 2, 3)]
+            record.update(config={"objective": row.objective or "nce"}, epochs=3, best_epoch=3, train_seconds=30.0,
+                          tokens_per_s=1e5)
         rows.append(record)
     rng = np.random.default_rng(0)
     words = [f"w{i}" for i in range(40)]
@@ -72,6 +74,8 @@ def test_report_is_rebuilt_from_results_alone(tmp_path):
     html = (tmp_path / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 5 and "MLP1" in html
     assert "| MLP1 " in (tmp_path / "table.md").read_text()
+    report = (tmp_path / "report.md").read_text()
+    assert "## How the networks were trained" in report and "| mlp1-class " in report
     assert built["claims"]
 
 
