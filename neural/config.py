@@ -78,7 +78,7 @@ class NPLMConfig:
                 ("--patience", self.patience, ">= 1", self.patience >= 1),
                 ("--dropout", self.dropout, "in [0, 1)", 0 <= self.dropout < 1),
                 ("--threads", self.threads, ">= 1", self.threads is None or self.threads >= 1),
-                ("--max-steps", self.max_steps, ">= 1", self.max_steps is None or self.max_steps >= 1),
+                ("--max-steps", self.max_steps, ">= 0", self.max_steps is None or self.max_steps >= 0),
                 ("--checkpoint-minutes", self.checkpoint_minutes, "> 0", self.checkpoint_minutes > 0)]:
             if not ok:
                 raise LMBenchError(f"{option} {value}: must be {allowed}")

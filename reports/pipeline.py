@@ -162,7 +162,8 @@ class Reproduction:
         out = self.work / "nplm" / row.id
         summary = train_nplm(self.corpus, config, out, resume=True, evaluate=False)  # scored below
         model = load_nplm(out, self.corpus)
-        logprobs = {split: model.logprobs(split) for split in SPLITS}
+        splits = SPLITS if row.paper_model else ("valid", "test")  # our extra rows: no train column
+        logprobs = {split: model.logprobs(split) for split in splits}
         curve = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
         extra.update(curve=curve, epochs=summary.get("epochs"), best_epoch=summary.get("best_epoch"),
                      tokens_per_s=summary.get("tokens_per_s"), train_seconds=summary.get("seconds"),
