@@ -83,44 +83,54 @@ class FullSoftmax(Objective):
         return net.softmax_nll(z, target, bf16=bf16)
 
 
-class ImportanceSampling(Objective):
-    """Biased self-normalised importance sampling of the softmax gradient's negative phase."""
+class SampledObjective(Objective):
+    """Base of the sampled objectives: k words drawn per minibatch, their scores and the targets'."""
 
-    name = "importance"
     sampled = True
 
     def loss(self, net, z, target, bf16: bool = False):
         return self.loss_with(net, z, target, self.draw())
 
-    def loss_with(self, net, z, target, sample: torch.Tensor):
-        """The loss for a given sample (k,) of word ids:
-        mean_i [log(exp(y_i,w_i) + sum_{j: s_j != w_i} exp(y_i,s_j - log(k q_s_j))) - y_i,w_i]."""
+    def loss_with(self, net, z, target, sample: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    @staticmethod
+    def scores(net, z, target, sample) -> tuple[torch.Tensor, torch.Tensor]:
+        """y of each example's target (B,) and of the k sampled words for every example (B, k),
+        through the rows of [U, W] and b they use only."""
         rows, bias = net.output_rows(torch.cat([target, sample]))
         batch = len(target)
-        positive = (z * rows[:batch]).sum(dim=1) + bias[:batch]  # (B,) y_target
-        correction = math.log(len(sample)) + self.log_q[sample]  # (k,) log(k q_s)
-        negative = torch.addmm(bias[batch:] - correction, z, rows[batch:].t())  # (B, k)
+        positive = (z * rows[:batch]).sum(dim=1) + bias[:batch]  # (B,)
+        return positive, torch.addmm(bias[batch:], z, rows[batch:].t())  # (B, k)
+
+
+class ImportanceSampling(SampledObjective):
+    """Biased self-normalised importance sampling of the softmax gradient's negative phase."""
+
+    name = "importance"
+
+    def loss_with(self, net, z, target, sample):
+        """The loss for a given sample (k,) of word ids:
+        mean_i [log(exp(y_i,w_i) + sum_{j: s_j != w_i} exp(y_i,s_j - log(k q_s_j))) - y_i,w_i]."""
+        positive, negative = self.scores(net, z, target, sample)  # (B,), (B, k)
+        negative = negative - (math.log(len(sample)) + self.log_q[sample])  # minus log(k q_s)
         negative = negative.masked_fill(sample[None, :] == target[:, None], -math.inf)  # the target once
         candidates = torch.cat([positive[:, None], negative], dim=1)  # (B, 1 + k)
         return (torch.logsumexp(candidates, dim=1) - positive).mean()
 
 
-class NoiseContrastive(Objective):
+class NoiseContrastive(SampledObjective):
     """NCE with k noise words from q and the normaliser fixed at 1."""
 
     name = "nce"
-    sampled = True
 
-    def loss(self, net, z, target, bf16: bool = False):
-        return self.loss_with(net, z, target, self.draw())
-
-    def loss_with(self, net, z, target, noise: torch.Tensor):
-        log_k = math.log(self.samples)
-        rows, bias = net.output_rows(torch.cat([target, noise]))
-        batch = len(target)
-        positive = (z * rows[:batch]).sum(dim=1) + bias[:batch] - log_k - self.log_q[target]  # (B,)
-        negative = torch.addmm(bias[batch:] - log_k - self.log_q[noise], z, rows[batch:].t())  # (B, k)
-        return -(F.logsigmoid(positive).sum() + F.logsigmoid(-negative).sum()) / batch
+    def loss_with(self, net, z, target, noise):
+        """mean_i [-log sigma(y_i,w_i - log(k q_w_i)) - sum_j log sigma(-(y_i,s_j - log(k q_s_j)))]."""
+        log_k = math.log(len(noise))
+        positive, negative = self.scores(net, z, target, noise)  # (B,), (B, k)
+        positive = positive - (log_k + self.log_q[target])
+        negative = negative - (log_k + self.log_q[noise])
+        return -(F.logsigmoid(positive).sum() + F.logsigmoid(-negative).sum()) / len(target)
 
 
 class ClassFactored(Objective):

@@ -18,7 +18,7 @@ from neural.model import NPLM
 from neural.objectives import ClassFactored
 from neural.train import BEST, CHECKPOINT, load_nplm, train_nplm
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution
-from tests.test_nplm_train import CORPUS, TEXT, tiny
+from tests.test_nplm_train import CORPUS, TEXT, text_corpus_args, tiny
 
 V = len(CORPUS.vocab)
 CLASSES = torch.from_numpy(frequency_classes(np.bincount(CORPUS.train, minlength=V), 4))
@@ -193,11 +193,7 @@ def test_class_options_need_the_class_objective():
 
 def test_cli_trains_a_class_network(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
-    files = {}
-    for split, text in (("train", TEXT), ("valid", "the cat sat on the log ."), ("test", "a dog sat .")):
-        files[split] = tmp_path / f"{split}.txt"
-        files[split].write_text(text)
-    corpus_args = ["--corpus", "text"] + [a for s, f in files.items() for a in (f"--{s}", str(f))]
+    corpus_args = text_corpus_args(tmp_path)
     out = tmp_path / "run"
     assert main(["nplm", "train", *corpus_args, "--n", "3", "--m", "4", "--h", "5", "--objective", "class",
                  "--classes", "3", "--class-source", "exchange", "--epochs", "1", "--out", str(out),

@@ -146,13 +146,19 @@ def test_saved_best_scores_like_the_trained_network(tmp_path):
     assert set(log[0]) >= {"epoch", "lr", "train_loss", "valid_perplexity", "tokens_per_s", "seconds"}
 
 
+def text_corpus_args(tmp_path) -> list[str]:
+    """The tiny corpus written as three text files, and the options that load it."""
+    args = ["--corpus", "text"]
+    for split, text in (("train", TEXT), ("valid", "the cat sat on the log ."), ("test", "a dog sat .")):
+        path = tmp_path / f"{split}.txt"
+        path.write_text(text)
+        args += [f"--{split}", str(path)]
+    return args
+
+
 def test_cli_train_eval_neighbors(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
-    files = {}
-    for split, text in (("train", TEXT), ("valid", "the cat sat on the log ."), ("test", "a dog sat .")):
-        files[split] = tmp_path / f"{split}.txt"
-        files[split].write_text(text)
-    corpus_args = ["--corpus", "text"] + [a for s, f in files.items() for a in (f"--{s}", str(f))]
+    corpus_args = text_corpus_args(tmp_path)
     out = str(tmp_path / "run")
     assert main(["nplm", "train", *corpus_args, "--n", "3", "--m", "4", "--h", "5", "--direct",
                  "--epochs", "2", "--out", out, "--device", "cpu", "--json"]) == 0
