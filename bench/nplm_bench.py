@@ -2,11 +2,11 @@
 
 Prints, for the MLP1 (n=5, m=60, h=50, direct) and MLP9 (n=5, m=30, h=100, no direct) shapes at
 Brown's vocabulary size, training tokens/s of each objective (full softmax in fp32 and bf16,
-importance sampling and NCE with k = 100 samples, the class-factored softmax with sqrt(V) frequency
+importance sampling and NCE with k samples (default the config's), the class-factored softmax with sqrt(V) frequency
 classes) with the default sgd recipe's minibatch and update
 (forward, backward, the sparse SGD step and its amortised weight decay), the full-softmax training's
 achieved GFLOP/s, and the evaluation's (exact log-probabilities, fp32), beside the peak GFLOP/s of one
-large torch.mm measured in the same run. Random ids: no corpus needed. Timings are wall-clock and
+large torch.mm measured in the same run. Random ids drawn from a Zipf unigram: no corpus needed. Timings are wall-clock and
 noisy on a shared machine: run it when `uptime` shows the cores idle.
 
 FLOPs counted per token for the full softmax: the output layer 2 V K (K = h + (n-1)m with direct
@@ -82,7 +82,8 @@ def main() -> None:
     figures = {"device": str(device), "threads": torch.get_num_threads(), "load_average_1min": load,
                "batch": args.batch, "samples": args.samples,
                "peak_fp32_gflops": peak_gflops(device, torch.float32, 2048, args.seconds), "runs": []}
-    unigram = torch.distributions.Dirichlet(torch.ones(args.vocab)).sample().to(device)
+    unigram = 1.0 / torch.arange(1, args.vocab + 1, dtype=torch.float64)  # Zipf's law, as in text
+    unigram = (unigram / unigram.sum()).float().to(device)
     variants = [("softmax", False), ("softmax", True), ("importance", False), ("nce", False), ("class", False)]
     classes = torch.from_numpy(frequency_classes((unigram.cpu().numpy() * 1e7).astype(np.int64),
                                                  round(math.sqrt(args.vocab))))
@@ -90,8 +91,9 @@ def main() -> None:
         shape = SHAPES[name]
         per_token = flops_per_token(args.vocab, **shape)
         config = NPLMConfig(**shape)
-        contexts = torch.randint(0, args.vocab, (args.batch, shape["n"] - 1), device=device)
-        targets = torch.randint(0, args.vocab, (args.batch,), device=device)
+        contexts = torch.multinomial(unigram, args.batch * (shape["n"] - 1), replacement=True)
+        contexts = contexts.view(args.batch, shape["n"] - 1)  # ids drawn from the unigram, like a corpus's
+        targets = torch.multinomial(unigram, args.batch, replacement=True)
         for objective_name, bf16 in variants:
             net = NPLM(args.vocab, **shape, classes=classes if objective_name == "class" else None).to(device)
             optimizer = make_optimizer(net, config)
