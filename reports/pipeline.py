@@ -83,11 +83,24 @@ class Reproduction:
         return corpus
 
     def fingerprint(self, row: Row) -> str:
+        """What a row's result depends on: the row, the settings, the corpus and, for a network, its
+        whole training configuration (so that a changed default re-trains it)."""
         summary = self.corpus.summary()
         blob = json.dumps({"row": row.to_dict(), "settings": asdict(self.settings),
-                           "corpus": [summary["vocab_size"], summary["tokens"], self.corpus.vocab.fingerprint()]},
+                           "corpus": [summary["vocab_size"], summary["tokens"], self.corpus.vocab.fingerprint()],
+                           "nplm": asdict(self.nplm_config(row)) if row.kind == "nplm" else None},
                           sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def nplm_config(self, row: Row):
+        """The training configuration of a network row: the settings' options, the row's own."""
+        from neural.config import NPLMConfig
+        options = dict(self.settings.nplm)
+        if row.epochs and not self.settings.quick:
+            options["epochs"] = row.epochs
+        if row.objective:
+            options["objective"] = row.objective
+        return NPLMConfig(n=row.n, m=row.m, h=row.h, direct=row.direct, seed=self.settings.seed, **options)
 
     def _row_path(self, row: Row) -> Path:
         return self.work / "rows" / f"{row.id}.json"
@@ -152,14 +165,9 @@ class Reproduction:
         return saved.scored_splits(model, SPLITS)  # with the context buckets of deleted interpolation
 
     def _run_nplm(self, row: Row, extra: dict) -> dict:
-        from neural.train import NPLMConfig, load_nplm, train_nplm
-        options = dict(self.settings.nplm)
-        if row.epochs and not self.settings.quick:
-            options["epochs"] = row.epochs
-        if row.objective:
-            options["objective"] = row.objective
-        config = NPLMConfig(n=row.n, m=row.m, h=row.h, direct=row.direct, seed=self.settings.seed, **options)
-        out = self.work / "nplm" / row.id
+        from neural.train import load_nplm, train_nplm
+        config = self.nplm_config(row)
+        out = self.work / "nplm" / f"{row.id}-{self.fingerprint(row)}"  # a changed row trains afresh
         summary = train_nplm(self.corpus, config, out, resume=True, evaluate=False)  # scored below
         model = load_nplm(out, self.corpus)
         splits = SPLITS if row.paper_model else ("valid", "test")  # our extra rows: no train column
