@@ -86,10 +86,11 @@ class Reproduction:
         """What a row's result depends on: the row, the settings, the corpus and, for a network, its
         whole training configuration (so that a changed default re-trains it)."""
         summary = self.corpus.summary()
-        blob = json.dumps({"row": row.to_dict(), "settings": asdict(self.settings),
-                           "corpus": [summary["vocab_size"], summary["tokens"], self.corpus.vocab.fingerprint()],
-                           "nplm": asdict(self.nplm_config(row)) if row.kind == "nplm" else None},
-                          sort_keys=True, default=str)
+        key = {"row": row.to_dict(), "settings": asdict(self.settings),
+               "corpus": [summary["vocab_size"], summary["tokens"], self.corpus.vocab.fingerprint()]}
+        if row.kind == "nplm":
+            key["nplm"] = asdict(self.nplm_config(row))
+        blob = json.dumps(key, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def nplm_config(self, row: Row):
