@@ -83,13 +83,16 @@ class Reproduction:
         return corpus
 
     def fingerprint(self, row: Row) -> str:
-        """What a row's result depends on: the row, the settings, the corpus and, for a network, its
-        whole training configuration (so that a changed default re-trains it)."""
+        """What a row's result depends on: the row, the settings, the corpus, for a network its whole
+        training configuration (so that a changed default re-trains it), for a mixture its parts'."""
         summary = self.corpus.summary()
         key = {"row": row.to_dict(), "settings": asdict(self.settings),
                "corpus": [summary["vocab_size"], summary["tokens"], self.corpus.vocab.fingerprint()]}
         if row.kind == "nplm":
             key["nplm"] = asdict(self.nplm_config(row))
+        if row.parts:  # a mixture is stale when one of its parts is
+            by_id = {r.id: r for r in self.rows}
+            key["parts"] = [self.fingerprint(by_id[part]) for part in row.parts]
         blob = json.dumps(key, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
