@@ -17,7 +17,7 @@ AP_DIR ?= $(abspath ../shared/corpora/ap89)
 export AP_DIR
 endif
 
-.PHONY: install test bench reproduce-brown reproduce-ap
+.PHONY: install test bench reproduce-brown reproduce-ap report-check
 
 install: $(VENV)/.installed
 
@@ -39,7 +39,22 @@ bench: install
 # The paper's tables end to end; QUICK=1 runs the same pipeline on a small slice in a few minutes,
 # SKIP=nplm leaves out the rows of a kind (listed as not run).
 reproduce-brown: install
-	$(PY) -m lmbench.cli reproduce brown $(if $(QUICK),--quick) $(if $(SKIP),--skip $(SKIP))
+	$(PY) -m lmbench_cli reproduce brown $(if $(QUICK),--quick) $(if $(SKIP),--skip $(SKIP))
 
 reproduce-ap: install
-	$(PY) -m lmbench.cli reproduce ap $(if $(QUICK),--quick) $(if $(SKIP),--skip $(SKIP))
+	$(PY) -m lmbench_cli reproduce ap $(if $(QUICK),--quick) $(if $(SKIP),--skip $(SKIP))
+
+# Render the Brown report in headless Chromium (not installed by `make install`: `apt-get install -y
+# chromium`, or set CHROMIUM) and fail unless a screenshot comes out; it is left in build/ to look at.
+CHROMIUM ?= chromium
+REPORT_HTML ?= reports/brown/report.html
+REPORT_SHOT := build/report-check.png
+
+report-check:
+	@command -v $(CHROMIUM) >/dev/null || { echo "report-check: no $(CHROMIUM) on PATH: apt-get install -y chromium, or set CHROMIUM" >&2; exit 2; }
+	@test -f $(REPORT_HTML) || { echo "report-check: no $(REPORT_HTML): run make reproduce-brown or lmbench report brown" >&2; exit 2; }
+	mkdir -p $(dir $(REPORT_SHOT)) && rm -f $(REPORT_SHOT)
+	timeout 120 $(CHROMIUM) --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1400,3000 \
+		--screenshot=$(abspath $(REPORT_SHOT)) file://$(abspath $(REPORT_HTML))
+	@test -s $(REPORT_SHOT) || { echo "report-check: Chromium wrote no screenshot of $(REPORT_HTML)" >&2; exit 1; }
+	@echo "report-check: $(REPORT_HTML) rendered, screenshot in $(REPORT_SHOT)"

@@ -75,6 +75,7 @@ def write_arpa(model: BackoffModel, vocab: Vocabulary, path: str | Path) -> dict
     sizes = {n: table.size(n) + (len(markers) if n == 1 else 0) for n in range(1, N + 1)}
     words = np.array(vocab.words, dtype=object)                    # (V,)
     text = words                                                   # (m_n,) words of each row
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as out:
         out.write("\\data\\\n" + "".join(f"ngram {n}={sizes[n]}\n" for n in sizes) + "\n")
         for n in range(1, N + 1):

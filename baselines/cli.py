@@ -13,12 +13,12 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 from corpora.cli import add_corpus_options, load_corpus
 from lmbench.errors import LMBenchError
 from lmbench.model import LanguageModel
+from lmbench.options import integer, output_file
 
 
 CLUSTER_PASSES = 20
@@ -105,20 +105,21 @@ def make_ngram(method: str, order: int | None = None, classes: int | None = None
 def register(subparsers) -> None:
     parser = subparsers.add_parser("ngram", help="fit an n-gram model and report perplexities")
     parser.add_argument("--method", choices=list(METHODS), required=True)
-    parser.add_argument("--order", type=int, default=None,
+    lowest, highest = min(m.min_order for m in METHODS.values()), max(m.max_order for m in METHODS.values())
+    parser.add_argument("--order", type=integer(lowest, highest), default=None,
                         help="n of the n-gram; default: " + ", ".join(
                             f"{name} {m.default_order}" for name, m in METHODS.items()))
-    parser.add_argument("--classes", type=int, default=None,
+    parser.add_argument("--classes", type=integer(2), default=None,
                         help="number of word classes (class-based methods)")
-    parser.add_argument("--cluster-passes", type=int, default=CLUSTER_PASSES, metavar="P",
+    parser.add_argument("--cluster-passes", type=integer(1), default=CLUSTER_PASSES, metavar="P",
                         help=f"class: at most P passes of the exchange algorithm (default {CLUSTER_PASSES})")
-    parser.add_argument("--min-ngram-count", type=int, default=1, metavar="C",
+    parser.add_argument("--min-ngram-count", type=integer(1), default=1, metavar="C",
                         help="katz, kneser-ney-backoff, class: leave out the n-grams of order >= 3 seen fewer "
                              "than C times in train (SRILM's default cutoffs are C = 2; default 1: "
                              "keep all)")
-    parser.add_argument("--arpa", metavar="OUT", default=None,
+    parser.add_argument("--arpa", metavar="OUT", type=output_file, default=None,
                         help="also write the model as an ARPA file (back-off methods)")
-    parser.add_argument("--save-logprobs", metavar="OUT.npz", type=Path, default=None,
+    parser.add_argument("--save-logprobs", metavar="OUT.npz", type=output_file, default=None,
                         help="save the per-token log-probabilities of valid and test (for lmbench mix)")
     add_corpus_options(parser)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -152,7 +153,7 @@ def run(args: argparse.Namespace) -> dict:
     if args.arpa:
         from baselines.arpa import write_arpa
         started = time.perf_counter()
-        result["arpa"] = {"path": args.arpa, "ngrams": write_arpa(model, corpus.vocab, args.arpa),
+        result["arpa"] = {"path": str(args.arpa), "ngrams": write_arpa(model, corpus.vocab, args.arpa),
                           "seconds": round(time.perf_counter() - started, 3)}
     return result
 

@@ -68,7 +68,7 @@ def in_subprocess(args: list[str]) -> dict:
 
 def cli_run() -> dict:
     """Wall time and peak RSS of the whole `lmbench ngram --method kneser-ney --order 5` command."""
-    command = [sys.executable, "-m", "lmbench.cli", "ngram", "--method", "kneser-ney", "--order", "5",
+    command = [sys.executable, "-m", "lmbench_cli", "ngram", "--method", "kneser-ney", "--order", "5",
                "--corpus", "brown", "--json"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     started = time.perf_counter()

@@ -7,8 +7,10 @@ import os
 
 from corpora.corpus import Corpus
 from lmbench.errors import LMBenchError
+from lmbench.options import existing_directory, existing_file, integer
 
 CORPORA = ("brown", "ap", "text")
+AP_MIN_VOCAB = 5  # more than the four symbols of corpora.ap.SPECIALS (imported only to prepare AP)
 
 
 def add_corpus_options(parser: argparse.ArgumentParser, *, positional: bool = False) -> None:
@@ -18,17 +20,18 @@ def add_corpus_options(parser: argparse.ArgumentParser, *, positional: bool = Fa
     else:
         parser.add_argument("--corpus", choices=CORPORA, default="brown", help="default: brown")
     group = parser.add_argument_group("corpus options")
-    group.add_argument("--train", help="text corpus: training file of whitespace-separated tokens")
-    group.add_argument("--valid", help="text corpus: validation file")
-    group.add_argument("--test", help="text corpus: test file")
-    group.add_argument("--min-count", type=int, default=None,
+    group.add_argument("--train", type=existing_file,
+                       help="text corpus: training file of whitespace-separated tokens")
+    group.add_argument("--valid", type=existing_file, help="text corpus: validation file")
+    group.add_argument("--test", type=existing_file, help="text corpus: test file")
+    group.add_argument("--min-count", type=integer(1), default=None,
                        help="keep words seen at least this often (brown: 4, the paper's rule; text: 1)")
     group.add_argument("--vocab-from", choices=("all", "train"), default="all",
                        help="brown: count the vocabulary threshold over the whole stream (the paper) "
                             "or over train only")
-    group.add_argument("--ap-dir", default=None,
+    group.add_argument("--ap-dir", type=existing_directory, default=None,
                        help="ap: folder of TREC/Tipster AP SGML files (plain or .gz); default $AP_DIR")
-    group.add_argument("--vocab-size", type=int, default=None,
+    group.add_argument("--vocab-size", type=integer(AP_MIN_VOCAB), default=None,
                        help="ap: vocabulary size, specials included (default 17964, the paper's)")
     group.add_argument("--no-cache", action="store_true", help="prepare again, ignoring the cache")
 

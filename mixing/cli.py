@@ -7,22 +7,22 @@ pipeline). Weights are fitted on valid and applied to test.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import numpy as np
 
 from lmbench.errors import LMBenchError
 from lmbench.model import perplexity
+from lmbench.options import existing_file, number
 from mixing import saved
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("mix", help="interpolate models from their saved per-token log-probabilities")
-    parser.add_argument("logprobs", nargs="+", type=Path, help=".npz files with `valid` and `test` arrays")
+    parser.add_argument("logprobs", nargs="+", type=existing_file, help=".npz files with `valid` and `test` arrays")
     parser.add_argument("--method", choices=("fixed", "em", "bucketed"), default="em",
                         help="fixed weights, one EM-fitted weight vector, or one per context bucket")
-    parser.add_argument("--weights", type=float, nargs="+", help="fixed: one weight per file, summing to 1")
-    parser.add_argument("--buckets-from", type=Path,
+    parser.add_argument("--weights", type=number(0, 1), nargs="+", help="fixed: one weight per file, summing to 1")
+    parser.add_argument("--buckets-from", type=existing_file,
                         help="bucketed: the .npz holding buckets_valid / buckets_test (deleted interpolation)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.set_defaults(run=run)

@@ -7,6 +7,7 @@ the contexts, for context-conditional weights.
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -26,14 +27,28 @@ def scored_splits(model: LanguageModel, splits=("valid", "test")) -> dict[str, n
 
 
 def save(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    atomic_write(Path(path), lambda tmp: np.savez(tmp, **arrays))
+    """Write the arrays as an .npz archive at `path`, whatever its suffix (np.savez given a file name
+    would append .npz)."""
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as out:
+            np.savez(out, **arrays)
+
+    atomic_write(Path(path), write)
 
 
 def load(path: Path) -> dict[str, np.ndarray]:
     path = Path(path)
     if not path.is_file():
         raise LMBenchError(f"{path} does not exist: write it with `lmbench ngram ... --save-logprobs {path}`")
-    with np.load(path) as data:
+    try:
+        archive = np.load(path)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise LMBenchError(f"cannot read {path} as saved log-probabilities ({err}): give a .npz file "
+                           "written by `lmbench ngram --save-logprobs`") from err
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise LMBenchError(f"{path} holds one array, not an .npz archive: give a .npz file written by "
+                           "`lmbench ngram --save-logprobs`")
+    with archive as data:
         missing = {"valid", "test"} - set(data.files)
         if missing:
             raise LMBenchError(f"{path} lacks the arrays {sorted(missing)}: save per-token log-probabilities "

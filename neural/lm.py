@@ -50,7 +50,7 @@ def score_stream(net: NPLM, stream: np.ndarray, start: int, *, batch_size: int =
     """Natural-log P(stream[t] | stream[t-n+1:t]) for t >= start, float64, shape (len - start,), by
     `log_probs`."""
     device = next(net.parameters()).device
-    contexts = torch.from_numpy(np.ascontiguousarray(context_windows(stream, net.n, start))).to(device)
+    contexts = torch.from_numpy(context_windows(stream, net.n, start).copy()).to(device)
     targets = torch.from_numpy(np.asarray(stream[start:], dtype=np.int64)).to(device)
     result = torch.empty(len(targets), dtype=torch.float64, device=device)
     chunks = range(0, len(targets), batch_size)

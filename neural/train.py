@@ -132,7 +132,7 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
         state["decay_pending"] = 0
 
     # (T, n-1) contexts and (T,) targets of the training stream, on the device once
-    contexts = torch.from_numpy(np.ascontiguousarray(context_windows(corpus.train, config.n))).to(device)
+    contexts = torch.from_numpy(context_windows(corpus.train, config.n).copy()).to(device)
     targets = torch.from_numpy(corpus.train.astype(np.int64)).to(device)
     steps_per_epoch = math.ceil(len(targets) / config.batch)
     valid_stream, valid_start = corpus.stream_for("valid", history=config.n - 1)

@@ -10,6 +10,7 @@ import html
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from lmbench.errors import LMBenchError
@@ -22,6 +23,64 @@ TRAINING_NOTE = ("Training objective, epochs run and the best one (early stoppin
                  "seconds (validation not counted) and tokens/s; valid and test are exact full-softmax "
                  "perplexities, or for a class-factored network its own normalised distribution's, with "
                  "the full softmax over the same network's word scores beside it.")
+
+
+TABLE_NOTE = "Rows below the rule line are ours only. diff % = ours / paper - 1."
+
+# The report page's look: a readable width, numbers right-aligned in a monospace font, a diff % cell green
+# where ours is below the paper's perplexity and red where above, figures no wider than the page.
+STYLESHEET = """
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;line-height:1.45;color:#222;
+ max-width:1200px;margin:0 auto;padding:0 1.5rem 4rem}
+p,nav{max-width:80ch}
+h2{margin-top:2.2rem;border-bottom:1px solid #ddd;padding-bottom:.2rem}
+nav ol{margin:.3rem 0;padding-left:1.5rem}
+.stamp{color:#555;font-size:.9em}
+.scroll{overflow-x:auto}
+table{border-collapse:collapse;font-size:13px;margin:.6rem 0 1rem}
+th,td{border:1px solid #ccc;padding:2px 7px;text-align:left;vertical-align:top}
+th{background:#f2f2f2}
+td.num{text-align:right;font-family:ui-monospace,"SFMono-Regular",Menlo,Consolas,monospace;white-space:nowrap}
+td.below{background:#e3f4e5;color:#14612a}
+td.above{background:#fbe6e6;color:#9b1c1c}
+tr.first-extra td{border-top:3px double #888}
+figure{margin:1.5rem 0}
+figure img{display:block;max-width:100%;height:auto;border:1px solid #eee}
+figcaption{color:#555;font-size:.9em}
+"""
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
+def _first_extra(table: pd.DataFrame) -> int | None:
+    """The position of the first of our extra rows, or None when there is none."""
+    extra = np.flatnonzero(table["extra"].to_numpy())
+    return int(extra[0]) if len(extra) else None
+
+
+def html_table(frame: pd.DataFrame, first_extra: int | None = None) -> str:
+    """The frame as an HTML table: numbers in cells of class `num`, each "diff %" cell also `below`
+    (ours below the paper) or `above`, missing values blank, a double rule before row `first_extra`
+    (our extra rows)."""
+    head = "".join(f"<th>{html.escape(str(column))}</th>" for column in frame.columns)
+    lines = []
+    for position, record in enumerate(frame.itertuples(index=False)):
+        cells = []
+        for column, value in zip(frame.columns, record):
+            classes = []
+            if value is None or (_is_number(value) and np.isnan(value)):
+                value = ""
+            elif _is_number(value):
+                classes.append("num")
+                if str(column).endswith("diff %") and value != 0:
+                    classes.append("below" if value < 0 else "above")
+            attribute = f' class="{" ".join(classes)}"' if classes else ""
+            cells.append(f"<td{attribute}>{html.escape(str(value))}</td>")
+        row_class = ' class="first-extra"' if position == first_extra else ""
+        lines.append(f"<tr{row_class}>{''.join(cells)}</tr>")
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(lines)}</tbody></table></div>'
 
 
 def load_results(report_dir: Path) -> dict:
@@ -59,7 +118,8 @@ def _training_frame(results: dict) -> pd.DataFrame | None:
         if row["kind"] != "nplm" or row.get("status") == "not run" or not row.get("config"):
             continue
         plain = row.get("full_softmax_ppl") or {}
-        records.append({"row": row["id"], "objective": row["config"]["objective"], "epochs": row.get("epochs"),
+        objective = row["config"].get("objective", "softmax")  # results from before the objectives: softmax
+        records.append({"row": row["id"], "objective": objective, "epochs": row.get("epochs"),
                         "best epoch": row.get("best_epoch"),
                         "training s": round(row["train_seconds"]) if row.get("train_seconds") else None,
                         "tokens/s": round(row["tokens_per_s"]) if row.get("tokens_per_s") else None,
@@ -85,7 +145,7 @@ def build_report(report_dir: Path) -> dict:
 
     md = [f"# {title}", "", _stamp(results["meta"]), "",
           f"Corpus: {_tokens(results['corpus_summary'])}, |V| = {results['corpus_summary']['vocab_size']:,}."
-          f" Rows below the rule line are ours only. diff % = ours / paper - 1.", "",
+          f" {TABLE_NOTE}", "",
           to_markdown(table), "", "## The paper's claims on our data", "",
           claims_frame.to_markdown(index=False)]
     if training is not None:
@@ -96,19 +156,31 @@ def build_report(report_dir: Path) -> dict:
     md += ["", "## Figures", ""] + [f"![{p.stem}](figures/{p.name})" for p in figures]
     (report_dir / "report.md").write_text("\n".join(md) + "\n")
 
-    images = "".join(
-        f'<figure><img alt="{p.stem}" src="data:image/png;base64,{base64.b64encode(p.read_bytes()).decode()}">'
-        f"<figcaption>{p.stem.replace('_', ' ')}</figcaption></figure>" for p in figures)
-    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>body{{font-family:sans-serif;max-width:1200px;margin:auto}}table{{border-collapse:collapse;font-size:13px}}
-td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}img{{max-width:100%}}</style></head><body>
-<h1>{html.escape(title)}</h1><p>{html.escape(_stamp(results['meta']))}</p>
-{_display(table).to_html(index=False)}
-<h2>The paper's claims on our data</h2>{claims_frame.to_html(index=False)}
-{'' if training is None else '<h2>How the networks were trained</h2><p>' + html.escape(TRAINING_NOTE)
- + '</p>' + training.to_html(index=False)}
-{'' if neighbors is None else '<h2>Nearest neighbours</h2>' + neighbors.to_html(index=False)}
-<h2>Figures</h2>{images}</body></html>"""
+    sections = [("table", f"Table {number}: the paper's perplexities and ours",
+                 f"<p>{html.escape(TABLE_NOTE)}</p>" + html_table(_display(table), first_extra=_first_extra(table))),
+                ("claims", "The paper's claims on our data", html_table(claims_frame))]
+    if training is not None:
+        sections.append(("training", "How the networks were trained",
+                         f"<p>{html.escape(TRAINING_NOTE)}</p>" + html_table(training)))
+    if neighbors is not None:
+        sections.append(("neighbours", f"Nearest neighbours in the word features C of {results['neighbors']['row']}",
+                         html_table(neighbors)))
+    sections.append(("figures", "Figures", "".join(
+        f'<figure id="{p.stem}"><img alt="{p.stem}" src="data:image/png;base64,'
+        f'{base64.b64encode(p.read_bytes()).decode()}"><figcaption>{p.stem.replace("_", " ")}</figcaption></figure>'
+        for p in figures)))
+    figure_links = "".join(f'<li><a href="#{p.stem}">{p.stem.replace("_", " ")}</a></li>' for p in figures)
+    contents = "".join(f'<li><a href="#{anchor}">{html.escape(heading)}</a>'
+                       + (f"<ol>{figure_links}</ol>" if anchor == "figures" else "") + "</li>"
+                       for anchor, heading, _ in sections)
+    body = "".join(f'<section id="{anchor}"><h2>{html.escape(heading)}</h2>{content}</section>'
+                   for anchor, heading, content in sections)
+    page = (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+            f"<style>{STYLESHEET}</style></head><body><h1>{html.escape(title)}</h1>"
+            f'<p class="stamp">{html.escape(_stamp(results["meta"]))}</p>'
+            f"<p>Corpus: {html.escape(_tokens(results['corpus_summary']))}, |V| = "
+            f"{results['corpus_summary']['vocab_size']:,}.</p>"
+            f'<nav><h2>Contents</h2><ol>{contents}</ol></nav>{body}</body></html>\n')
     (report_dir / "report.html").write_text(page)
     return {"tables": {k: str(v) for k, v in written.items()}, "figures": [str(p) for p in figures],
             "report": str(report_dir / "report.md"), "html": str(report_dir / "report.html"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from lmbench.options import output_directory
 from reports.experiments import ROWS
 
 
@@ -13,8 +14,8 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("reproduce", help="run every row of the paper's table and build the report")
     parser.add_argument("corpus", choices=sorted(ROWS))
     parser.add_argument("--quick", action="store_true", help="the same pipeline on a small slice (minutes)")
-    parser.add_argument("--work-dir", type=Path, help="row cache and checkpoints (default runs/CORPUS)")
-    parser.add_argument("--report-dir", type=Path, help="results and report (default reports/CORPUS)")
+    parser.add_argument("--work-dir", type=output_directory, help="row cache and checkpoints (default runs/CORPUS)")
+    parser.add_argument("--report-dir", type=output_directory, help="results and report (default reports/CORPUS)")
     parser.add_argument("--skip", nargs="+", choices=("ngram", "nplm", "mix"), default=[],
                         help="leave out the rows of these kinds (listed as not run), e.g. --skip nplm")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -23,7 +24,7 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("report", help="rebuild tables, claims and figures from results.json")
     parser.add_argument("corpus", choices=sorted(ROWS))
     parser.add_argument("--quick", action="store_true", help="the report of the quick run")
-    parser.add_argument("--report-dir", type=Path, help="default reports/CORPUS")
+    parser.add_argument("--report-dir", type=output_directory, help="default reports/CORPUS")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(run=run_report)
 

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.transforms import Bbox  # noqa: E402
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 
 
-def _save(fig, directory: Path, name: str) -> Path:
+def _save(fig, directory: Path, name: str, tight: bool = True) -> Path:
+    """Write the figure as PNG and SVG (`tight`: lay it out first) and close it; returns the PNG."""
     directory.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
+    if tight:
+        fig.tight_layout()
     for suffix in ("png", "svg"):
         fig.savefig(directory / f"{name}.{suffix}", dpi=110)
     plt.close(fig)
@@ -59,7 +64,7 @@ def time_to_perplexity(results: dict, directory: Path) -> Path | None:
         objective = (run.get("config") or {}).get("objective", "softmax")
         seconds = np.cumsum([point["seconds"] for point in run["curve"]])
         ax.plot(seconds / 60, [point["valid_perplexity"] for point in run["curve"]], marker="o", ms=3,
-                label=f"{run['model']}: {OBJECTIVE_LABELS.get(objective, objective)}")
+                label=f"{run['id']}: {OBJECTIVE_LABELS.get(objective, objective)}")
     for row_id, label in BASELINE_LINES.items():
         if rows.get(row_id, {}).get("valid_ppl"):
             ax.axhline(rows[row_id]["valid_ppl"], ls=":", lw=1, color="grey")
@@ -73,22 +78,62 @@ def time_to_perplexity(results: dict, directory: Path) -> Path | None:
     return _save(fig, directory, "time_to_perplexity")
 
 
+FAMILY_MARKERS = {"NPLM": "o", "NPLM mixed with Del. Int.": "s", "Del. Int.": "D"}
+OTHER_MARKERS = ("^", "v", "P", "X", "<", ">")
+
+
+def _family(row) -> str:
+    """The kind of a table row: the NPLM alone, the NPLM mixed with the trigram, else the model's name."""
+    if row["model"].startswith("MLP"):
+        return "NPLM" if row["mix"] in (None, "no") else "NPLM mixed with Del. Int."
+    return row["model"]
+
+
+def _row_label(row) -> str:
+    """A table row in a few words: its model (or class count) and n."""
+    name = row["model"] if pd.isna(row["c"]) else f"class-based, {int(row['c'])} classes"
+    return f"{name}, n={int(row['n'])}"
+
+
 def paper_vs_ours(table, directory: Path) -> Path | None:
+    """Our test perplexity against the paper's for every row of the paper's table: a scatter with the
+    rows' kinds as markers (left), and one line per row, paper to ours, labelled (right)."""
     both = table[(~table["extra"]) & table["test paper"].notna() & table["test ours"].notna()]
     if both.empty:
         return None
-    fig, ax = plt.subplots(figsize=(5.5, 5.5))
-    ax.scatter(both["test paper"], both["test ours"])
-    for _, row in both.iterrows():
-        label = row["model"] if row["c"] is None or row["c"] != row["c"] else f"class {int(row['c'])}"
-        label += "" if row["n"] is None else f" n{int(row['n'])}"
-        ax.annotate(label, (row["test paper"], row["test ours"]), fontsize=6, xytext=(3, 3),
-                    textcoords="offset points")
-    low = min(both["test paper"].min(), both["test ours"].min()) * 0.95
-    high = max(both["test paper"].max(), both["test ours"].max()) * 1.05
-    ax.plot([low, high], [low, high], color="grey", lw=0.8, label="ours = paper")
-    ax.set(xlabel="paper test perplexity", ylabel="our test perplexity", title="Paper vs ours (test)")
-    ax.legend()
+    families = list(dict.fromkeys(_family(row) for _, row in both.iterrows()))
+    others = iter(OTHER_MARKERS)
+    style = {family: (FAMILY_MARKERS.get(family) or next(others, "o"), f"C{i % 10}")
+             for i, family in enumerate(families)}
+    fig, (scatter, lines) = plt.subplots(1, 2, figsize=(11, 6.5), gridspec_kw={"width_ratios": [1, 1.15]})
+
+    for family in families:
+        rows = both[[_family(row) == family for _, row in both.iterrows()]]
+        marker, colour = style[family]
+        scatter.scatter(rows["test paper"], rows["test ours"], marker=marker, color=colour, s=36, label=family)
+    low = min(both["test paper"].min(), both["test ours"].min()) * 0.97
+    high = max(both["test paper"].max(), both["test ours"].max()) * 1.03
+    scatter.plot([low, high], [low, high], color="grey", lw=0.8, label="ours = paper")
+    scatter.set(xlim=(low, high), ylim=(low, high), xlabel="paper test perplexity",
+                ylabel="our test perplexity", title="Every row of the paper's table")
+    scatter.set_aspect("equal")
+    scatter.legend(fontsize=9, loc="lower right")
+
+    positions = np.arange(len(both))[::-1]  # the table's order, top to bottom
+    for y, (_, row) in zip(positions, both.iterrows()):
+        marker, colour = style[_family(row)]
+        lines.plot([row["test paper"], row["test ours"]], [y, y], color=colour, lw=1.2)
+        lines.scatter(row["test paper"], y, marker=marker, facecolors="white", edgecolors=colour, s=36, zorder=3)
+        lines.scatter(row["test ours"], y, marker=marker, color=colour, s=36, zorder=3)
+        lines.annotate(f"{100 * (row['test ours'] / row['test paper'] - 1):+.1f}%", (1.0, y),
+                       xycoords=("axes fraction", "data"), xytext=(4, 0), textcoords="offset points",
+                       va="center", fontsize=8.5)
+    lines.set_yticks(positions, [_row_label(row) for _, row in both.iterrows()], fontsize=9)
+    lines.set_ylim(-0.7, len(both) - 0.3)
+    lines.grid(axis="x", color="0.9")
+    lines.set(xlabel="test perplexity: paper (open) to ours (filled); ours / paper - 1 at the right",
+              title="Row by row")
+    fig.suptitle("Paper vs ours (test)")
     return _save(fig, directory, "paper_vs_ours")
 
 
@@ -113,29 +158,78 @@ def context_size(results: dict, directory: Path) -> Path | None:
     return _save(fig, directory, "context_size")
 
 
+SHOWN_WORDS = 120  # the most frequent words of the embedding drawn in the word-vector figure
+CLASS_PALETTE = plt.get_cmap("tab10").colors + plt.get_cmap("Dark2").colors + plt.get_cmap("Set1").colors
+LABEL_OFFSETS = [(3, 2, "left", "bottom"), (3, -2, "left", "top"), (-3, 2, "right", "bottom"),
+                 (-3, -2, "right", "top"), (0, 5, "center", "bottom"), (0, -5, "center", "top")]
+
+
+def _class_colours(classes: list[int] | None, count: int) -> list:
+    """A colour for each of `count` words: one per exchange class holding two or more of them (the
+    largest classes first; colours repeat past the palette), dark grey for a word alone in its class;
+    one colour for all when `classes` is None."""
+    if classes is None:
+        return ["C0"] * count
+    classes = classes[:count]
+    sizes = Counter(classes)
+    shared = [c for c, size in sizes.most_common() if size >= 2]
+    colour_of = {c: CLASS_PALETTE[i % len(CLASS_PALETTE)] for i, c in enumerate(shared)}
+    return [colour_of.get(c, "dimgrey") for c in classes]
+
+
+def _label_points(ax, points: np.ndarray, labels: list[str], colours: list, fontsize: float) -> int:
+    """Label the points in order, each at the first of LABEL_OFFSETS where its text stays inside the
+    axes and covers neither a point nor a label placed before; a label that fits nowhere is left out
+    (its point stays). The axes' limits and position must be final. Returns the number of labels drawn."""
+    renderer = ax.figure.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    dots = [Bbox.from_bounds(x - 2, y - 2, 4, 4) for x, y in ax.transData.transform(points)]  # pixels
+    placed = []
+    for (x, y), label, colour in zip(points, labels, colours):
+        for dx, dy, ha, va in LABEL_OFFSETS:
+            text = ax.annotate(label, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha, va=va,
+                               fontsize=fontsize, color=colour, parse_math=False)
+            box = text.get_window_extent(renderer)
+            inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+            if inside and not any(box.overlaps(other) for other in placed + dots):
+                placed.append(box)
+                break
+            text.remove()
+    return len(placed)
+
+
 def word_vectors(results: dict, directory: Path) -> Path | None:
-    """PCA and t-SNE of the learned word features C of the frequent words."""
+    """PCA and t-SNE of the learned word features C of the SHOWN_WORDS most frequent words, coloured by
+    their exchange class when results carry the classes (embedding["classes"], aligned with words)."""
     embedding = results.get("embedding")
     if not embedding or len(embedding["words"]) < 10:
         return None
     from sklearn.manifold import TSNE
 
-    words = embedding["words"]
-    vectors = np.asarray(embedding["vectors"], dtype=np.float64)
+    words = embedding["words"][:SHOWN_WORDS]
+    vectors = np.asarray(embedding["vectors"][:SHOWN_WORDS], dtype=np.float64)
+    classes = embedding.get("classes")
+    colours = _class_colours(classes, len(words))
     centred = vectors - vectors.mean(axis=0)
     _, _, vt = np.linalg.svd(centred, full_matrices=False)
     pca = centred @ vt[:2].T
-    tsne = TSNE(n_components=2, perplexity=min(30, len(words) - 1) / 1.0, init="pca", random_state=0,
+    tsne = TSNE(n_components=2, perplexity=min(30, len(words) - 1), init="pca", random_state=0,
                 metric="cosine").fit_transform(vectors)
-    fig, axes = plt.subplots(1, 2, figsize=(14, 7))
+    fig, axes = plt.subplots(2, 1, figsize=(9, 16))
+    fig.subplots_adjust(left=0.02, right=0.98, bottom=0.02, top=0.93, hspace=0.1)
+    colouring = ("colour: the word's class in the exchange clustering, dark grey: no other word here "
+                 "shares it" if classes is not None else "")
+    fig.suptitle(f"{embedding['row']} word vectors C, the {len(words)} most frequent words\n{colouring}",
+                 fontsize=11)
     for ax, points, title in [(axes[0], pca, "PCA"), (axes[1], tsne, "t-SNE (cosine)")]:
-        ax.scatter(points[:, 0], points[:, 1], s=4, alpha=0.5)
-        for word, (x, y) in zip(words, points):
-            ax.annotate(word, (x, y), fontsize=5)
-        ax.set_title(f"{embedding['row']} word vectors C, {len(words)} most frequent words: {title}")
-        ax.set_xticks([])
-        ax.set_yticks([])
-    return _save(fig, directory, "word_vectors")
+        ax.scatter(points[:, 0], points[:, 1], s=10, c=colours)
+        low, high = points.min(axis=0), points.max(axis=0)
+        pad = 0.06 * (high - low)
+        ax.set(xlim=(low[0] - pad[0], high[0] + pad[0]), ylim=(low[1] - pad[1], high[1] + pad[1]),
+               xticks=[], yticks=[])
+        labelled = _label_points(ax, points, words, colours, fontsize=8.5)
+        ax.set_title(f"{title}: {labelled} of {len(words)} words labelled (the rest would overlap)", fontsize=10)
+    return _save(fig, directory, "word_vectors", tight=False)
 
 
 def draw_all(results: dict, table, directory: Path) -> list[Path]:

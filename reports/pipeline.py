@@ -195,8 +195,15 @@ class Reproduction:
         chosen = [int(i) for i in frequent[10:10 + 4 * queries:4]]  # words of varied frequency
         neighbors = {vocab.word(i): [[vocab.word(j), s] for j, s in model.neighbors(i, near)] for i in chosen}
         table = model.word_features()  # (V, m)
-        return {"row": row_id, "words": vocab.decode(frequent.tolist()), "vectors": table[frequent].tolist(),
-                "neighbors": neighbors}
+        result = {"row": row_id, "words": vocab.decode(frequent.tolist()), "vectors": table[frequent].tolist(),
+                  "neighbors": neighbors}
+        clustered = next((row for row in self.rows if row.id == "class-3-500"), None)  # scaled when quick
+        if clustered is not None:  # the word classes of its exchange clustering, to colour the figure
+            from baselines.clustering import Clustering, cache_path
+            path = cache_path(self.corpus, clustered.classes, clustered.cluster_passes)
+            if path.exists():  # cached by the class-3-500 row, which runs before the networks
+                result["classes"] = Clustering.load(path, vocab).word_class[frequent].tolist()
+        return result
 
     def _run_mix(self, row: Row, extra: dict) -> dict:
         parts = [saved.load(self._logprobs_path(part)) for part in row.parts]

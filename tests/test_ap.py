@@ -10,7 +10,7 @@ import pytest
 
 from corpora.ap import (DEFAULT_VOCAB_SIZE, documents_suffice, is_number, load_ap, split_documents,
                         split_sentences, tokenize_text)
-from lmbench.cli import main
+from lmbench_cli import main
 from lmbench.errors import LMBenchError
 
 

@@ -1,9 +1,12 @@
 import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from lmbench.cli import main
+from lmbench_cli import main
 
 
 def run_cli(capsys, *argv):
@@ -75,3 +78,24 @@ def test_every_ngram_method_from_the_command_line(capsys, text_files, tmp_path):
     assert code == 2 and "--classes" in err
     code, _, err = run_cli(capsys, "ngram", "--method", "deleted-interpolation", "--order", "4", *files)
     assert code == 2 and "order 3" in err
+
+
+def test_the_ground_floor_imports_no_package_above_it():
+    """`lmbench` (errors, files, the model interface, option types) imports no package built on it."""
+    code = ("import sys, lmbench.errors, lmbench.files, lmbench.model, lmbench.options; "
+            "print(sorted({name.split('.')[0] for name in sys.modules} & "
+            "{'corpora', 'baselines', 'neural', 'mixing', 'reports', 'lmbench_cli'}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.stdout.strip() == "[]"
+
+
+def test_output_files_take_any_name_under_missing_folders(capsys, text_files, tmp_path):
+    files = ["--corpus", "text", "--train", str(text_files["train"]), "--valid", str(text_files["valid"]),
+             "--test", str(text_files["test"])]
+    logprobs, arpa = tmp_path / "new" / "katz.logprobs", tmp_path / "other" / "katz.lm"
+    code, _, err = run_cli(capsys, "ngram", "--method", "katz", "--order", "2", *files,
+                           "--save-logprobs", str(logprobs), "--arpa", str(arpa))
+    assert code == 0, err
+    assert arpa.read_text().startswith("\\data\\")
+    assert run_cli(capsys, "mix", str(logprobs), str(logprobs), "--json")[0] == 0

@@ -11,7 +11,7 @@ import pytest
 
 from baselines.kneser_ney import FALLBACK_DISCOUNTS, KneserNey, KneserNeyBackoff, adjusted_counts, kn_discounts
 from baselines.counts import count_ngrams
-from lmbench.cli import main
+from lmbench_cli import main
 from lmbench.errors import LMBenchError
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
 

@@ -110,7 +110,7 @@ def test_fixed_mixture_by_hand():
 def test_mix_command_on_saved_logprobs(tmp_path, capsys):
     import json
 
-    from lmbench.cli import main
+    from lmbench_cli import main
     np.savez(tmp_path / "a.npz", valid=np.log([0.5, 0.1]), test=np.log([0.5]))
     np.savez(tmp_path / "b.npz", valid=np.log([0.1, 0.3]), test=np.log([0.3]),
              buckets_valid=np.array([0, 1]), buckets_test=np.array([1]))

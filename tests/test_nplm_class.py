@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from baselines.clustering import cluster
-from lmbench.cli import main
+from lmbench_cli import main
 from lmbench.errors import LMBenchError
 from neural.classes import frequency_classes, word_classes
 from neural.lm import NPLMLanguageModel

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from lmbench.cli import main
+from lmbench_cli import main
 from lmbench.errors import LMBenchError
 from neural.model import NPLM
 from neural.recipe import apply_weight_decay, learning_rate, next_epoch_rate

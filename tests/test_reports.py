@@ -61,6 +61,10 @@ def test_claims_verdicts_follow_the_numbers():
     verdicts = {c["claim"]: c["verdict"] for c in check_claims(fake_results(numbers))}
     assert verdicts["Mixing the NPLM with the trigram always helps"] == "does not hold"
     assert verdicts["The hidden layer helps (MLP1 beats MLP3)"] == "does not hold"
+    assert verdicts["The NPLM alone, unmixed, beats the best n-gram model"] == "holds"
+    numbers.update({f"mlp{i}": 330 for i in (1, 3, 5, 7, 9)})  # every network alone above KN (320)
+    verdicts = {c["claim"]: c["verdict"] for c in check_claims(fake_results(numbers))}
+    assert verdicts["The NPLM alone, unmixed, beats the best n-gram model"] == "does not hold"
 
 
 def test_report_is_rebuilt_from_results_alone(tmp_path):
@@ -82,3 +86,45 @@ def test_report_is_rebuilt_from_results_alone(tmp_path):
 def test_missing_results_say_what_to_run(tmp_path):
     with pytest.raises(LMBenchError, match="reproduce"):
         build_report(tmp_path / "brown")
+
+
+def test_report_html_has_contents_and_coloured_differences(tmp_path):
+    (tmp_path / "results.json").write_text(json.dumps(fake_results({"mlp1": 268 * 1.1, "mlp2": 250.0})))
+    build_report(tmp_path)
+    page = (tmp_path / "report.html").read_text()
+    for anchor in ("table", "claims", "training", "neighbours", "figures", "word_vectors"):
+        assert f'href="#{anchor}"' in page and f'id="{anchor}"' in page
+    assert '<td class="num above">10</td>' in page  # MLP1: ours 10% above the paper's 268
+    assert '<td class="num below">-2.7</td>' in page  # MLP2: 250 against 257
+    assert '<tr class="first-extra">' in page and "<style>" in page and 'src="figures/' not in page
+
+
+def test_word_colours_follow_the_exchange_classes():
+    from reports.figures import CLASS_PALETTE, _class_colours
+    assert _class_colours(None, 3) == ["C0"] * 3
+    colours = _class_colours([7, 3, 3, 5, 5, 5], 6)
+    assert colours[3] == colours[4] == colours[5] == CLASS_PALETTE[0]  # the largest class first
+    assert colours[1] == colours[2] == CLASS_PALETTE[1]
+    assert colours[0] == "dimgrey"  # alone in its class among the words shown
+
+
+def test_word_labels_do_not_overlap():
+    import matplotlib.pyplot as plt
+
+    from reports.figures import LABEL_OFFSETS, _label_points
+    fig, ax = plt.subplots(figsize=(4, 4))
+    ax.set(xlim=(-1, 11), ylim=(-1, 11))
+    crowded = np.full((30, 2), 5.0)
+    assert _label_points(ax, crowded, [f"word{i}" for i in range(30)], ["C0"] * 30, 8.5) <= len(LABEL_OFFSETS)
+    boxes = [text.get_window_extent(fig.canvas.get_renderer()) for text in ax.texts]
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    spread = np.stack([np.arange(10.0), np.arange(10.0)], axis=1)
+    assert _label_points(ax, spread, [str(i) for i in range(10)], ["C0"] * 10, 8.5) == 10
+    plt.close(fig)
+
+
+def test_word_vectors_figure_takes_the_classes_when_there(tmp_path):
+    from reports.figures import word_vectors
+    results = fake_results({})
+    results["embedding"]["classes"] = [i % 7 for i in range(40)]
+    assert word_vectors(results, tmp_path).exists()

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from lmbench.cli import main
+from lmbench_cli import main
 from reports.experiments import brown_rows
 
 

@@ -1,29 +1,33 @@
 """The `lmbench` command: one subcommand per stage of the suite.
 
+This is the top of the layers: it imports every package's command line, and nothing imports it
+(`lmbench` itself is the ground floor: errors, files, the model interface, option types).
+
 Each package registers its subcommand through a `register(subparsers)` function whose `run(args)`
 returns a dict of figures: printed as JSON with --json, else as indented `key: value` lines.
-An expected error (LMBenchError) prints one line and exits with code 2.
+Options are checked as they are parsed (`lmbench.options`); a refused option, like any expected error
+(LMBenchError), prints one line and exits with code 2.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
 
+from baselines import cli as baselines_cli
+from corpora import cli as corpora_cli
 from lmbench import __version__
 from lmbench.errors import LMBenchError
+from lmbench.options import OptionParser
+from mixing import cli as mixing_cli
+from neural import cli as neural_cli
+from reports import cli as reports_cli
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from baselines import cli as baselines_cli
-    from corpora import cli as corpora_cli
-    from mixing import cli as mixing_cli
-    from neural import cli as neural_cli
-    from reports import cli as reports_cli
-
-    parser = argparse.ArgumentParser(prog="lmbench", description=__doc__.splitlines()[0])
+def build_parser() -> OptionParser:
+    """The `lmbench` parser with every package's subcommand."""
+    parser = OptionParser(prog="lmbench", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"lmbench {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debugging detail")
     subparsers = parser.add_subparsers(dest="command", required=True)
@@ -33,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def print_human(value, indent: int = 0) -> None:
+    """Print a dict of figures as `key: value` lines, nested dicts indented."""
     pad = "  " * indent
     for key, item in value.items():
         if isinstance(item, dict):
@@ -43,11 +48,11 @@ def print_human(value, indent: int = 0) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
+    """Run one subcommand; returns the exit code (0, 2 for an expected error, 130 when interrupted)."""
     try:
+        args = build_parser().parse_args(argv)
+        logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                            format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
         result = args.run(args)
     except LMBenchError as err:
         print(f"lmbench: error: {err}", file=sys.stderr)
@@ -62,6 +67,3 @@ def main(argv: list[str] | None = None) -> int:
             print_human(result)
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,124 @@
+"""Command-line options checked at parse time, before any corpus is loaded.
+
+Each factory returns an argparse `type` that converts the text of an option or refuses it with the
+value and what is allowed; `OptionParser` turns every parse error (a refused value, a bad choice, a
+missing or unknown argument) into an LMBenchError, which the command prints on one line and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from pathlib import Path
+from typing import Callable, NoReturn
+
+from lmbench.errors import LMBenchError
+
+
+class OptionParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are LMBenchErrors naming the subcommand's help; the parsers of
+    its subcommands are of the same class, so theirs are too. --help and --version still exit 0."""
+
+    def error(self, message: str) -> NoReturn:
+        raise LMBenchError(f"{message} (`{self.prog} --help` lists the options)")
+
+
+def _bounds(kind: str, minimum: float | None, maximum: float | None) -> str:
+    if minimum is not None and maximum is not None:
+        return f"{kind} from {minimum:g} to {maximum:g}"
+    if minimum is not None:
+        return f"{kind} >= {minimum:g}"
+    if maximum is not None:
+        return f"{kind} <= {maximum:g}"
+    return kind
+
+
+def integer(minimum: int | None = None, maximum: int | None = None) -> Callable[[str], int]:
+    """An integer option within [minimum, maximum] (either bound may be None)."""
+    allowed = _bounds("an integer", minimum, maximum)
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"got {text!r}: give {allowed}") from None
+        if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f"got {value}: give {allowed}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def number(minimum: float | None = None, maximum: float | None = None) -> Callable[[str], float]:
+    """A finite real option within [minimum, maximum] (either bound may be None)."""
+    allowed = _bounds("a finite number", minimum, maximum)
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"got {text!r}: give {allowed}") from None
+        if (not math.isfinite(value) or (minimum is not None and value < minimum)
+                or (maximum is not None and value > maximum)):
+            raise argparse.ArgumentTypeError(f"got {text}: give {allowed}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+def existing_file(text: str) -> Path:
+    """A file to read: it must exist and be a file."""
+    path = Path(text)
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"{text!r} does not exist: give the path of an existing file")
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a file: give the path of an existing file")
+    return path
+
+
+def existing_directory(text: str) -> Path:
+    """A folder to read: it must exist and be a folder."""
+    path = Path(text)
+    if not path.is_dir():
+        what = "is not a folder" if path.exists() else "does not exist"
+        raise argparse.ArgumentTypeError(f"{text!r} {what}: give the path of an existing folder")
+    return path
+
+
+def _writable_place(text: str, path: Path, kind: str) -> None:
+    """Refuse `path` when its nearest existing ancestor is not a folder we may write into (the missing
+    folders in between are created when the file or folder is written)."""
+    parent = path.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} lies under {str(parent)!r}, which is not a folder: "
+                                         f"give a {kind} path under a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text!r}: the folder {str(parent)!r} is not writable: give a "
+                                         f"{kind} path where you may write")
+
+
+def output_file(text: str) -> Path:
+    """A file to write: not an existing folder, under a folder we may write into."""
+    path = Path(text)
+    if not text or path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder: give the path of a file to write")
+    _writable_place(text, path, "file")
+    return path
+
+
+def output_directory(text: str) -> Path:
+    """A folder to write into (created when missing): not an existing file, under a writable folder."""
+    path = Path(text)
+    if not text or (path.exists() and not path.is_dir()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a folder: give the path of a folder "
+                                         "(it is created when missing)")
+    if not path.exists():
+        _writable_place(text, path, "folder")
+    elif not os.access(path, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text!r} is not writable: give a folder where you may write")
+    return path

@@ -1,0 +1,288 @@
+"""Every subcommand, given options drawn from valid and invalid values, ends with exit code 0 or 2 and
+never a traceback; an option refused by construction ends in 2 with one `lmbench: error:` line naming it.
+
+Each drawn option is a pair (its words on the command line, the option's name when the value is invalid
+by construction, else None), drawn from a `Maker`: about half the examples take valid values only, so
+that the commands also run through. The corpora are tiny text files and the cache is a temporary folder, so
+each command runs in milliseconds (an NPLM trains a few updates); `lmbench reproduce` with valid options
+calls a stand-in for the pipeline, which tests/test_reproduce.py runs end to end.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from lmbench_cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = settings(max_examples=50, deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+WORDS = "the cat sat on a mat and the dog ran to it".split()
+NOT_INTEGERS = ["x", "1.5", "", "1e3", "nan"]
+NOT_NUMBERS = ["x", "", "nan", "-inf"]  # "-inf": taken for an option, so the value is missing
+ABSENT = st.just(([], None))
+Maker = Callable[[bool], st.SearchStrategy]  # valid values only? -> the strategy of (words, refused option)
+
+
+@dataclass(frozen=True)
+class Place:
+    """The files the drawn options point at."""
+    root: Path
+    train: Path
+    valid: Path
+    test: Path
+    di_logprobs: Path  # deleted interpolation's saved log-probabilities, with context buckets
+    kn_logprobs: Path
+    empty_folder: Path
+
+
+@pytest.fixture(scope="module")
+def place(tmp_path_factory):
+    root = tmp_path_factory.mktemp("options")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LMBENCH_CACHE", str(root / "cache"))
+        patch.delenv("AP_DIR", raising=False)  # an empty --ap-dir draw must not fall back to a real corpus
+        splits = {}
+        for split, length in (("train", 120), ("valid", 30), ("test", 30)):
+            splits[split] = root / f"{split}.txt"
+            splits[split].write_text(" ".join(random.Random(split).choices(WORDS, k=length)))
+        (root / "empty").mkdir()
+        here = Place(root, splits["train"], splits["valid"], splits["test"], root / "di.npz", root / "kn.npz",
+                     root / "empty")
+        for method, path in (("deleted-interpolation", here.di_logprobs), ("kneser-ney", here.kn_logprobs)):
+            assert main(["ngram", "--method", method, *text_corpus(here), "--save-logprobs", str(path)]) == 0
+        yield here
+
+
+def text_corpus(place: Place) -> list[str]:
+    return ["--corpus", "text", "--train", str(place.train), "--valid", str(place.valid), "--test", str(place.test)]
+
+
+def option(name: str, valid: st.SearchStrategy, invalid: st.SearchStrategy | None = None, *,
+           may_be_absent: bool = True) -> Maker:
+    """The option left out (when it may be), given a valid value, or (when `invalid` is given and the
+    example may hold invalid values) an invalid one."""
+    def make(valid_only: bool) -> st.SearchStrategy:
+        choices = [ABSENT] if may_be_absent else []
+        choices.append(valid.map(lambda value: ([name, value], None)))
+        if invalid is not None and not valid_only:
+            choices.append(invalid.map(lambda value: ([name, value], name)))
+        return st.one_of(choices)
+
+    return make
+
+
+def merged(parts: tuple) -> tuple[list[str], str | None]:
+    """Drawn options as one: their words, and the first refused option (argparse reports the first)."""
+    return [word for words, _ in parts for word in words], next((name for _, name in parts if name), None)
+
+
+def drawer(data) -> Callable[[Maker], tuple[list[str], str | None]]:
+    """The draw of one example's options: in about half the examples, valid values only."""
+    valid_only = data.draw(st.booleans(), label="valid values only")
+    return lambda make: data.draw(make(valid_only))
+
+
+def flag(name: str) -> Maker:
+    """A flag given or left out."""
+    return lambda valid_only: st.sampled_from([([], None), ([name], None)])
+
+
+def integers(name: str, low: int, high: int, *, refused_above: int | None = None) -> Maker:
+    """Valid values in [low, high]; invalid: below low, above refused_above when given, not integers."""
+    invalid = st.integers(low - 1000, low - 1) | st.sampled_from(NOT_INTEGERS)
+    if refused_above is not None:
+        invalid |= st.integers(refused_above + 1, refused_above + 10**12)
+    return option(name, st.integers(low, high).map(str), invalid.map(str))
+
+
+def numbers(name: str, low: float, high: float, *, refused_below: float | None = None,
+            refused_above: float | None = None, refused: tuple[str, ...] = ()) -> Maker:
+    """Valid values in [low, high]; invalid: below refused_below, above refused_above, `refused` texts."""
+    invalid = st.sampled_from(refused) if refused else st.nothing()
+    if refused_below is not None:
+        invalid |= st.floats(refused_below - 1e6, refused_below - 1e-6).map(repr)
+    if refused_above is not None:
+        invalid |= st.floats(refused_above + 1e-6, refused_above + 1e6).map(repr)
+    return option(name, st.floats(low, high).map(repr), invalid)
+
+
+def input_file(name: str, place: Place, *good: Path, may_be_absent: bool = True) -> Maker:
+    """An existing file (valid), or a missing path, a folder or the empty string (invalid)."""
+    return option(name, st.sampled_from([str(p) for p in good]),
+                  st.sampled_from([str(place.root / "missing.txt"), str(place.empty_folder), ""]),
+                  may_be_absent=may_be_absent)
+
+
+def output_file(name: str, place: Place) -> Maker:
+    """A file to write, maybe under folders still missing (valid), or a folder or a path under a file."""
+    return option(name, st.sampled_from([str(place.root / "out" / "a.npz"), str(place.root / "new" / "b.out")]),
+                  st.sampled_from([str(place.empty_folder), str(place.train / "under-a-file.npz")]))
+
+
+def output_folder(name: str, place: Place, *, may_be_absent: bool = True) -> Maker:
+    """A folder to write into, existing or not (valid), or a file or a path under a file (invalid)."""
+    return option(name, st.sampled_from([str(place.empty_folder), str(place.root / "fresh" / "folder")]),
+                  st.sampled_from([str(place.train), str(place.train / "below")]), may_be_absent=may_be_absent)
+
+
+def corpus_options(place: Place) -> Maker:
+    """--corpus text with its three files (each may be invalid) and --min-count, or --corpus ap with a
+    folder that holds no AP files (an expected error) and --vocab-size; the flags of either."""
+    splits = {"train": place.train, "valid": place.valid, "test": place.test}
+    text = [lambda _: st.just((["--corpus", "text"], None)),
+            *[input_file(f"--{split}", place, path, may_be_absent=False) for split, path in splits.items()],
+            integers("--min-count", 1, 3), flag("--no-cache")]
+    ap = [lambda _: st.just((["--corpus", "ap"], None)),
+          option("--ap-dir", st.just(str(place.empty_folder)),
+                 st.sampled_from([str(place.root / "missing"), str(place.train)])),
+          integers("--vocab-size", 5, 20000)]
+    return lambda valid_only: st.one_of(st.tuples(*[make(valid_only) for make in options]).map(merged)
+                                        for options in (text, ap))
+
+
+def run(capsys, parts) -> None:
+    """Run `lmbench` on the drawn parts; check the exit code, and the error line for a refused option."""
+    argv = [word for words, _ in parts for word in words]
+    refused = [name for _, name in parts if name]
+    try:
+        code = main(argv)
+    except SystemExit as exit:  # argparse's own exit: a usage block, not one line
+        pytest.fail(f"lmbench {argv} exited through argparse with {exit.code}")
+    err = capsys.readouterr().err
+    event(f"exit code {code}")  # pytest --hypothesis-show-statistics: how many runs got through
+    assert code in (0, 2), (argv, err)
+    assert "Traceback" not in err
+    if code == 2:
+        assert "lmbench: error: " in err, (argv, err)
+    if refused:
+        assert code == 2, (argv, refused)
+        message = next(line for line in err.splitlines() if line.startswith("lmbench: error: "))
+        assert any(name in message for name in refused), (argv, message)
+
+
+@EXAMPLES
+@given(data=st.data())
+def test_corpus(place, capsys, data):
+    draw = drawer(data)
+    words, refused = draw(corpus_options(place))
+    run(capsys, [(["corpus", *words[1:]], refused), draw(flag("--json"))])  # the corpus is a positional name
+
+
+@EXAMPLES
+@given(data=st.data())
+def test_ngram(place, capsys, data):
+    from baselines.cli import METHODS
+    draw = drawer(data)
+    run(capsys, [(["ngram"], None),
+                 data.draw(st.sampled_from(sorted(METHODS)).map(lambda method: (["--method", method], None))),
+                 draw(integers("--order", 1, 6, refused_above=6)),
+                 draw(integers("--classes", 2, 12)),
+                 draw(integers("--cluster-passes", 1, 5)),
+                 draw(integers("--min-ngram-count", 1, 3)),
+                 draw(output_file("--arpa", place)),
+                 draw(output_file("--save-logprobs", place)),
+                 draw(corpus_options(place))])
+
+
+@EXAMPLES
+@given(data=st.data())
+def test_nplm_train(place, capsys, data, tmp_path_factory):
+    from neural.config import OBJECTIVES
+    draw = drawer(data)
+    out = tmp_path_factory.mktemp("nplm-run")
+    direct = data.draw(st.sampled_from(["--direct", "--no-direct"]))  # --h 0 needs --direct
+    run(capsys, [(["nplm", "train", "--device", "cpu", "--threads", "1", "--out", str(out)], None),
+                 draw(integers("--n", 2, 4)), draw(integers("--m", 1, 6)),
+                 ([direct], None), draw(integers("--h", 0 if direct == "--direct" else 1, 6)),
+                 draw(option("--objective", st.sampled_from(OBJECTIVES))),
+                 draw(option("--recipe", st.sampled_from(["sgd", "paper"]))),
+                 draw(integers("--samples", 1, 20)), draw(integers("--epochs", 1, 2)),
+                 draw(integers("--batch-size", 1, 64)),
+                 draw(integers("--max-steps", 0, 3)), draw(integers("--patience", 1, 2)),
+                 draw(numbers("--lr", 1e-3, 1.0, refused_below=0.0, refused=tuple(NOT_NUMBERS))),
+                 draw(numbers("--dropout", 0.0, 0.5, refused_below=0.0, refused_above=1.0)),
+                 draw(numbers("--weight-decay", 0.0, 1e-3, refused_below=0.0)),
+                 draw(numbers("--checkpoint-minutes", 1e-3, 10.0, refused_below=0.0)),
+                 (text_corpus(place), None)])
+
+
+@EXAMPLES
+@given(data=st.data())
+def test_nplm_eval_and_neighbors_of_no_run(place, capsys, data):
+    command = data.draw(st.sampled_from([["eval"], ["neighbors", "the", "cat"]]))
+    folder = data.draw(st.sampled_from([str(place.empty_folder), str(place.root / "missing"), str(place.train)]))
+    extra = (option("--split", st.sampled_from(["train", "valid", "test"])) if command == ["eval"]
+             else option("--k", st.integers(-3, 20).map(str)))
+    extra = data.draw(extra(False))
+    run(capsys, [(["nplm", *command, folder], None), extra, (text_corpus(place), None)])
+
+
+@EXAMPLES
+@given(data=st.data())
+def test_mix(place, capsys, data):
+    draw = drawer(data)
+    good = [([str(place.di_logprobs)], None), ([str(place.kn_logprobs)], None)]
+    bad = [([str(place.root / "missing.npz")], "logprobs"), ([str(place.empty_folder)], "logprobs"),
+           ([str(place.train)], None)]  # a text file: read, then refused
+
+    def files(valid_only: bool) -> st.SearchStrategy:
+        return st.lists(st.sampled_from(good if valid_only else good + bad), min_size=1, max_size=3).map(merged)
+
+    def weights(valid_only: bool) -> st.SearchStrategy:
+        refused = st.sampled_from(["x", "", "nan", "inf", "-0.5", "1.5"]).map(lambda w: ([w], "--weights"))
+        weight = st.floats(0, 1).map(lambda w: ([repr(w)], None))
+        listed = st.lists(weight if valid_only else weight | refused, min_size=1, max_size=3)
+        return ABSENT | listed.map(lambda drawn: merged(((["--weights"], None), *drawn)))
+
+    run(capsys, [(["mix"], None), draw(files), draw(option("--method", st.sampled_from(["fixed", "em", "bucketed"]))),
+                 draw(input_file("--buckets-from", place, place.di_logprobs, place.kn_logprobs)), draw(weights)])
+
+@EXAMPLES
+@given(data=st.data())
+def test_reproduce_and_report(place, capsys, data):
+    draw = drawer(data)
+    command = data.draw(st.sampled_from(["reproduce", "report"]))
+    # for report, always given: the default is the real report of the corpus, which would be rebuilt
+    report_dir = output_folder("--report-dir", place, may_be_absent=command == "reproduce")
+    parts = [([command, data.draw(st.sampled_from(["brown", "ap"]))], None), draw(flag("--quick")),
+             draw(report_dir)]
+    if command == "reproduce":
+        parts += [draw(output_folder("--work-dir", place)),
+                  draw(option("--skip", st.sampled_from(["ngram", "nplm", "mix"])))]
+    summary = {"report_dir": "r", "wall_seconds": 0.0, "report": "r/report.md", "html": "r/report.html",
+               "claims": []}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("reports.pipeline.reproduce", lambda *args: summary)
+        run(capsys, parts)
+
+
+@EXAMPLES
+@given(argv=st.lists(st.sampled_from(["corpus", "ngram", "nplm", "mix", "report", "text", "--json", "--order",
+                                      "3", "-v", "--bogus", "x"]), max_size=4))
+def test_any_words(place, capsys, argv):
+    """Words in any order: a missing subcommand, an unknown option, a value without its option (no
+    corpus name: `lmbench corpus brown` would prepare Brown, `lmbench report brown` rebuild its report)."""
+    run(capsys, [(argv, None)])
+
+
+def test_a_refused_option_is_one_line_naming_option_value_and_range(tmp_path):
+    """Through `python -m lmbench_cli`, as the Makefile runs it: exit 2, one line on stderr, no corpus."""
+    done = subprocess.run([sys.executable, "-m", "lmbench_cli", "ngram", "--method", "katz", "--order", "0"],
+                          capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, "LMBENCH_CACHE": str(tmp_path)})
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == ("lmbench: error: argument --order: got 0: give an integer from 1 to 6 "
+                           "(`lmbench ngram --help` lists the options)\n")
+    assert not any(tmp_path.iterdir())  # nothing prepared
+
