@@ -3,6 +3,7 @@ line can offer the choices without importing it). `neural.recipe` carries them o
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from lmbench.errors import LMBenchError
@@ -72,9 +73,9 @@ class NPLMConfig:
                 ("--h", self.h, ">= 0", self.h >= 0), ("--samples", self.samples, ">= 1", self.samples >= 1),
                 ("--epochs", self.epochs, ">= 1", self.epochs >= 1),
                 ("--batch-size", self.batch_size, ">= 1", self.batch_size is None or self.batch_size >= 1),
-                ("--lr", self.lr, "> 0", self.lr is None or self.lr > 0),
+                ("--lr", self.lr, "finite and > 0", self.lr is None or 0 < self.lr < math.inf),
                 ("--min-gain", self.min_gain, "< 1", self.min_gain < 1),
-                ("--weight-decay", self.weight_decay, ">= 0", self.weight_decay >= 0),
+                ("--weight-decay", self.weight_decay, "finite and >= 0", 0 <= self.weight_decay < math.inf),
                 ("--patience", self.patience, ">= 1", self.patience >= 1),
                 ("--dropout", self.dropout, "in [0, 1)", 0 <= self.dropout < 1),
                 ("--threads", self.threads, ">= 1", self.threads is None or self.threads >= 1),

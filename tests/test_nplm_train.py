@@ -188,7 +188,7 @@ def test_run_stopped_inside_its_first_epoch_reports_its_speed(tmp_path):
 
 
 @pytest.mark.parametrize("option,value,message", [
-    ("n", 1, "--n 1: must be >= 2"), ("m", -3, "--m -3: must be >= 1"), ("lr", -1.0, "--lr -1.0: must be > 0"),
+    ("n", 1, "--n 1: must be >= 2"), ("m", -3, "--m -3: must be >= 1"), ("lr", -1.0, "--lr -1.0: must be finite and > 0"), ("lr", math.inf, "--lr inf: must be finite"),
     ("epochs", 0, "--epochs 0: must be >= 1"), ("dropout", 1.0, r"--dropout 1.0: must be in \[0, 1\)"),
     ("samples", 0, "--samples 0: must be >= 1"), ("batch_size", 0, "--batch-size 0: must be >= 1")])
 def test_bad_numbers_are_refused_with_the_option_named(option, value, message):
