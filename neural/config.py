@@ -31,7 +31,7 @@ class NPLMConfig:
     h: int = 50  # hidden units (0: none)
     direct: bool = True  # direct connections W from x to the output
     recipe: str = "sgd"  # "paper" or "sgd"
-    objective: str = "nce"  # "softmax", "importance", "nce" or "class" (neural/objectives.py)
+    objective: str = "importance"  # "softmax", "importance", "nce" or "class" (neural/objectives.py)
     samples: int = 400  # k: words drawn per minibatch by a sampled objective (Brown: 400 vs 100, see README)
     classes: int = 0  # objective "class": C, the number of word classes; 0: round(sqrt(|V|))
     class_source: str = "frequency"  # objective "class": "frequency" bins or "exchange" clustering

@@ -134,7 +134,7 @@ def test_mismatched_checkpoints_refused(tmp_path):
         train_nplm(CORPUS, tiny(epochs=2, h=7), tmp_path, resume=True, progress=False)
     with pytest.raises(LMBenchError, match="recipe"):
         train_nplm(CORPUS, tiny(epochs=2, recipe="paper"), tmp_path, resume=True, progress=False)
-    with pytest.raises(LMBenchError, match="objective 'nce', not 'softmax'"):
+    with pytest.raises(LMBenchError, match="objective 'importance', not 'softmax'"):
         train_nplm(CORPUS, tiny(epochs=2, objective="softmax"), tmp_path, resume=True, progress=False)
 
 
