@@ -11,6 +11,7 @@ import numpy as np
 
 from corpora.cli import add_corpus_options, load_corpus
 from lmbench.errors import LMBenchError
+from lmbench.options import integer
 
 
 def register(subparsers) -> None:
@@ -73,7 +74,7 @@ def register(subparsers) -> None:
     neighbors = commands.add_parser("neighbors", help="nearest words by cosine similarity in C")
     neighbors.add_argument("dir", help="run directory")
     neighbors.add_argument("words", nargs="+")
-    neighbors.add_argument("--k", type=int, default=10, help="neighbours per word (default 10)")
+    neighbors.add_argument("--k", type=integer(1), default=10, help="neighbours per word (default 10)")
     add_corpus_options(neighbors)
     neighbors.add_argument("--json", action="store_true")
     neighbors.set_defaults(run=run_neighbors, device="cpu", bf16=False)
@@ -83,7 +84,7 @@ def _device_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="auto (CUDA when present, else all CPU cores), "
                                                          "cpu, cuda, cuda:N")
     parser.add_argument("--bf16", action="store_true", help="bfloat16 for the |V|-sized matrix products")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
+    parser.add_argument("--threads", type=integer(1), default=None, help="CPU threads (default: all cores)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
@@ -96,6 +97,8 @@ def run_train(args: argparse.Namespace) -> dict:
                         weight_decay=args.weight_decay, patience=args.patience, dropout=args.dropout, seed=args.seed,
                         device=args.device, bf16=args.bf16, threads=args.threads, max_steps=args.max_steps,
                         checkpoint_minutes=args.checkpoint_minutes)
+    from neural.recipe import resolve_device
+    resolve_device(config.device, config.threads)  # a bad --device is named before the corpus loads
     corpus = load_corpus(args)
     out = args.out or (f"runs/nplm-{corpus.name}-n{args.n}-h{args.h}-m{args.m}"
                        f"{'-direct' if args.direct else ''}-{args.recipe}-{args.objective}-s{args.seed}")

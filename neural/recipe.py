@@ -67,7 +67,10 @@ def resolve_device(name: str, threads: int | None = None) -> torch.device:
     """"auto": CUDA when present, else the CPU with all its cores."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
-    device = torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError as err:
+        raise LMBenchError(f"--device {name!r} is not a device: use auto, cpu, cuda or cuda:N") from err
     if device.type == "cuda" and not torch.cuda.is_available():
         raise LMBenchError(f"device {name!r} asked for but CUDA is not available: use --device cpu or auto")
     if device.type == "cpu":

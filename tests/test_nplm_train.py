@@ -201,3 +201,10 @@ def test_eval_of_a_missing_run_is_refused_before_any_corpus_is_loaded(tmp_path, 
     monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
     assert main(["nplm", "eval", str(tmp_path / "no-run"), "--corpus", "brown"]) == 2
     assert "no trained model" in capsys.readouterr().err
+
+
+def test_bad_device_is_named_before_any_corpus_is_loaded(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("NLTK_DATA", str(tmp_path / "nowhere"))  # Brown cannot be prepared here
+    monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
+    assert main(["nplm", "train", "--corpus", "brown", "--device", "foo", "--out", str(tmp_path / "run")]) == 2
+    assert "--device 'foo' is not a device" in capsys.readouterr().err
