@@ -34,30 +34,14 @@ def _bounds(kind: str, minimum: float | None, maximum: float | None) -> str:
     return kind
 
 
-def integer(minimum: int | None = None, maximum: int | None = None) -> Callable[[str], int]:
-    """An integer option within [minimum, maximum] (either bound may be None)."""
-    allowed = _bounds("an integer", minimum, maximum)
+def _ranged(kind: str, convert: Callable[[str], float], name: str, minimum, maximum) -> Callable[[str], float]:
+    """An option converted by `convert` (refusing what it cannot read or a non-finite number) and
+    kept within [minimum, maximum] (either bound may be None)."""
+    allowed = _bounds(kind, minimum, maximum)
 
-    def parse(text: str) -> int:
+    def parse(text: str):
         try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"got {text!r}: give {allowed}") from None
-        if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-            raise argparse.ArgumentTypeError(f"got {value}: give {allowed}")
-        return value
-
-    parse.__name__ = "integer"
-    return parse
-
-
-def number(minimum: float | None = None, maximum: float | None = None) -> Callable[[str], float]:
-    """A finite real option within [minimum, maximum] (either bound may be None)."""
-    allowed = _bounds("a finite number", minimum, maximum)
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
+            value = convert(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"got {text!r}: give {allowed}") from None
         if (not math.isfinite(value) or (minimum is not None and value < minimum)
@@ -65,8 +49,18 @@ def number(minimum: float | None = None, maximum: float | None = None) -> Callab
             raise argparse.ArgumentTypeError(f"got {text}: give {allowed}")
         return value
 
-    parse.__name__ = "number"
+    parse.__name__ = name
     return parse
+
+
+def integer(minimum: int | None = None, maximum: int | None = None) -> Callable[[str], int]:
+    """An integer option within [minimum, maximum] (either bound may be None)."""
+    return _ranged("an integer", int, "integer", minimum, maximum)
+
+
+def number(minimum: float | None = None, maximum: float | None = None) -> Callable[[str], float]:
+    """A finite real option within [minimum, maximum] (either bound may be None)."""
+    return _ranged("a finite number", float, "number", minimum, maximum)
 
 
 def existing_file(text: str) -> Path:
