@@ -35,7 +35,8 @@ from neural.model import NPLM  # noqa: E402
 from neural.objectives import OBJECTIVES  # noqa: E402
 from neural.recipe import apply_weight_decay, make_optimizer  # noqa: E402
 
-SHAPES = {"MLP1": dict(n=5, m=60, h=50, direct=True), "MLP9": dict(n=5, m=30, h=100, direct=False)}
+SHAPES = {"MLP1": dict(n=5, m=60, h=50, direct=True), "MLP9": dict(n=5, m=30, h=100, direct=False),
+          "AP": dict(n=6, m=100, h=60, direct=True)}  # AP: the paper's AP News network (Table 2)
 
 
 def flops_per_token(vocab: int, n: int, m: int, h: int, direct: bool) -> float:

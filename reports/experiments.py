@@ -88,6 +88,12 @@ def ap_rows() -> list[Row]:
             Row("del-int", "ngram", "Del. Int.", n=3, method="deleted-interpolation", paper_model="Del. Int.")]
     rows += _kn_rows((3, 4, 5), "Back-off KN")
     rows += [Row(f"kn-interp-{n}", "ngram", "Kneser-Ney interpolated", n=n, method="kneser-ney") for n in (3, 4, 5)]
+    rows += [Row("mlp-ap-del-int-em", "mix", "MLP + Del. Int.", n=6, h=60, m=100, direct=True, mix="EM",
+                 parts=("mlp-ap", "del-int")),
+             Row("mlp-ap-del-int-bucketed", "mix", "MLP + Del. Int.", n=6, h=60, m=100, direct=True,
+                 mix="EM per bucket", parts=("mlp-ap", "del-int")),
+             Row("mlp-ap-kn-interp-5-em", "mix", "MLP + KN interpolated 5", n=6, h=60, m=100, direct=True,
+                 mix="EM", parts=("mlp-ap", "kn-interp-5"))]
     return rows
 
 

@@ -6,13 +6,13 @@ import pytest
 from lmbench.errors import LMBenchError
 from reports.build import build_report
 from reports.claims import check_claims
-from reports.experiments import brown_rows
+from reports.experiments import ROWS
 from reports.tables import comparison, paper_rows
 
 
-def fake_results(test_ppl: dict) -> dict:
+def fake_results(test_ppl: dict, corpus: str = "brown") -> dict:
     rows = []
-    for row in brown_rows():
+    for row in ROWS[corpus]():
         record = row.to_dict()
         test = test_ppl.get(row.id, 400.0)
         record.update(train_ppl=None, valid_ppl=test * 1.05, test_ppl=test, seconds=1.0)
@@ -24,7 +24,7 @@ def fake_results(test_ppl: dict) -> dict:
         rows.append(record)
     rng = np.random.default_rng(0)
     words = [f"w{i}" for i in range(40)]
-    return {"corpus": "brown", "rows": rows, "settings": {},
+    return {"corpus": corpus, "rows": rows, "settings": {},
             "corpus_summary": {"tokens": {"train": 1, "valid": 1, "test": 1}, "vocab_size": 3},
             "meta": {"commit": "abc", "machine": "test", "wall_seconds": 60, "finished": "now"},
             "embedding": {"row": "mlp1", "words": words, "vectors": rng.normal(size=(40, 5)).tolist()},
@@ -65,6 +65,20 @@ def test_claims_verdicts_follow_the_numbers():
     numbers.update({f"mlp{i}": 330 for i in (1, 3, 5, 7, 9)})  # every network alone above KN (320)
     verdicts = {c["claim"]: c["verdict"] for c in check_claims(fake_results(numbers))}
     assert verdicts["The NPLM alone, unmixed, beats the best n-gram model"] == "does not hold"
+
+
+def test_ap_claims_compare_the_mixed_network_with_kn_backoff():
+    numbers = {"mlp-ap": 80, "mlp10": 72, "del-int": 92, "kn-backoff-3": 90, "kn-backoff-4": 83,
+               "kn-backoff-5": 82.8, "kn-interp-5": 73.5}
+    claims = {c["claim"]: c for c in check_claims(fake_results(numbers, "ap"))}
+    mixed = claims["The mixed network (MLP10) is below the best Kneser-Ney back-off model"]
+    assert mixed["verdict"] == "holds" and "mlp10 72.0 vs kn-backoff-5 82.8: 13.0% lower" in mixed["ours"]
+    assert claims["The network alone is below the best Kneser-Ney back-off model"]["verdict"] == "holds"
+    assert claims["The NPLM alone, unmixed, beats the best n-gram model"]["verdict"] == "does not hold"  # 80 > 73.5
+    numbers["del-int"] = 80  # below the back-off 5-gram
+    claims = {c["claim"]: c for c in check_claims(fake_results(numbers, "ap"))}
+    assert claims["The deleted-interpolation trigram is above both KN back-off and the mixed network"][
+        "verdict"] == "does not hold"
 
 
 def test_report_is_rebuilt_from_results_alone(tmp_path):
