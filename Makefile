@@ -17,7 +17,7 @@ AP_DIR ?= $(abspath ../shared/corpora/ap89)
 export AP_DIR
 endif
 
-.PHONY: install test bench reproduce-brown reproduce-ap report-check
+.PHONY: install test bench reproduce-brown reproduce-ap compare report-check
 
 install: $(VENV)/.installed
 
@@ -43,6 +43,13 @@ reproduce-brown: install
 
 reproduce-ap: install
 	$(PY) -m lmbench_cli reproduce ap $(if $(QUICK),--quick) $(if $(SKIP),--skip $(SKIP))
+
+# The same comparison on your own corpus: make compare TRAIN=a.txt VALID=b.txt TEST=c.txt [NAME=mine]
+# [NETWORKS=mlp1,mlp9] [ONLY=ngram] [QUICK=1]; the report goes to reports/NAME (default reports/text).
+compare: install
+	@test -n "$(TRAIN)" -a -n "$(VALID)" -a -n "$(TEST)" || { echo "compare: give TRAIN=, VALID= and TEST= (files of whitespace-separated tokens)" >&2; exit 2; }
+	$(PY) -m lmbench_cli reproduce text --train $(TRAIN) --valid $(VALID) --test $(TEST) $(if $(NAME),--name $(NAME)) \
+		$(if $(NETWORKS),--networks $(NETWORKS)) $(if $(ONLY),--only $(ONLY)) $(if $(QUICK),--quick)
 
 # Render the Brown report in headless Chromium (not installed by `make install`: `apt-get install -y
 # chromium`, or set CHROMIUM) and fail unless a screenshot comes out; it is left in build/ to look at.

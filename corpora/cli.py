@@ -32,7 +32,8 @@ def add_corpus_options(parser: argparse.ArgumentParser, *, positional: bool = Fa
     group.add_argument("--ap-dir", type=existing_directory, default=None,
                        help="ap: folder of TREC/Tipster AP SGML files (plain or .gz); default $AP_DIR")
     group.add_argument("--vocab-size", type=integer(AP_MIN_VOCAB), default=None,
-                       help="ap: vocabulary size, specials included (default 17964, the paper's)")
+                       help="ap: vocabulary size, specials included (default 17964, the paper's); text: keep "
+                            "at most this many of the most frequent words (default: every word of --min-count)")
     group.add_argument("--no-cache", action="store_true", help="prepare again, ignoring the cache")
 
 
@@ -48,7 +49,7 @@ def load_corpus(args: argparse.Namespace) -> Corpus:
                                "of whitespace-separated tokens")
         from corpora.text import load_text
         return load_text(args.train, args.valid, args.test, min_count=args.min_count or 1,
-                         use_cache=use_cache)
+                         max_vocab=args.vocab_size, use_cache=use_cache)
     from corpora.ap import DEFAULT_VOCAB_SIZE, load_ap
     directory = args.ap_dir or os.environ.get("AP_DIR")
     if not directory:

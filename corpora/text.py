@@ -1,7 +1,8 @@
 """Bring your own corpus: train/valid/test files of whitespace-separated tokens.
 
 Line breaks are whitespace; each file is one continuous stream. The vocabulary comes from train
-(types counted >= min_count times); a literal `<unk>` in the files is the unknown symbol.
+(types counted >= min_count times, and at most the max_vocab most frequent of them, specials included);
+a literal `<unk>` in the files is the unknown symbol.
 """
 
 from __future__ import annotations
@@ -36,16 +37,18 @@ def _file_digest(path: Path) -> str:
 
 
 def load_text(train: str | Path, valid: str | Path, test: str | Path, *, min_count: int = 1,
-              use_cache: bool = True) -> Corpus:
+              max_vocab: int | None = None, use_cache: bool = True) -> Corpus:
     if min_count < 1:
         raise LMBenchError(f"--min-count must be at least 1, not {min_count}")
+    if max_vocab is not None and max_vocab < 2:
+        raise LMBenchError(f"--vocab-size must be at least 2 (<unk> and one word), not {max_vocab}")
     paths = dict(zip(SPLITS, (Path(train), Path(valid), Path(test))))
-    key = {"corpus": "text", "min_count": min_count,
+    key = {"corpus": "text", "min_count": min_count, "max_vocab": max_vocab,
            "source": {s: f"{p.resolve()}:{_file_digest(p)}" for s, p in paths.items()}}
 
     def build() -> Corpus:
         tokens = {s: read_tokens(p) for s, p in paths.items()}
-        vocab = Vocabulary.from_counts(*count_types(tokens["train"]), min_count=min_count)
+        vocab = Vocabulary.from_counts(*count_types(tokens["train"]), min_count=min_count, max_size=max_vocab)
         ids = {s: vocab.encode(t) for s, t in tokens.items()}
         return Corpus("text", vocab, info={"source": {s: str(p) for s, p in paths.items()}}, **ids)
 

@@ -50,6 +50,9 @@ def register(subparsers) -> None:
     run_group.add_argument("--min-gain", type=float, default=defaults.min_gain,
                            help="sgd: halve the rate once an epoch improves valid by less than this "
                                 f"fraction, stop when it happens again (default {defaults.min_gain})")
+    run_group.add_argument("--anneal-gain", type=float, default=None,
+                           help="sgd: start halving once an epoch improves valid by less than this fraction "
+                                "(default: --min-gain; AP's table uses 0.03)")
     run_group.add_argument("--weight-decay", type=float, default=1e-4,
                            help="on the weights and C, not the biases (paper: 1e-4 Brown, 1e-5 AP)")
     run_group.add_argument("--dropout", type=float, default=0.0,
@@ -92,7 +95,7 @@ def run_train(args: argparse.Namespace) -> dict:
     from neural.train import NPLMConfig, train_nplm
     config = NPLMConfig(n=args.n, m=args.m, h=args.h, direct=args.direct, recipe=args.recipe,
                         objective=args.objective, samples=args.samples, classes=args.classes,
-                        class_source=args.class_source, min_gain=args.min_gain,
+                        class_source=args.class_source, min_gain=args.min_gain, anneal_gain=args.anneal_gain,
                         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                         weight_decay=args.weight_decay, patience=args.patience, dropout=args.dropout, seed=args.seed,
                         device=args.device, bf16=args.bf16, threads=args.threads, max_steps=args.max_steps,

@@ -40,6 +40,7 @@ class NPLMConfig:
     lr: float | None = None  # None: the recipe's eps0 (paper 1e-3, sgd 1.0)
     lr_decay: float = 1e-8  # paper: r in eps0 / (1 + r t)
     min_gain: float = 0.003  # sgd: halve the rate once an epoch improves valid by less than this
+    anneal_gain: float | None = None  # sgd: start halving below this gain instead (None: min_gain)
     weight_decay: float = 1e-4  # on the weights and C, never the biases (paper: 1e-4 Brown, 1e-5 AP)
     patience: int = 2  # paper: stop after this many epochs without a better validation perplexity
     dropout: float = 0.0  # dropout on [tanh(d + Hx), x] while training (not in the paper)
@@ -75,6 +76,8 @@ class NPLMConfig:
                 ("--batch-size", self.batch_size, ">= 1", self.batch_size is None or self.batch_size >= 1),
                 ("--lr", self.lr, "finite and > 0", self.lr is None or 0 < self.lr < math.inf),
                 ("--min-gain", self.min_gain, "< 1", self.min_gain < 1),
+                ("--anneal-gain", self.anneal_gain, ">= --min-gain and < 1",
+                 self.anneal_gain is None or self.min_gain <= self.anneal_gain < 1),
                 ("--weight-decay", self.weight_decay, "finite and >= 0", 0 <= self.weight_decay < math.inf),
                 ("--patience", self.patience, ">= 1", self.patience >= 1),
                 ("--dropout", self.dropout, "in [0, 1)", 0 <= self.dropout < 1),

@@ -12,6 +12,9 @@ in how the learning rate moves:
   after every epoch once validation perplexity improves by less than `min_gain` (relative), and the
   run stops when, halving, it again improves by less than that (the schedule of Mikolov's RNNLM
   toolkit; USC/ISI nplm halves whenever validation gets worse). Measured on Brown, see README.
+  `anneal_gain` starts the halving at a larger gain than the stop: on a corpus whose epochs are long
+  (AP: 109k updates), the constant rate's plateau is reached within an epoch or two, and waiting for
+  gains below 0.3% spends whole epochs on it.
 
 The decay is applied as the factor (1 - eps lambda) per update. The sgd recipe compounds it over
 `Recipe.decay_every` updates ((1 - eps lambda)^N once) so that a sampled update, which touches a few hundred
@@ -41,10 +44,9 @@ def learning_rate(config: NPLMConfig, step: int, epoch_rate: float) -> float:
 def next_epoch_rate(config: NPLMConfig, rate: float, annealing: bool, gain: float) -> tuple[float, bool, bool]:
     """The sgd schedule after an epoch whose validation perplexity improved on the best before it by
     `gain` (relative; negative when worse): (next rate, annealing, stop)."""
-    if gain < config.min_gain:
-        if annealing:
-            return rate, True, True
-        annealing = True
+    if annealing and gain < config.min_gain:
+        return rate, True, True
+    annealing = annealing or gain < (config.anneal_gain if config.anneal_gain is not None else config.min_gain)
     return (rate * 0.5 if annealing else rate), annealing, False
 
 

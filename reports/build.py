@@ -26,6 +26,8 @@ TRAINING_NOTE = ("Training objective, epochs run and the best one (early stoppin
 
 
 TABLE_NOTE = "Rows below the rule line are ours only. diff % = ours / paper - 1."
+OURS_NOTE = ("Test perplexity of every row on this corpus (the networks are not scored on train); "
+             "seconds: the row's whole run (training and scoring).")
 
 # The report page's look: a readable width, numbers right-aligned in a monospace font, a diff % cell green
 # where ours is below the paper's perplexity and red where above, figures no wider than the page.
@@ -86,9 +88,22 @@ def html_table(frame: pd.DataFrame, first_extra: int | None = None) -> str:
 def load_results(report_dir: Path) -> dict:
     path = report_dir / "results.json"
     if not path.exists():
-        raise LMBenchError(f"no results at {path}: run `make reproduce-{report_dir.name}` (or "
-                           f"`lmbench reproduce {report_dir.name}`) first")
+        raise LMBenchError(f"no results at {path}: run `make reproduce-brown` / `make reproduce-ap` (or "
+                           f"`lmbench reproduce brown|ap|text ...` with --report-dir {report_dir}) first")
     return json.loads(path.read_text())
+
+
+def _headings(results: dict) -> dict:
+    """The page's title and section headings: the paper's table beside ours, or a user's corpus."""
+    corpus = results["corpus"]
+    if corpus in PAPER_TABLE:
+        number = PAPER_TABLE[corpus]
+        return {"title": f"Bengio et al. (2003), Table {number} ({corpus}): the paper's perplexities and ours",
+                "table": f"Table {number}: the paper's perplexities and ours", "note": TABLE_NOTE,
+                "claims": "The paper's claims on our data"}
+    name = results.get("name", corpus)
+    return {"title": f"n-gram models and the NPLM on {name}: perplexities", "table": f"Perplexities on {name}",
+            "note": OURS_NOTE, "claims": f"The paper's questions asked of {name}"}
 
 
 def _stamp(meta: dict) -> str:
@@ -140,13 +155,13 @@ def build_report(report_dir: Path) -> dict:
     claims_frame = pd.DataFrame(claims)
     neighbors = _neighbors_frame(results)
     training = _training_frame(results)
-    number = PAPER_TABLE[results["corpus"]]
-    title = f"Bengio et al. (2003), Table {number} ({results['corpus']}): the paper's perplexities and ours"
+    headings = _headings(results)
+    title = headings["title"]
 
     md = [f"# {title}", "", _stamp(results["meta"]), "",
           f"Corpus: {_tokens(results['corpus_summary'])}, |V| = {results['corpus_summary']['vocab_size']:,}."
-          f" {TABLE_NOTE}", "",
-          to_markdown(table), "", "## The paper's claims on our data", "",
+          f" {headings['note']}", "",
+          to_markdown(table), "", f"## {headings['claims']}", "",
           claims_frame.to_markdown(index=False)]
     if training is not None:
         md += ["", "## How the networks were trained", "", TRAINING_NOTE, "", training.to_markdown(index=False)]
@@ -156,9 +171,9 @@ def build_report(report_dir: Path) -> dict:
     md += ["", "## Figures", ""] + [f"![{p.stem}](figures/{p.name})" for p in figures]
     (report_dir / "report.md").write_text("\n".join(md) + "\n")
 
-    sections = [("table", f"Table {number}: the paper's perplexities and ours",
-                 f"<p>{html.escape(TABLE_NOTE)}</p>" + html_table(_display(table), first_extra=_first_extra(table))),
-                ("claims", "The paper's claims on our data", html_table(claims_frame))]
+    sections = [("table", headings["table"], f"<p>{html.escape(headings['note'])}</p>"
+                 + html_table(_display(table), first_extra=_first_extra(table))),
+                ("claims", headings["claims"], html_table(claims_frame))]
     if training is not None:
         sections.append(("training", "How the networks were trained",
                          f"<p>{html.escape(TRAINING_NOTE)}</p>" + html_table(training)))

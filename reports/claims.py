@@ -28,6 +28,8 @@ def _relative(a: float, b: float) -> float:
 def check_claims(results: dict) -> list[dict]:
     rows = {r["id"]: r for r in results["rows"]}
     corpus = results["corpus"]
+    if corpus not in ("brown", "ap"):
+        return relations(rows)
     claims = []
     best_nplm = _best(rows, {"nplm"})
     best_ngram = _best(rows, {"ngram"})
@@ -108,4 +110,41 @@ def _ap_claims(rows: dict, di: float | None) -> list[dict]:
     claims.append(_claim("The deleted-interpolation trigram is above both KN back-off and the mixed network",
                          "132 vs 117 and 109", holds, "missing rows" if holds is None else
                          f"del-int {di:.1f} vs {kn_id} {kn_ppl:.1f} and mlp10 {mixed:.1f}"))
+    return claims
+
+
+def _relation(text: str, better: tuple[str, float] | None, worse: tuple[str, float] | None) -> dict:
+    """A claim on a user's corpus: row `better` has a lower test perplexity than row `worse`."""
+    if not (better and worse):
+        return {"claim": text, "ours": "missing rows", "verdict": "not run"}
+    holds = better[1] < worse[1]
+    return {"claim": text, "ours": f"{better[0]} {better[1]:.1f} vs {worse[0]} {worse[1]:.1f}: "
+                                   f"{_relative(worse[1], better[1]):.1f}% lower",
+            "verdict": "holds" if holds else "does not hold"}
+
+
+def _row(rows: dict, row_id: str) -> tuple[str, float] | None:
+    ppl = _test(rows, row_id)
+    return (row_id, ppl) if ppl else None
+
+
+def relations(rows: dict) -> list[dict]:
+    """The paper's questions asked of a user's corpus (no published numbers): does the best network beat
+    the best n-gram model, alone and mixed with the trigram; does mixing help every network; does a
+    longer context help each family."""
+    best_ngram = _best(rows, {"ngram"})
+    claims = [_relation("The best network alone beats the best n-gram model", _best(rows, {"nplm"}), best_ngram),
+              _relation("The best network mixed with the trigram beats the best n-gram model",
+                        _best(rows, {"mix"}, exclude_mix=False), best_ngram)]
+    networks = [r["id"] for r in rows.values() if r["kind"] == "nplm"]
+    done = [(a, f"{a}-del-int") for a in networks if _test(rows, a) and _test(rows, f"{a}-del-int")]
+    helped = [(a, b) for a, b in done if _test(rows, b) < _test(rows, a)]
+    claims.append({"claim": "Mixing each network with the trigram (0.5/0.5) helps",
+                   "ours": "; ".join(f"{a} {_test(rows, a):.1f} -> {b} {_test(rows, b):.1f}" for a, b in done)
+                   or "missing rows",
+                   "verdict": "not run" if not done else ("holds" if len(helped) == len(done) else "does not hold")})
+    for family, short, long in [("Kneser-Ney back-off", "kn-backoff-3", "kn-backoff-5"),
+                                ("interpolated Kneser-Ney", "kn-interp-3", "kn-interp-5"),
+                                ("the network (MLP7 shape, n = 3, against MLP5, n = 5)", "mlp7", "mlp5")]:
+        claims.append(_relation(f"A longer context helps {family}", _row(rows, long), _row(rows, short)))
     return claims

@@ -1,41 +1,103 @@
-"""`lmbench reproduce brown|ap` runs the table end to end; `lmbench report brown|ap` rebuilds the report
-from results.json without retraining."""
+"""`lmbench reproduce brown|ap` runs the paper's table end to end, `lmbench reproduce text --train A
+--valid B --test C` the same comparison on a user's corpus; `lmbench report ...` rebuilds a report from
+results.json without retraining."""
 
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
-from lmbench.options import output_directory
-from reports.experiments import ROWS
+from lmbench.errors import LMBenchError
+from lmbench.options import existing_file, integer, output_directory
+from reports.experiments import ROWS, TABLE1_NETWORKS
+
+CORPORA = sorted(ROWS) + ["text"]
+NETWORK_IDS = [name.lower() for name in TABLE1_NETWORKS]
+
+
+def network_list(text: str) -> tuple[str, ...]:
+    """--networks mlp1,mlp9: a comma-separated subset of the Table 1 shapes."""
+    chosen = tuple(dict.fromkeys(part.strip().lower() for part in text.split(",") if part.strip()))
+    unknown = [name for name in chosen if name not in NETWORK_IDS]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a comma-separated list of {', '.join(NETWORK_IDS)}")
+    return chosen
+
+
+def report_name(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", text):
+        raise argparse.ArgumentTypeError(f"{text!r}: a folder name of letters, digits, '.', '_' or '-'")
+    return text
+
+
+def _add_name(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--name", type=report_name, default="text",
+                        help="text: the report's name, written to reports/NAME (default: text)")
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("reproduce", help="run every row of the paper's table and build the report")
-    parser.add_argument("corpus", choices=sorted(ROWS))
+    parser = subparsers.add_parser("reproduce", help="run every row of the paper's table (or the comparison "
+                                   "on your own corpus) and build the report")
+    parser.add_argument("corpus", choices=CORPORA, help="brown, ap: the paper's tables; text: your three files")
     parser.add_argument("--quick", action="store_true", help="the same pipeline on a small slice (minutes)")
-    parser.add_argument("--work-dir", type=output_directory, help="row cache and checkpoints (default runs/CORPUS)")
-    parser.add_argument("--report-dir", type=output_directory, help="results and report (default reports/CORPUS)")
+    parser.add_argument("--work-dir", type=output_directory, help="row cache and checkpoints (default runs/NAME)")
+    parser.add_argument("--report-dir", type=output_directory, help="results and report (default reports/NAME)")
     parser.add_argument("--skip", nargs="+", choices=("ngram", "nplm", "mix"), default=[],
                         help="leave out the rows of these kinds (listed as not run), e.g. --skip nplm")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    text = parser.add_argument_group("your own corpus (reproduce text)")
+    text.add_argument("--train", type=existing_file, help="training file of whitespace-separated tokens")
+    text.add_argument("--valid", type=existing_file, help="validation file")
+    text.add_argument("--test", type=existing_file, help="test file")
+    _add_name(text)
+    text.add_argument("--min-count", type=integer(1), default=1, help="keep words seen at least this often in train")
+    text.add_argument("--vocab-size", type=integer(2), default=None,
+                      help="keep at most this many of the most frequent words (<unk> included)")
+    text.add_argument("--networks", type=network_list, default=None,
+                      help=f"the networks to train, of {','.join(NETWORK_IDS)} (default: all)")
+    text.add_argument("--only", choices=("ngram", "nplm"), default=None,
+                      help="ngram: the n-gram rows only; nplm: the networks and their mixtures with the trigram")
     parser.set_defaults(run=run_reproduce)
 
     parser = subparsers.add_parser("report", help="rebuild tables, claims and figures from results.json")
-    parser.add_argument("corpus", choices=sorted(ROWS))
+    parser.add_argument("corpus", choices=CORPORA)
     parser.add_argument("--quick", action="store_true", help="the report of the quick run")
-    parser.add_argument("--report-dir", type=output_directory, help="default reports/CORPUS")
+    _add_name(parser)
+    parser.add_argument("--report-dir", type=output_directory, help="default reports/NAME")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(run=run_report)
 
 
+def _text_corpus(args: argparse.Namespace):
+    """The user's corpus of `reproduce text`; None for the paper's corpora (which take none of its options)."""
+    from reports.pipeline import TextCorpus
+    files = {split: getattr(args, split) for split in ("train", "valid", "test")}
+    if args.corpus != "text":
+        given = [f"--{option.replace('_', '-')}" for option in ("train", "valid", "test", "networks", "only",
+                                                                 "vocab_size") if getattr(args, option)]
+        if given:
+            raise LMBenchError(f"{', '.join(given)}: only for `lmbench reproduce text` (your own corpus); "
+                               f"{args.corpus} follows the paper's protocol")
+        return None
+    missing = [f"--{split}" for split, path in files.items() if path is None]
+    if missing:
+        raise LMBenchError(f"reproduce text needs {', '.join(missing)}: the three files of whitespace-separated "
+                           "tokens (e.g. lmbench reproduce text --train a.txt --valid b.txt --test c.txt)")
+    return TextCorpus(**files, name=args.name, min_count=args.min_count, vocab_size=args.vocab_size,
+                      networks=args.networks, only=args.only)
+
+
 def _report_dir(args: argparse.Namespace) -> Path:
-    return args.report_dir or Path("reports") / (f"{args.corpus}-quick" if args.quick else args.corpus)
+    from reports.pipeline import report_name as folder
+    return args.report_dir or Path("reports") / folder(args.corpus, args.quick, args.name if args.corpus == "text"
+                                                       else None)
 
 
 def run_reproduce(args: argparse.Namespace) -> dict:
     from reports.pipeline import reproduce
-    summary = reproduce(args.corpus, args.quick, args.work_dir, _report_dir(args), frozenset(args.skip))
+    summary = reproduce(args.corpus, args.quick, args.work_dir, _report_dir(args), frozenset(args.skip),
+                        _text_corpus(args))
     return {key: summary[key] for key in ("report_dir", "wall_seconds", "report", "html")} | {
         "claims": {c["claim"]: f"{c['verdict']}: {c['ours']}" for c in summary["claims"]}}
 

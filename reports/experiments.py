@@ -50,13 +50,15 @@ def _kn_rows(orders, paper_label):
                 min_ngram_count=SRILM_CUTOFF, paper_model=paper_label) for n in orders]
 
 
+# The networks of Table 1: name -> (n, h, m, direct).
+TABLE1_NETWORKS = {"MLP1": (5, 50, 60, True), "MLP3": (5, 0, 60, True), "MLP5": (5, 50, 30, True),
+                   "MLP7": (3, 50, 30, True), "MLP9": (5, 100, 30, False)}
+
+
 def brown_rows() -> list[Row]:
     """Table 1's rows, in the paper's order, then ours."""
-    mlps = [  # name, n, h, m, direct (Table 1)
-        ("MLP1", 5, 50, 60, True), ("MLP3", 5, 0, 60, True), ("MLP5", 5, 50, 30, True),
-        ("MLP7", 3, 50, 30, True), ("MLP9", 5, 100, 30, False)]
     rows = []
-    for name, n, h, m, direct in mlps:
+    for name, (n, h, m, direct) in TABLE1_NETWORKS.items():
         number = int(name[3:])
         rows.append(Row(name.lower(), "nplm", name, n=n, h=h, m=m, direct=direct, paper_model=name))
         rows.append(Row(f"mlp{number + 1}", "mix", f"MLP{number + 1}", n=n, h=h, m=m, direct=direct,
@@ -95,6 +97,40 @@ def ap_rows() -> list[Row]:
              Row("mlp-ap-kn-interp-5-em", "mix", "MLP + KN interpolated 5", n=6, h=60, m=100, direct=True,
                  mix="EM", parts=("mlp-ap", "kn-interp-5"))]
     return rows
+
+
+def class_counts(vocab_size: int) -> list[int]:
+    """Class counts for the class-based trigrams of a user's corpus: about 1%, 3% and 10% of |V| (on
+    Brown's 16k words: 160, 480, 1600, near the paper's 150, 500, 2000)."""
+    return sorted({max(2, round(vocab_size * share)) for share in (0.01, 0.03, 0.1)})
+
+
+def text_rows(vocab_size: int, networks: tuple[str, ...] | None = None, only: str | None = None) -> list[Row]:
+    """The comparison on a user's corpus (`lmbench reproduce text`): the n-gram families at orders 3 to
+    5, class-based trigrams scaled to |V|, the networks of Table 1 (`networks`: a subset of their ids,
+    e.g. ("mlp1", "mlp9")), each mixed with the deleted-interpolation trigram three ways.
+    `only`: "ngram" (no network) or "nplm" (the networks, their mixtures and the trigram they mix with)."""
+    trigram = Row("del-int", "ngram", "Del. Int.", n=3, method="deleted-interpolation")
+    ngrams = [trigram] + _kn_rows((3, 4, 5), None)
+    ngrams += [Row(f"kn-interp-{n}", "ngram", "Kneser-Ney interpolated", n=n, method="kneser-ney") for n in (3, 4, 5)]
+    ngrams += [Row("katz-3", "ngram", "Katz back-off", n=3, method="katz")]
+    ngrams += [Row(f"class-3-{c}", "ngram", "class-based back-off", n=3, classes=c, method="class",
+                   min_ngram_count=SRILM_CUTOFF, cluster_passes=CLUSTER_PASSES) for c in class_counts(vocab_size)]
+    chosen = [name for name in TABLE1_NETWORKS if networks is None or name.lower() in networks]
+    neural = []
+    for name in chosen:
+        n, h, m, direct = TABLE1_NETWORKS[name]
+        shape = dict(n=n, h=h, m=m, direct=direct)
+        label = f"NPLM, {name} shape"
+        neural.append(Row(name.lower(), "nplm", label, **shape))
+        neural += [Row(f"{name.lower()}-del-int{suffix}", "mix", f"{label} + Del. Int.", mix=mix,
+                       parts=(name.lower(), "del-int"), **shape)
+                   for suffix, mix in (("", "0.5/0.5"), ("-em", "EM"), ("-bucketed", "EM per bucket"))]
+    if only == "ngram":
+        return ngrams
+    if only == "nplm":
+        return [trigram] + neural
+    return ngrams + neural
 
 
 ROWS = {"brown": brown_rows, "ap": ap_rows}

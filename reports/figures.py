@@ -98,6 +98,8 @@ def _row_label(row) -> str:
 def paper_vs_ours(table, directory: Path) -> Path | None:
     """Our test perplexity against the paper's for every row of the paper's table: a scatter with the
     rows' kinds as markers (left), and one line per row, paper to ours, labelled (right)."""
+    if "test paper" not in table:  # a user's corpus: no paper table
+        return None
     both = table[(~table["extra"]) & table["test paper"].notna() & table["test ours"].notna()]
     if both.empty:
         return None

@@ -32,25 +32,43 @@ def _blank(value):
 def comparison(results: dict) -> pd.DataFrame:
     """One line per row of ours, in order: the configuration, then train / valid / test perplexity as
     the paper's, ours and the relative difference (ours / paper - 1, in %). Our extra rows have no
-    paper numbers and come after the paper's rows (column `extra`)."""
+    paper numbers and come after the paper's rows (column `extra`). A user's corpus (no paper table):
+    our perplexities only, as columns `train`, `valid`, `test`."""
+    if results["corpus"] not in PAPER_TABLE:
+        return _ours_only(results)
     lookup = _paper_lookup(results["corpus"])
     lines = []
     for row in results["rows"]:
         paper = lookup.get((row["paper_model"], row["n"], row["classes"]), {}) if row["paper_model"] else {}
-        line = {"model": row["model"], "n": row["n"], "c": row["classes"], "h": row["h"], "m": row["m"],
-                "direct": None if row["direct"] is None else ("yes" if row["direct"] else "no"),
-                "mix": row["mix"] or ("no" if row["kind"] == "nplm" else None),
-                "extra": not row["paper_model"]}
+        line = {**_configuration(row), "extra": not row["paper_model"]}
         for split in ("train", "valid", "test"):
             ours, published = row.get(f"{split}_ppl"), _blank(paper.get(f"{split}_ppl"))
             line[f"{split} paper"] = published
             line[f"{split} ours"] = None if ours is None else round(ours, 1)
             line[f"{split} diff %"] = (None if ours is None or published is None
                                        else round(100 * (ours / published - 1), 1))
-        line["seconds"] = None if row.get("seconds") is None else round(row["seconds"], 1)
+        line["seconds"] = _seconds(row)
         lines.append(line)
     frame = pd.DataFrame(lines)
     return pd.concat([frame[~frame["extra"]], frame[frame["extra"]]], ignore_index=True)
+
+
+def _configuration(row: dict) -> dict:
+    return {"model": row["model"], "n": row["n"], "c": row["classes"], "h": row["h"], "m": row["m"],
+            "direct": None if row["direct"] is None else ("yes" if row["direct"] else "no"),
+            "mix": row["mix"] or ("no" if row["kind"] == "nplm" else None)}
+
+
+def _seconds(row: dict) -> float | None:
+    return None if row.get("seconds") is None else round(row["seconds"], 1)
+
+
+def _ours_only(results: dict) -> pd.DataFrame:
+    lines = [{**_configuration(row), "extra": False,
+              **{split: None if row.get(f"{split}_ppl") is None else round(row[f"{split}_ppl"], 1)
+                 for split in ("train", "valid", "test")}, "seconds": _seconds(row)}
+             for row in results["rows"]]
+    return pd.DataFrame(lines)
 
 
 def _display(frame: pd.DataFrame) -> pd.DataFrame:

@@ -80,6 +80,11 @@ def test_sgd_rate_halves_on_a_plateau_then_stops():
     assert next_epoch_rate(config, 1.0, False, 0.005) == (0.5, True, False)  # a plateau: halve
     assert next_epoch_rate(config, 0.5, True, 0.05) == (0.25, True, False)  # halving every epoch now
     assert next_epoch_rate(config, 0.25, True, -0.01) == (0.25, True, True)  # plateau again: converged
+    early = dataclasses.replace(config, anneal_gain=0.03)  # halving starts below 3%, the run stops below min_gain
+    assert next_epoch_rate(early, 1.0, False, 0.05) == (1.0, False, False)
+    assert next_epoch_rate(early, 1.0, False, 0.02) == (0.5, True, False)
+    assert next_epoch_rate(early, 0.5, True, 0.02) == (0.25, True, False)
+    assert next_epoch_rate(early, 0.25, True, 0.002) == (0.25, True, True)
 
 
 def test_paper_recipe_updates_with_one_example(tmp_path):

@@ -1,0 +1,94 @@
+"""`lmbench reproduce text`: the comparison on a user's own three files, end to end (--quick), cached by
+the files' content, with rows chosen by --only / --networks, and bad set-ups refused in one line."""
+
+import json
+
+import numpy as np
+import pytest
+
+from lmbench_cli import main
+from reports.experiments import class_counts, text_rows
+
+
+def write_markov_text(path, tokens: int, seed: int) -> None:
+    """A stream from a fixed random Markov chain over 80 words, each allowing 4 successors (a bigram
+    model's perplexity is about 4, a unigram's about 80)."""
+    words = np.array([f"w{i}" for i in range(80)])
+    successors = np.random.default_rng(0).integers(0, len(words), size=(len(words), 4))  # one chain for all splits
+    choices = np.random.default_rng(seed).integers(0, 4, size=tokens)
+    stream = np.zeros(tokens, dtype=int)
+    for t in range(1, tokens):
+        stream[t] = successors[stream[t - 1], choices[t]]
+    path.write_text(" ".join(words[stream]) + "\n")
+
+
+@pytest.fixture
+def corpus_files(tmp_path, monkeypatch):
+    monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
+    files = {}
+    for split, tokens, seed in (("train", 6000, 1), ("valid", 800, 2), ("test", 800, 3)):
+        files[split] = tmp_path / f"{split}.txt"
+        write_markov_text(files[split], tokens, seed)
+    return files
+
+
+def _argv(files, tmp_path, *more):
+    return ["reproduce", "text", "--quick", "--name", "markov", "--work-dir", str(tmp_path / "work"),
+            "--report-dir", str(tmp_path / "report"), "--json",
+            *[arg for split, path in files.items() for arg in (f"--{split}", str(path))], *more]
+
+
+def test_quick_comparison_end_to_end(corpus_files, tmp_path, capsys):
+    assert main(_argv(corpus_files, tmp_path)) == 0
+    summary = json.loads(capsys.readouterr().out)
+    results = json.loads((tmp_path / "report" / "results.json").read_text())
+    vocab_size = results["corpus_summary"]["vocab_size"]
+    rows = {row["id"]: row for row in results["rows"]}
+    assert list(rows) == [row.id for row in text_rows(vocab_size)]
+    assert {f"class-3-{c}" for c in class_counts(vocab_size)} <= set(rows)
+    for row in rows.values():
+        assert 1 < row["test_ppl"] < vocab_size, row["id"]
+    assert rows["kn-interp-3"]["test_ppl"] < 6  # the chain's 4 successors per word
+    assert rows["mlp1"]["test_ppl"] < 70  # two quick epochs: below the uniform 80
+    # EM-fitted mixture weights cannot lose to either part on valid
+    assert rows["mlp1-del-int-em"]["valid_ppl"] <= min(rows["mlp1"]["valid_ppl"], rows["del-int"]["valid_ppl"]) * (1 + 1e-4)
+    assert results["name"] == "markov"
+    table = (tmp_path / "report" / "table.md").read_text()
+    assert [line for line in table.splitlines() if "paper" in line] == [] and " test " in table.splitlines()[0]
+    claims = json.loads((tmp_path / "report" / "claims.json").read_text())
+    assert len(claims) == 6 and all("paper" not in claim for claim in claims)
+    assert all(claim["verdict"] in ("holds", "does not hold") for claim in claims)
+    assert "markov" in (tmp_path / "report" / "report.html").read_text()
+    assert len(summary["claims"]) == 6
+
+    # a second run re-uses every row; an edited training file re-runs them (the cache follows content)
+    assert main(_argv(corpus_files, tmp_path)) == 0
+    again = json.loads((tmp_path / "report" / "results.json").read_text())
+    assert [r["test_ppl"] for r in again["rows"]] == [r["test_ppl"] for r in results["rows"]]
+    assert [r["fingerprint"] for r in again["rows"]] == [r["fingerprint"] for r in results["rows"]]
+    write_markov_text(corpus_files["train"], 6000, seed=4)
+    assert main(_argv(corpus_files, tmp_path, "--only", "ngram")) == 0
+    edited = {r["id"]: r for r in json.loads((tmp_path / "report" / "results.json").read_text())["rows"]}
+    assert set(edited) == {row.id for row in text_rows(vocab_size, only="ngram")}
+    assert edited["del-int"]["fingerprint"] != rows["del-int"]["fingerprint"]
+    assert edited["del-int"]["test_ppl"] != rows["del-int"]["test_ppl"]
+
+
+def test_rows_are_chosen_by_only_and_networks():
+    ids = [row.id for row in text_rows(10_000, networks=("mlp1", "mlp9"))]
+    assert "mlp1" in ids and "mlp9-del-int-bucketed" in ids and "mlp5" not in ids and "katz-3" in ids
+    nplm_only = [row.id for row in text_rows(10_000, only="nplm")]
+    assert nplm_only[0] == "del-int" and all(i.startswith("mlp") for i in nplm_only[1:])
+    assert class_counts(16_000) == [160, 480, 1600] and class_counts(50) == [2, 5]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["reproduce", "text"], "reproduce text needs --train, --valid, --test"),
+    (["reproduce", "brown", "--networks", "mlp1"], "--networks: only for `lmbench reproduce text`"),
+    (["reproduce", "text", "--networks", "mlp2"], "give a comma-separated list of mlp1"),
+    (["reproduce", "text", "--name", "../x"], "a folder name of letters"),
+])
+def test_bad_setups_end_in_one_line(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
