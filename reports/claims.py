@@ -25,6 +25,12 @@ def _relative(a: float, b: float) -> float:
     return 100 * (1 - b / a)
 
 
+def _lower(a: float, b: float) -> str:
+    """b against a in words: 'x% lower' or, when b is above a, 'x% higher'."""
+    gap = _relative(a, b)
+    return f"{abs(gap):.1f}% {'lower' if gap >= 0 else 'higher'}"
+
+
 def check_claims(results: dict) -> list[dict]:
     rows = {r["id"]: r for r in results["rows"]}
     corpus = results["corpus"]
@@ -42,11 +48,12 @@ def check_claims(results: dict) -> list[dict]:
         gap = _relative(best_ngram[1], nplm_ppl)
         claims.append(_claim("The best NPLM has a lower test perplexity than the best n-gram model",
                              paper_gap, gap > 0,
-                             f"{nplm_id} {nplm_ppl:.1f} vs {best_ngram[0]} {best_ngram[1]:.1f}: {gap:.1f}% lower"))
+                             f"{nplm_id} {nplm_ppl:.1f} vs {best_ngram[0]} {best_ngram[1]:.1f}: "
+                             f"{_lower(best_ngram[1], nplm_ppl)}"))
         alone = _relative(best_ngram[1], best_nplm[1])
         claims.append(_claim(alone_text, alone_paper, alone > 0,
                              f"{best_nplm[0]} {best_nplm[1]:.1f} vs {best_ngram[0]} {best_ngram[1]:.1f}: "
-                             f"{alone:.1f}% lower"))
+                             f"{_lower(best_ngram[1], best_nplm[1])}"))
     else:
         claims.append(_claim("The best NPLM has a lower test perplexity than the best n-gram model",
                              paper_gap, None, "missing rows"))
@@ -105,7 +112,7 @@ def _ap_claims(rows: dict, di: float | None) -> list[dict]:
              "no unmixed row in Table 2", "mlp-ap", alone)]:
         holds = None if not (ours and kn_ppl) else ours < kn_ppl
         claims.append(_claim(text, paper, holds, "missing rows" if holds is None else
-                             f"{ours_id} {ours:.1f} vs {kn_id} {kn_ppl:.1f}: {_relative(kn_ppl, ours):.1f}% lower"))
+                             f"{ours_id} {ours:.1f} vs {kn_id} {kn_ppl:.1f}: {_lower(kn_ppl, ours)}"))
     holds = None if not (di and kn_ppl and mixed) else di > max(kn_ppl, mixed)
     claims.append(_claim("The deleted-interpolation trigram is above both KN back-off and the mixed network",
                          "132 vs 117 and 109", holds, "missing rows" if holds is None else
@@ -119,7 +126,7 @@ def _relation(text: str, better: tuple[str, float] | None, worse: tuple[str, flo
         return {"claim": text, "ours": "missing rows", "verdict": "not run"}
     holds = better[1] < worse[1]
     return {"claim": text, "ours": f"{better[0]} {better[1]:.1f} vs {worse[0]} {worse[1]:.1f}: "
-                                   f"{_relative(worse[1], better[1]):.1f}% lower",
+                                   f"{_lower(worse[1], better[1])}",
             "verdict": "holds" if holds else "does not hold"}
 
 
