@@ -45,11 +45,13 @@ reproduce-ap: install
 	$(PY) -m lmbench_cli reproduce ap $(if $(QUICK),--quick) $(if $(SKIP),--skip $(SKIP))
 
 # The same comparison on your own corpus: make compare TRAIN=a.txt VALID=b.txt TEST=c.txt [NAME=mine]
-# [NETWORKS=mlp1,mlp9] [ONLY=ngram] [QUICK=1]; the report goes to reports/NAME (default reports/text).
+# [NETWORKS=mlp1,mlp9] [ONLY=ngram] [MIN_COUNT=2] [VOCAB_SIZE=10000] [QUICK=1]; the report goes to
+# reports/NAME (default reports/text).
 compare: install
 	@test -n "$(TRAIN)" -a -n "$(VALID)" -a -n "$(TEST)" || { echo "compare: give TRAIN=, VALID= and TEST= (files of whitespace-separated tokens)" >&2; exit 2; }
 	$(PY) -m lmbench_cli reproduce text --train $(TRAIN) --valid $(VALID) --test $(TEST) $(if $(NAME),--name $(NAME)) \
-		$(if $(NETWORKS),--networks $(NETWORKS)) $(if $(ONLY),--only $(ONLY)) $(if $(QUICK),--quick)
+		$(if $(NETWORKS),--networks $(NETWORKS)) $(if $(ONLY),--only $(ONLY)) $(if $(QUICK),--quick) \
+		$(if $(MIN_COUNT),--min-count $(MIN_COUNT)) $(if $(VOCAB_SIZE),--vocab-size $(VOCAB_SIZE))
 
 # Render the Brown report in headless Chromium (not installed by `make install`: `apt-get install -y
 # chromium`, or set CHROMIUM) and fail unless a screenshot comes out; it is left in build/ to look at.
