@@ -29,7 +29,9 @@ weight is written as -99, ARPA's log10(0). Values carry 8 decimals (a relative e
 1.2e-8 per probability, far inside the 1e-4 perplexity tolerance of a round trip).
 
 Reading: words of V missing from the file take <unk>'s unigram probability (KenLM's rule); n-grams
-holding a word outside V (e.g. lmplz's <s> and </s>) are dropped, with a log line.
+holding a word outside V (e.g. lmplz's <s> and </s>) are dropped, with a log line. A damaged file
+(not UTF-8, a section shorter than its header announces, a malformed number, no closing `\\end\\`)
+is refused in one line naming the file (lmbench.files.DamagedFile). Writing is atomic.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import io
 import logging
 import re
 from pathlib import Path
+from typing import Iterable
 
 import numpy as np
 import pandas as pd
@@ -46,12 +49,14 @@ from baselines.backoff import BackoffModel
 from baselines.counts import NgramTable
 from corpora.vocab import UNK, Vocabulary
 from lmbench.errors import LMBenchError
+from lmbench.files import atomic_write, read_checked
 
 log = logging.getLogger(__name__)
 
 LN10 = np.log(10.0)
 LOG10_ZERO = -99.0
 SENTENCE_MARKERS = ("<s>", "</s>")  # listed with log10 P = -99 for tools that require them (KenLM)
+ARPA_FIX = "write it again (`lmbench ngram --arpa`, KenLM's lmplz or SRILM's ngram-count)"
 
 
 def _log10(values: np.ndarray) -> list[float]:
@@ -73,9 +78,15 @@ def write_arpa(model: BackoffModel, vocab: Vocabulary, path: str | Path) -> dict
     table, N = model.table, model.order
     markers = [m for m in SENTENCE_MARKERS if m not in vocab]
     sizes = {n: table.size(n) + (len(markers) if n == 1 else 0) for n in range(1, N + 1)}
+    atomic_write(Path(path), lambda tmp: _write_sections(tmp, model, vocab, sizes, markers))
+    return sizes
+
+
+def _write_sections(path: Path, model: BackoffModel, vocab: Vocabulary, sizes: dict[int, int],
+                    markers: list[str]) -> None:
+    table, N = model.table, model.order
     words = np.array(vocab.words, dtype=object)                    # (V,)
     text = words                                                   # (m_n,) words of each row
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as out:
         out.write("\\data\\\n" + "".join(f"ngram {n}={sizes[n]}\n" for n in sizes) + "\n")
         for n in range(1, N + 1):
@@ -95,23 +106,32 @@ def write_arpa(model: BackoffModel, vocab: Vocabulary, path: str | Path) -> dict
                 out.write("".join(["%.8f\t%s\n" % row for row in rows]))
             out.write("\n")
         out.write("\\end\\\n")
-    return sizes
+
+
+def _header_counts(lines: Iterable[str]) -> dict[int, int]:
+    """{order: count} from the lines of the \\data\\ section (read up to the \\1-grams: line)."""
+    counts = {}
+    for line in lines:
+        line = line.strip()
+        match = re.fullmatch(r"ngram\s+(\d+)\s*=\s*(\d+)", line)
+        if match:
+            counts[int(match.group(1))] = int(match.group(2))
+        elif line.startswith("\\1-grams:"):
+            break
+    if not counts:
+        raise ValueError("it has no \\data\\ section with 'ngram N=count' lines (is it an ARPA file?)")
+    if sorted(counts) != list(range(1, max(counts) + 1)):
+        raise ValueError(f"its \\data\\ section lists the orders {sorted(counts)}, not 1 to {max(counts)}")
+    return counts
 
 
 def read_arpa_header(path: str | Path) -> dict[int, int]:
     """{order: count} from the \\data\\ section."""
-    counts = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            match = re.fullmatch(r"ngram\s+(\d+)\s*=\s*(\d+)", line)
-            if match:
-                counts[int(match.group(1))] = int(match.group(2))
-            elif line.startswith("\\1-grams:"):
-                break
-    if not counts:
-        raise LMBenchError(f"{path} has no \\data\\ section with 'ngram N=count' lines: is it an ARPA file?")
-    return counts
+    def read(path: Path) -> dict[int, int]:
+        with open(path, encoding="utf-8") as f:
+            return _header_counts(f)
+
+    return read_checked(Path(path), read, what="ARPA file", fix=ARPA_FIX)
 
 
 class ArpaModel(BackoffModel):
@@ -125,16 +145,25 @@ def _section(text: str, n: int, expected: int) -> pd.DataFrame:
     """The rows of the \\n-grams: section as columns 0 (log10 p), 1..n (words), n+1 (log10 bow)."""
     start = text.find(f"\\{n}-grams:")
     if start < 0:
-        raise LMBenchError(f"the ARPA file lacks its \\{n}-grams: section: the file is truncated or corrupt")
+        raise ValueError(f"it lacks its \\{n}-grams: section (cut short?)")
     start = text.index("\n", start) + 1
     end = text.find("\n\\", start)
     body = text[start:end if end >= 0 else len(text)]
     frame = pd.read_csv(io.StringIO(body), sep=r"\s+", header=None, names=list(range(n + 2)),
                         dtype=str, na_filter=False, quoting=3, engine="c")
     if len(frame) != expected:
-        raise LMBenchError(f"the ARPA header announces {expected} {n}-grams but the section holds "
-                           f"{len(frame)}: the file is truncated or corrupt")
+        raise ValueError(f"the header announces {expected} {n}-grams but the section holds {len(frame)} "
+                         "(cut short?)")
     return frame
+
+
+def _log10_column(frame: pd.DataFrame, column: int, keep: np.ndarray, n: int) -> np.ndarray:
+    """A column of log10 values (empty: 0) as natural logs."""
+    values = frame[column].to_numpy()[keep]
+    try:
+        return np.where(values == "", 0.0, values).astype(np.float64) * LN10
+    except ValueError:
+        raise ValueError(f"a line of its \\{n}-grams: section holds a malformed number") from None
 
 
 def read_arpa(path: str | Path, vocab: Vocabulary) -> ArpaModel:
@@ -143,9 +172,15 @@ def read_arpa(path: str | Path, vocab: Vocabulary) -> ArpaModel:
     if not path.is_file():
         raise LMBenchError(f"ARPA file {path} does not exist: give the path of a file written by "
                            "`lmbench ngram --arpa`, KenLM or SRILM")
-    header = read_arpa_header(path)
-    N = max(header)
+    return read_checked(path, lambda p: _parse(p, vocab), what="ARPA file", fix=ARPA_FIX)
+
+
+def _parse(path: Path, vocab: Vocabulary) -> ArpaModel:
     text = path.read_text(encoding="utf-8")
+    header = _header_counts(io.StringIO(text))
+    if not text.rstrip().endswith("\\end\\"):
+        raise ValueError("it does not end with \\end\\ (cut short?)")
+    N = max(header)
     index = pd.Index(vocab.words)                                  # word -> id by hashing
     V = len(vocab)
     grams, logp, logbow = {}, [np.zeros(0)], [np.zeros(0)]
@@ -155,9 +190,8 @@ def read_arpa(path: str | Path, vocab: Vocabulary) -> ArpaModel:
         ids = np.column_stack([index.get_indexer(frame[j].to_numpy()) for j in range(1, n + 1)])  # (m, n)
         keep = (ids >= 0).all(axis=1)                               # n-grams of words in V, -1 others
         dropped += int((~keep).sum())
-        p = frame[0].to_numpy()[keep].astype(np.float64) * LN10
-        bow_text = frame[n + 1].to_numpy()[keep]
-        bow = np.where(bow_text == "", 0.0, bow_text).astype(np.float64) * LN10
+        p = _log10_column(frame, 0, keep, n)
+        bow = _log10_column(frame, n + 1, keep, n)
         rows = ids[keep].astype(np.int32)
         if n == 1:
             dense_p, dense_bow = np.full(V, np.nan), np.zeros(V)   # (V,)

@@ -39,6 +39,7 @@ from tqdm import tqdm
 
 from corpora.vocab import Vocabulary
 from lmbench.errors import LMBenchError
+from lmbench.files import DamagedFile, locked, read_checked, set_aside, write_checked
 
 log = logging.getLogger(__name__)
 
@@ -78,23 +79,25 @@ class Clustering:
     info: dict = field(default_factory=dict)  # requested C, objective per pass, seconds, moves
 
     def save(self, path: str | Path) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps({"fingerprint": self.fingerprint, "num_classes": self.num_classes,
-                                   "word_class": self.word_class.tolist(), "info": self.info}))
-        tmp.replace(path)
+        """Write atomically, with a record of the content that `load` checks (lmbench.files)."""
+        text = json.dumps({"fingerprint": self.fingerprint, "num_classes": self.num_classes,
+                           "word_class": self.word_class.tolist(), "info": self.info})
+        write_checked(Path(path), lambda tmp: tmp.write_text(text))
 
     @classmethod
     def load(cls, path: str | Path, vocab: Vocabulary) -> "Clustering":
-        """Read a clustering saved for `vocab`; refuses one made for another vocabulary."""
-        try:
-            data = json.loads(Path(path).read_text())
-            clustering = cls(np.asarray(data["word_class"], dtype=np.int32), int(data["num_classes"]),
-                             data["fingerprint"], data.get("info", {}))
-        except (OSError, ValueError, KeyError) as err:
-            raise LMBenchError(f"cannot read the clustering file {path}: {err}; "
-                               "delete it and cluster again") from err
+        """Read a clustering saved for `vocab`; refuses one made for another vocabulary, and raises
+        DamagedFile for one that does not read back as written."""
+        def read(path: Path) -> "Clustering":
+            data = json.loads(path.read_text())
+            word_class = np.asarray(data["word_class"], dtype=np.int32)
+            clustering = cls(word_class, int(data["num_classes"]), str(data["fingerprint"]), dict(data.get("info", {})))
+            if word_class.ndim != 1 or (len(word_class) and not 0 <= word_class.min() <= word_class.max()
+                                        < clustering.num_classes):
+                raise ValueError(f"its word classes are not in [0, {clustering.num_classes})")
+            return clustering
+
+        clustering = read_checked(Path(path), read, what="clustering file", fix="delete it and cluster again")
         if clustering.fingerprint != vocab.fingerprint() or len(clustering.word_class) != len(vocab):
             raise LMBenchError(
                 f"the clustering in {path} was made for another vocabulary (fingerprint "
@@ -224,18 +227,34 @@ def cache_path(corpus, num_classes: int, max_iters: int, directory: Path | None 
     return directory / name
 
 
+def cached_clustering(corpus, num_classes: int, max_iters: int, directory: Path | None = None) -> Clustering | None:
+    """The clustering cached at `cache_path`, or None when there is none; a damaged one is set aside
+    with a warning (and None returned)."""
+    path = cache_path(corpus, num_classes, max_iters, directory)
+    if not path.exists():
+        return None
+    log.info("loading the clustering %s", path)
+    try:
+        return Clustering.load(path, corpus.vocab)
+    except DamagedFile as damage:
+        set_aside(path, damage)
+        return None
+
+
 def cached_cluster(corpus, num_classes: int, *, max_iters: int = 20, progress: bool = True,
                    directory: Path | None = None) -> Clustering:
-    """The clustering of corpus.train into num_classes from the cache (`cache_path`) when there,
-    else computed and saved there."""
+    """The clustering of corpus.train into num_classes from the cache (`cache_path`) when there and
+    intact, else computed and saved there; a second process clustering the same corpus at once waits
+    for the first one's result."""
     path = cache_path(corpus, num_classes, max_iters, directory)
-    if path.exists():
-        log.info("loading the clustering %s", path)
-        return Clustering.load(path, corpus.vocab)
-    clustering = cluster(corpus.vocab, corpus.train, num_classes, max_iters=max_iters, progress=progress)
-    try:
-        clustering.save(path)
-    except OSError as err:
-        log.warning("could not write the clustering cache %s (%s); set LMBENCH_CACHE to a writable "
-                    "folder to reuse it", path, err)
+    with locked(path):
+        clustering = cached_clustering(corpus, num_classes, max_iters, directory)
+        if clustering is not None:
+            return clustering
+        clustering = cluster(corpus.vocab, corpus.train, num_classes, max_iters=max_iters, progress=progress)
+        try:
+            clustering.save(path)
+        except OSError as err:
+            log.warning("could not write the clustering cache %s (%s); set LMBENCH_CACHE to a writable "
+                        "folder to reuse it", path, err)
     return clustering

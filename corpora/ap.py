@@ -8,7 +8,11 @@ special symbols and merging rare words. We apply the same recipe to whatever AP 
 Reading. Every plain file directly in the folder, in file-name order (TREC names files `apYYMMDD`,
 so name order is DOCNO order; a file whose DOCNOs start before the previous file's end is logged
 as a warning and still taken in name order); gzip files are recognised by their magic bytes,
-whatever their name. A file without a `<DOC>` element (a `readme`) is skipped with a log line.
+whatever their name. A file without a `<DOC>` element (a `readme`) is skipped with a log line. A
+damaged file (empty, a gzip stream cut short or failing its CRC, a `<DOC>` without its `</DOC>` or
+its `<DOCNO>`) stops the preparation with one line naming it, since leaving it out would change the
+splits silently; with `skip_bad_files` (`--skip-bad-files`) it is left out with a warning instead,
+and the cache entry is kept apart from the one of the full folder.
 Bytes are decoded as latin-1 (AP is ASCII; latin-1 never fails) and SGML entities (`&amp;`) are
 unescaped. Within a file, documents are sorted by `<DOCNO>`; only the `<TEXT>` elements of a
 document are read (headlines, bylines, datelines and notes are not), all of them in order; a
@@ -75,6 +79,7 @@ from tqdm import tqdm
 from corpora.corpus import Corpus, cached
 from corpora.vocab import UNK, Vocabulary
 from lmbench.errors import LMBenchError
+from lmbench.files import DamagedFile
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +93,8 @@ PROPER_THRESHOLD = 0.9
 PIPELINE_VERSION = 1  # bump when a rule changes: the cache key includes it
 
 FIX = "pass --ap-dir or set AP_DIR to the folder of TREC/Tipster AP SGML files (plain or .gz)"
+DAMAGE_FIX = ("replace it with a good copy, move it out of the folder, or pass --skip-bad-files to leave it "
+              "out (the splits then change)")
 
 ABBREVIATIONS = frozenset("""
 mr mrs ms dr st jr sr gen sen rep gov lt col maj capt sgt adm cmdr rev prof pres supt
@@ -171,17 +178,25 @@ class FileTokens:
     without_text: int        # documents dropped for having no <TEXT>
 
 
+def _damaged(path: Path, problem: str) -> DamagedFile:
+    return DamagedFile(path, problem, "AP file", DAMAGE_FIX)
+
+
 def read_sgml(path: Path) -> str | None:
-    """The file's text, or None when it holds no <DOC> element; a bad gzip file is an error."""
+    """The file's text, or None when it holds no <DOC> element; a damaged file raises DamagedFile."""
     try:
         raw = path.read_bytes()
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
     except (OSError, EOFError, zlib.error) as err:
-        raise LMBenchError(f"cannot read {path}: {err} (corrupt or truncated gzip?): replace it with a "
-                           f"good copy or move it out of the folder") from None
+        raise _damaged(path, f"{err} (a gzip file cut short or altered?)") from None
+    if not raw:
+        raise _damaged(path, "it is empty")
     text = raw.decode("latin-1")
-    return text if "<DOC>" in text else None
+    opened, closed = text.count("<DOC>"), text.count("</DOC>")
+    if opened != closed:
+        raise _damaged(path, f"it holds {opened} <DOC> but {closed} </DOC> tags (cut short?)")
+    return text if opened else None
 
 
 def tokenize_file(path: str | Path) -> FileTokens | None:
@@ -195,8 +210,7 @@ def tokenize_file(path: str | Path) -> FileTokens | None:
     for number, doc in enumerate(_DOC.findall(text), 1):
         docno = _DOCNO.search(doc)
         if docno is None:
-            raise LMBenchError(f"document {number} of {path} has no <DOCNO>: fix or remove the file "
-                               "(documents are ordered by DOCNO)")
+            raise _damaged(path, f"its document {number} has no <DOCNO> (documents are ordered by DOCNO)")
         bodies = _TEXT.findall(doc)
         if not bodies:
             without_text += 1
@@ -218,6 +232,15 @@ def tokenize_file(path: str | Path) -> FileTokens | None:
     codes, uniques = pd.factorize(pd.Series(tokens, dtype=object), sort=False)
     return FileTokens(path.name, uniques.tolist(), codes.astype(np.int32), np.array(initial, dtype=bool),
                       np.array(lengths, dtype=np.int64), [d[0] for d in documents], without_text)
+
+
+def _tokenize_or_damage(path: str | Path) -> FileTokens | DamagedFile | None:
+    """tokenize_file, with a damaged file returned rather than raised (so that the caller decides,
+    after the files before it, whether to stop or skip it)."""
+    try:
+        return tokenize_file(path)
+    except DamagedFile as damage:
+        return damage
 
 
 def source_files(directory: str | Path) -> list[Path]:
@@ -247,21 +270,24 @@ class RawStream:
     doc_lengths: np.ndarray  # (documents,) int64
     docnos: list[str]
     files_read: int
+    bad_files: list[str]     # damaged files left out (skip_bad_files)
 
 
-def read_stream(files: list[Path], sizes: tuple[int, int, int], workers: int) -> RawStream:
-    """Tokenise files in order until their documents fill the splits (or the files run out)."""
+def read_stream(files: list[Path], sizes: tuple[int, int, int], workers: int,
+                skip_bad_files: bool = False) -> RawStream:
+    """Tokenise files in order until their documents fill the splits (or the files run out); a damaged
+    file stops the reading, or is left out with a warning when `skip_bad_files`."""
     index: dict[str, int] = {}
     ids, initial, lengths, docnos = [], [], [], []
-    total, files_read, skipped, without_text = 0, 0, [], 0
+    total, files_read, skipped, bad, without_text = 0, 0, [], [], 0
     pool = None
     if workers > 1:
         # fork where there is one: no re-import of the caller's main module, as spawn needs
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
         pool = multiprocessing.get_context(method).Pool(workers)
-        results = pool.imap(tokenize_file, [str(f) for f in files], chunksize=1)
+        results = pool.imap(_tokenize_or_damage, [str(f) for f in files], chunksize=1)
     else:
-        results = map(tokenize_file, files)
+        results = map(_tokenize_or_damage, files)
     try:
         with tqdm(total=len(files), desc="AP files", unit="file", leave=False) as progress:
             for path, result in zip(files, results):
@@ -269,6 +295,12 @@ def read_stream(files: list[Path], sizes: tuple[int, int, int], workers: int) ->
                 files_read += 1
                 if result is None:
                     skipped.append(path.name)
+                    continue
+                if isinstance(result, DamagedFile):
+                    if not skip_bad_files:
+                        raise result
+                    log.warning("skipping the damaged AP file %s (--skip-bad-files): %s", path, result.problem)
+                    bad.append(path.name)
                     continue
                 if docnos and result.docnos and result.docnos[0] < docnos[-1]:
                     log.warning("%s starts at DOCNO %s, before the previous file's last (%s): documents "
@@ -298,7 +330,7 @@ def read_stream(files: list[Path], sizes: tuple[int, int, int], workers: int) ->
         raise LMBenchError(f"no SGML documents with <TEXT> in {files[0].parent}: {FIX}")
     log.info("read %d files: %d documents, %d tokens", files_read, len(docnos), total)
     return RawStream(list(index), np.concatenate(ids), np.concatenate(initial), np.concatenate(lengths),
-                     docnos, files_read)
+                     docnos, files_read, bad)
 
 
 def _document_counts(ends: np.ndarray, targets: np.ndarray) -> tuple[int, int, int]:
@@ -369,9 +401,10 @@ def proper_noun_symbols(types: list[str], train_ids: np.ndarray, train_initial: 
     return symbols, initial_table, other_table
 
 
-def build_ap(files: list[Path], *, vocab_size: int, sizes: tuple[int, int, int], workers: int) -> Corpus:
+def build_ap(files: list[Path], *, vocab_size: int, sizes: tuple[int, int, int], workers: int,
+             skip_bad_files: bool = False) -> Corpus:
     """Read, tokenise, map and split: the pipeline of the module docstring."""
-    raw = read_stream(files, sizes, workers)
+    raw = read_stream(files, sizes, workers, skip_bad_files)
     n_train, n_valid, n_test = split_documents(raw.doc_lengths, sizes)
     ends = np.concatenate([[0], np.cumsum(raw.doc_lengths)])
     train_end, valid_end, test_end = (int(ends[n]) for n in (n_train, n_valid, n_test))
@@ -398,15 +431,18 @@ def build_ap(files: list[Path], *, vocab_size: int, sizes: tuple[int, int, int],
                    "test": [raw.docnos[n_valid], raw.docnos[n_test - 1]]},
         "train_symbol_types": int(np.count_nonzero(counts)),
     }
+    if raw.bad_files:
+        info["skipped_bad_files"] = raw.bad_files
     return Corpus("ap", vocab, ids[:train_end], ids[train_end:valid_end], ids[valid_end:test_end], info=info)
 
 
 def load_ap(directory: str | Path, *, vocab_size: int = DEFAULT_VOCAB_SIZE,
             split_sizes: tuple[int, int, int] = PAPER_SPLIT, use_cache: bool = True,
-            workers: int | None = None) -> Corpus:
+            workers: int | None = None, skip_bad_files: bool = False) -> Corpus:
     """AP News from a folder of TREC/Tipster SGML files, as a cached Corpus named "ap".
     `split_sizes`: train, valid, test tokens (default the paper's). `workers` (processes that
-    tokenise; default min(2, CPUs)) does not change the result."""
+    tokenise; default min(2, CPUs)) does not change the result. `skip_bad_files`: leave a damaged
+    file out with a warning rather than stop."""
     if vocab_size <= len(SPECIALS):
         raise LMBenchError(f"--vocab-size must exceed {len(SPECIALS)} (the symbols "
                            f"{', '.join(SPECIALS)} are always in), not {vocab_size}")
@@ -418,5 +454,7 @@ def load_ap(directory: str | Path, *, vocab_size: int = DEFAULT_VOCAB_SIZE,
     key = {"corpus": "ap", "source": fingerprint(files), "files": len(files),
            "directory": str(Path(directory).resolve()), "vocab_size": vocab_size, "split_sizes": sizes,
            "pipeline": PIPELINE_VERSION}
-    return cached(key, lambda: build_ap(files, vocab_size=vocab_size, sizes=sizes, workers=workers),
-                  use_cache=use_cache)
+    if skip_bad_files:  # what it reads may differ from the full folder's: another cache entry
+        key["skip_bad_files"] = True
+    return cached(key, lambda: build_ap(files, vocab_size=vocab_size, sizes=sizes, workers=workers,
+                                        skip_bad_files=skip_bad_files), use_cache=use_cache)

@@ -34,6 +34,9 @@ def add_corpus_options(parser: argparse.ArgumentParser, *, positional: bool = Fa
     group.add_argument("--vocab-size", type=integer(AP_MIN_VOCAB), default=None,
                        help="ap: vocabulary size, specials included (default 17964, the paper's); text: keep "
                             "at most this many of the most frequent words (default: every word of --min-count)")
+    group.add_argument("--skip-bad-files", action="store_true",
+                       help="ap: leave a damaged file of the folder out, with a warning, instead of stopping "
+                            "(the splits then differ from the full folder's)")
     group.add_argument("--no-cache", action="store_true", help="prepare again, ignoring the cache")
 
 
@@ -55,7 +58,8 @@ def load_corpus(args: argparse.Namespace) -> Corpus:
     if not directory:
         raise LMBenchError("no AP directory: pass --ap-dir DIR or set AP_DIR to the folder of "
                            "TREC/Tipster AP SGML files (e.g. ../shared/corpora/ap89)")
-    return load_ap(directory, vocab_size=args.vocab_size or DEFAULT_VOCAB_SIZE, use_cache=use_cache)
+    return load_ap(directory, vocab_size=args.vocab_size or DEFAULT_VOCAB_SIZE, use_cache=use_cache,
+                   skip_bad_files=args.skip_bad_files)
 
 
 def load_default(name: str) -> Corpus:

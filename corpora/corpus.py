@@ -17,6 +17,7 @@ import numpy as np
 
 from corpora.vocab import Vocabulary
 from lmbench.errors import LMBenchError
+from lmbench.files import DamagedFile, locked, read_checked, set_aside, write_checked
 
 log = logging.getLogger(__name__)
 
@@ -70,14 +71,23 @@ def cache_key(parts: dict) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
+CACHE_FIX = "it is prepared again when set aside (delete it to force that)"
+
+
 def save_corpus(corpus: Corpus, directory: Path) -> None:
-    """Write atomically: into a temporary sibling folder, then rename."""
+    """Write the three files, each with its record (lmbench.files.write_checked), into a temporary
+    sibling folder, then rename it: a reader sees the whole entry or none."""
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=directory.name + ".tmp"))
     try:
-        np.savez(tmp / "ids.npz", **{s: corpus.split(s).astype(np.int32) for s in SPLITS})
-        corpus.vocab.save(tmp / "vocab.json")
-        (tmp / "meta.json").write_text(json.dumps({"name": corpus.name, "info": corpus.info}, indent=1))
+        def write_ids(path: Path) -> None:
+            with open(path, "wb") as out:
+                np.savez(out, **{s: corpus.split(s).astype(np.int32) for s in SPLITS})
+
+        write_checked(tmp / "ids.npz", write_ids)
+        write_checked(tmp / "vocab.json", corpus.vocab.save)
+        meta = json.dumps({"name": corpus.name, "info": corpus.info}, indent=1)
+        write_checked(tmp / "meta.json", lambda path: path.write_text(meta))
         if directory.exists():
             shutil.rmtree(directory)
         os.replace(tmp, directory)
@@ -85,26 +95,56 @@ def save_corpus(corpus: Corpus, directory: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def load_corpus(directory: Path) -> Corpus:
-    meta = json.loads((directory / "meta.json").read_text())
-    with np.load(directory / "ids.npz") as ids:
+def _read_ids(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path) as ids:
         splits = {s: ids[s] for s in SPLITS}
-    return Corpus(meta["name"], Vocabulary.load(directory / "vocab.json"), info=meta["info"], **splits)
+    if any(a.ndim != 1 or a.dtype != np.int32 for a in splits.values()):
+        raise ValueError("its splits are not one-dimensional int32 id streams")
+    return splits
+
+
+def _read_meta(path: Path) -> dict:
+    meta = json.loads(path.read_text())
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not isinstance(meta.get("info"), dict):
+        raise ValueError("it holds no corpus name and info")
+    return meta
+
+
+def load_corpus(directory: Path) -> Corpus:
+    """The corpus saved in `directory`; a DamagedFile names the first file that does not read back."""
+    meta = read_checked(directory / "meta.json", _read_meta, what="corpus cache file", fix=CACHE_FIX)
+    splits = read_checked(directory / "ids.npz", _read_ids, what="corpus cache file", fix=CACHE_FIX)
+    vocab = Vocabulary.load(directory / "vocab.json")
+    return Corpus(meta["name"], vocab, info=meta["info"], **splits)
 
 
 def cached(key_parts: dict, build: Callable[[], Corpus], *, use_cache: bool = True) -> Corpus:
-    """Load the corpus cached under a hash of `key_parts`, or build, cache and return it."""
+    """Load the corpus cached under a hash of `key_parts`, or build, cache and return it. A damaged
+    entry is set aside with a warning and built again; a process that finds another one preparing
+    the same entry waits for it, then loads its result."""
+    if not use_cache:
+        return _prepare(key_parts, build, None)
     directory = cache_root() / f"{key_parts['corpus']}-{cache_key(key_parts)}"
-    if use_cache and (directory / "meta.json").exists():
-        started = time.perf_counter()
-        corpus = load_corpus(directory)
-        corpus.info.update(load_seconds=round(time.perf_counter() - started, 3), cache=str(directory),
-                           from_cache=True)
-        return corpus
+    with locked(directory):
+        if directory.exists():
+            started = time.perf_counter()
+            try:
+                corpus = load_corpus(directory)
+            except DamagedFile as damage:
+                set_aside(directory, damage)
+            else:
+                corpus.info.update(load_seconds=round(time.perf_counter() - started, 3), cache=str(directory),
+                                   from_cache=True)
+                return corpus
+        return _prepare(key_parts, build, directory)
+
+
+def _prepare(key_parts: dict, build: Callable[[], Corpus], directory: Path | None) -> Corpus:
+    """Build the corpus and save it in `directory` (None: nowhere)."""
     started = time.perf_counter()
     corpus = build()
     corpus.info.update(prepare_seconds=round(time.perf_counter() - started, 3), options=key_parts)
-    if use_cache:
+    if directory is not None:
         try:
             save_corpus(corpus, directory)
             corpus.info["cache"] = str(directory)

@@ -2,7 +2,9 @@
 
 Line breaks are whitespace; each file is one continuous stream. The vocabulary comes from train
 (types counted >= min_count times, and at most the max_vocab most frequent of them, specials included);
-a literal `<unk>` in the files is the unknown symbol.
+a literal `<unk>` in the files is the unknown symbol. A file that is missing, empty, not UTF-8 or holds
+NUL bytes (a binary or damaged file) is refused in one line naming it. The cache is keyed by the files'
+content, so an edited or cut file is prepared anew.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ def read_tokens(path: str | Path) -> list[str]:
         raise LMBenchError(f"corpus file {path} does not exist: give the path of a text file "
                            "of whitespace-separated tokens")
     data = path.read_bytes()
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise LMBenchError(f"corpus file {path} holds a NUL byte at offset {nul} (a binary or damaged file?): "
+                           "give a text file of whitespace-separated tokens")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:

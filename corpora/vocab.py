@@ -9,7 +9,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from lmbench.errors import LMBenchError
+from lmbench.files import read_checked
 
 UNK = "<unk>"
 
@@ -89,12 +89,9 @@ class Vocabulary:
 
     @classmethod
     def load(cls, path: str | Path) -> "Vocabulary":
-        try:
-            data = json.loads(Path(path).read_text())
-            return cls(data["words"])
-        except (OSError, ValueError, KeyError) as err:
-            raise LMBenchError(f"cannot read vocabulary file {path}: {err}; "
-                               "delete it and prepare the corpus again") from err
+        """A saved vocabulary, checked against its record when it has one (lmbench.files)."""
+        return read_checked(Path(path), lambda p: cls(json.loads(p.read_text())["words"]),
+                            what="vocabulary file", fix="delete it and prepare the corpus again")
 
     def fingerprint(self) -> str:
         """A short hash of the word list: two models agree on ids only if these match."""

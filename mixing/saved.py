@@ -7,13 +7,12 @@ the contexts, for context-conditional weights.
 
 from __future__ import annotations
 
-import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from lmbench.errors import LMBenchError
-from lmbench.files import atomic_write
+from lmbench.files import atomic_write, read_checked, write_checked
 from lmbench.model import LanguageModel
 from mixing.mixture import fit_weights, mix_logprobs
 
@@ -26,34 +25,37 @@ def scored_splits(model: LanguageModel, splits=("valid", "test")) -> dict[str, n
     return arrays
 
 
-def save(path: Path, arrays: dict[str, np.ndarray]) -> None:
+def save(path: Path, arrays: dict[str, np.ndarray], *, checked: bool = False) -> None:
     """Write the arrays as an .npz archive at `path`, whatever its suffix (np.savez given a file name
-    would append .npz)."""
+    would append .npz); `checked`: with a record of its content that `load` compares (a cache file)."""
     def write(tmp: Path) -> None:
         with open(tmp, "wb") as out:
             np.savez(out, **arrays)
 
-    atomic_write(Path(path), write)
+    (write_checked if checked else atomic_write)(Path(path), write)
 
 
-def load(path: Path) -> dict[str, np.ndarray]:
-    path = Path(path)
-    if not path.is_file():
-        raise LMBenchError(f"{path} does not exist: write it with `lmbench ngram ... --save-logprobs {path}`")
-    try:
-        archive = np.load(path)
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-        raise LMBenchError(f"cannot read {path} as saved log-probabilities ({err}): give a .npz file "
-                           "written by `lmbench ngram --save-logprobs`") from err
+def _read(path: Path) -> dict[str, np.ndarray]:
+    archive = np.load(path)
     if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise LMBenchError(f"{path} holds one array, not an .npz archive: give a .npz file written by "
-                           "`lmbench ngram --save-logprobs`")
+        raise ValueError("it holds one array, not an .npz archive")
     with archive as data:
         missing = {"valid", "test"} - set(data.files)
         if missing:
-            raise LMBenchError(f"{path} lacks the arrays {sorted(missing)}: save per-token log-probabilities "
-                               "of valid and test")
-        return {key: data[key] for key in data.files}
+            raise ValueError(f"it lacks the arrays {sorted(missing)} (per-token log-probabilities of valid and test)")
+        arrays = {key: data[key] for key in data.files}  # reads every byte: a damaged member fails its CRC
+    if any(arrays[split].ndim != 1 for split in ("valid", "test")):
+        raise ValueError("its valid and test arrays are not one log-probability per token")
+    return arrays
+
+
+def load(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of a file written by `save`; one that does not read back raises DamagedFile."""
+    path = Path(path)
+    if not path.is_file():
+        raise LMBenchError(f"{path} does not exist: write it with `lmbench ngram ... --save-logprobs {path}`")
+    return read_checked(path, _read, what="saved log-probabilities",
+                        fix=f"write the file again (`lmbench ngram ... --save-logprobs {path}`)")
 
 
 def mix_saved(parts: list[dict[str, np.ndarray]], method: str, weights=None,

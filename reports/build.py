@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from lmbench.errors import LMBenchError
+from lmbench.files import read_checked
 from reports.claims import check_claims
 from reports.figures import draw_all
 from reports.tables import PAPER_TABLE, _display, comparison, to_markdown, write_tables
@@ -90,7 +91,16 @@ def load_results(report_dir: Path) -> dict:
     if not path.exists():
         raise LMBenchError(f"no results at {path}: run `make reproduce-brown` / `make reproduce-ap` (or "
                            f"`lmbench reproduce brown|ap|text ...` with --report-dir {report_dir}) first")
-    return json.loads(path.read_text())
+
+    def read(path: Path) -> dict:
+        results = json.loads(path.read_text())
+        if not isinstance(results, dict) or not isinstance(results.get("rows"), list):
+            raise ValueError("it holds no list of rows")
+        return results
+
+    return read_checked(path, read, what="results file",
+                        fix="run the same `lmbench reproduce ...` again (finished rows come from the row cache, "
+                            "so only results.json is rewritten)")
 
 
 def _headings(results: dict) -> dict:

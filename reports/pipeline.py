@@ -26,7 +26,7 @@ from tqdm import tqdm
 from corpora.corpus import SPLITS, Corpus, slice_corpus
 from lmbench import __version__
 from lmbench.errors import LMBenchError
-from lmbench.files import atomic_write_text
+from lmbench.files import DamagedFile, atomic_write_text, read_checked, set_aside, write_checked
 from lmbench.model import perplexity
 from mixing import saved
 from reports.experiments import ROWS, Row, text_rows
@@ -149,11 +149,21 @@ class Reproduction:
         return self.work / "logprobs" / f"{row_id}.npz"
 
     def cached_result(self, row: Row) -> dict | None:
-        path = self._row_path(row)
-        if not path.exists():
+        """The row's cached result, when it and its saved log-probabilities are there, intact and of this
+        fingerprint; a damaged one is set aside with a warning, so that the row runs again."""
+        path, logprobs = self._row_path(row), self._logprobs_path(row.id)
+        if not (path.exists() and logprobs.exists()):
             return None
-        result = json.loads(path.read_text())
-        return result if result.get("fingerprint") == self.fingerprint(row) else None
+        try:
+            result = read_checked(path, lambda p: dict(json.loads(p.read_text())), what="cached row",
+                                  fix="delete it to run the row again")
+            if result.get("fingerprint") != self.fingerprint(row):
+                return None
+            saved.load(logprobs)  # every byte checked, since mixtures read it
+        except DamagedFile as damage:
+            set_aside(damage.path, damage)
+            return None
+        return result
 
     def run(self, skip: frozenset[str] = frozenset()) -> dict:
         """Run every row not cached, except the rows of the kinds in `skip` (and mixtures of them),
@@ -174,7 +184,8 @@ class Reproduction:
             if result is None:
                 log.info("row %s: running", row.id)
                 result = self.run_row(row)
-                atomic_write_text(self._row_path(row), json.dumps(result, indent=1))
+                text = json.dumps(result, indent=1)
+                write_checked(self._row_path(row), lambda path: path.write_text(text))
             else:
                 log.info("row %s: cached (test perplexity %.1f)", row.id, result["test_ppl"])
             results[row.id] = result
@@ -199,7 +210,8 @@ class Reproduction:
         return result
 
     def _save_row_logprobs(self, row: Row, logprobs: dict) -> None:
-        saved.save(self._logprobs_path(row.id), {k: v for k, v in logprobs.items() if not k.endswith("train")})
+        saved.save(self._logprobs_path(row.id), {k: v for k, v in logprobs.items() if not k.endswith("train")},
+                   checked=True)
 
     def _run_ngram(self, row: Row, extra: dict) -> dict:
         from baselines.cli import make_ngram
@@ -237,10 +249,10 @@ class Reproduction:
                   "neighbors": neighbors}
         clustered = next((row for row in self.rows if row.id == "class-3-500"), None)  # scaled when quick
         if clustered is not None:  # the word classes of its exchange clustering, to colour the figure
-            from baselines.clustering import Clustering, cache_path
-            path = cache_path(self.corpus, clustered.classes, clustered.cluster_passes)
-            if path.exists():  # cached by the class-3-500 row, which runs before the networks
-                result["classes"] = Clustering.load(path, vocab).word_class[frequent].tolist()
+            from baselines.clustering import cached_clustering
+            clustering = cached_clustering(self.corpus, clustered.classes, clustered.cluster_passes)
+            if clustering is not None:  # cached by the class-3-500 row, which runs before the networks
+                result["classes"] = clustering.word_class[frequent].tolist()
         return result
 
     def _run_mix(self, row: Row, extra: dict) -> dict:
