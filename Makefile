@@ -35,6 +35,7 @@ bench: install
 	$(PY) bench/ngram_bench.py
 	$(PY) bench/cluster_bench.py
 	$(PY) bench/nplm_bench.py
+	$(PY) bench/parallel_bench.py
 
 # The paper's tables end to end; QUICK=1 runs the same pipeline on a small slice in a few minutes,
 # SKIP=nplm leaves out the rows of a kind (listed as not run).

@@ -18,7 +18,7 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("nplm", help="the neural probabilistic language model")
     commands = parser.add_subparsers(dest="nplm_command", required=True)
 
-    from neural.config import CLASS_SOURCES, OBJECTIVES, RECIPES, NPLMConfig
+    from neural.config import BACKENDS, CLASS_SOURCES, OBJECTIVES, PARALLEL, RECIPES, NPLMConfig
     defaults = NPLMConfig()
     train = commands.add_parser("train", help="train a network and report its perplexities")
     add_corpus_options(train)
@@ -65,6 +65,7 @@ def register(subparsers) -> None:
     run_group.add_argument("--out", default=None, help="run directory (default runs/nplm-n5-h50-m60-d...)")
     run_group.add_argument("--resume", action="store_true", help="continue the run in --out")
     _device_options(train)
+    _parallel_options(train, PARALLEL, BACKENDS)
     train.set_defaults(run=run_train)
 
     evaluate = commands.add_parser("eval", help="perplexity of a trained run's best model on a split")
@@ -72,6 +73,7 @@ def register(subparsers) -> None:
     evaluate.add_argument("--split", choices=("train", "valid", "test"), default="test")
     add_corpus_options(evaluate)
     _device_options(evaluate)
+    _parallel_options(evaluate, PARALLEL, BACKENDS)
     evaluate.set_defaults(run=run_eval)
 
     neighbors = commands.add_parser("neighbors", help="nearest words by cosine similarity in C")
@@ -91,7 +93,17 @@ def _device_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
-def run_train(args: argparse.Namespace) -> dict:
+def _parallel_options(parser: argparse.ArgumentParser, schemes, backends) -> None:
+    group = parser.add_argument_group("parallel (under torchrun --nproc-per-node P -m lmbench_cli ...)")
+    group.add_argument("--parallel", choices=schemes, default=None,
+                       help="data: each process a share of every minibatch (the minibatch is --batch-size "
+                            "times the processes); vocab: each process a block of the output words "
+                            "(the paper's section 3.2). Default: one process")
+    group.add_argument("--backend", choices=backends, default="auto",
+                       help="torch.distributed backend (default auto: nccl on CUDA, gloo on the CPU)")
+
+
+def run_train(args: argparse.Namespace) -> dict | None:
     from neural.train import NPLMConfig, train_nplm
     config = NPLMConfig(n=args.n, m=args.m, h=args.h, direct=args.direct, recipe=args.recipe,
                         objective=args.objective, samples=args.samples, classes=args.classes,
@@ -99,15 +111,34 @@ def run_train(args: argparse.Namespace) -> dict:
                         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                         weight_decay=args.weight_decay, patience=args.patience, dropout=args.dropout, seed=args.seed,
                         device=args.device, bf16=args.bf16, threads=args.threads, max_steps=args.max_steps,
-                        checkpoint_minutes=args.checkpoint_minutes)
-    from neural.recipe import resolve_device
-    resolve_device(config.device, config.threads)  # a bad --device is named before the corpus loads
+                        checkpoint_minutes=args.checkpoint_minutes, parallel=args.parallel,
+                        backend=args.backend)
+    _check_launch(args)
     corpus = load_corpus(args)
     out = args.out or (f"runs/nplm-{corpus.name}-n{args.n}-h{args.h}-m{args.m}"
                        f"{'-direct' if args.direct else ''}-{args.recipe}-{args.objective}-s{args.seed}")
-    result = train_nplm(corpus, config, out, resume=args.resume)
+    team = _connect(args, corpus)
+    try:
+        result = train_nplm(corpus, config, out, resume=args.resume, team=team)
+    finally:
+        team.close()
     result.pop("config")
-    return result
+    return result if team.writer else None  # rank 0 prints the figures
+
+
+def _check_launch(args: argparse.Namespace) -> None:
+    """A bad --device, or --parallel outside torchrun, named before the corpus loads."""
+    from neural.recipe import resolve_device
+    resolve_device(args.device, args.threads)
+    if args.parallel:
+        from neural.parallel import launch_environment
+        launch_environment(args.parallel)
+
+
+def _connect(args: argparse.Namespace, corpus):
+    from neural.parallel import connect
+    return connect(args.parallel, len(corpus.vocab), device=args.device, backend=args.backend,
+                   threads=args.threads)
 
 
 def _require_run(run_dir: str) -> None:
@@ -118,14 +149,23 @@ def _require_run(run_dir: str) -> None:
                            f"train --out {run_dir}), or let the run finish one epoch")
 
 
-def run_eval(args: argparse.Namespace) -> dict:
+def run_eval(args: argparse.Namespace) -> dict | None:
     from neural.train import load_nplm
-    _require_run(args.dir)
+    _check_launch(args)
+    if not args.parallel:  # (on several machines, only rank 0's disk need hold the run)
+        _require_run(args.dir)
     corpus = load_corpus(args)
-    model = load_nplm(args.dir, corpus, device=args.device, bf16=args.bf16, threads=args.threads)
-    started = time.perf_counter()
-    logprobs = model.logprobs(args.split)
-    seconds = time.perf_counter() - started
+    team = _connect(args, corpus)
+    try:
+        model = load_nplm(args.dir, corpus, bf16=args.bf16, team=team)
+        stream, start = corpus.stream_for(args.split, history=model.order - 1)
+        started = time.perf_counter()
+        logprobs = team.score_stream(model.net, stream, start, bf16=args.bf16)  # on every process
+        seconds = time.perf_counter() - started
+    finally:
+        team.close()
+    if not team.writer:
+        return None
     return {"dir": args.dir, "split": args.split, "perplexity": float(np.exp(-logprobs.mean())),
             "tokens": int(len(logprobs)), "seconds": round(seconds, 3),
             "tokens_per_s": round(len(logprobs) / seconds, 1)}

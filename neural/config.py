@@ -10,6 +10,8 @@ from lmbench.errors import LMBenchError
 
 OBJECTIVES = ("softmax", "importance", "nce", "class")  # neural/objectives.py implements each
 CLASS_SOURCES = ("frequency", "exchange")  # neural/classes.py makes each
+PARALLEL = ("data", "vocab")  # neural/parallel.py: minibatch shards, or blocks of output rows
+BACKENDS = ("auto", "gloo", "nccl")  # torch.distributed's; auto: nccl on CUDA, gloo on the CPU
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,8 @@ class NPLMConfig:
     checkpoint_minutes: float = 5.0  # also checkpoint mid-epoch this often
     max_steps: int | None = None  # stop (with a checkpoint) after this many updates in all
     eval_batch: int = 2048
+    parallel: str | None = None  # None (one process), "data" or "vocab", under torchrun (neural/parallel.py)
+    backend: str = "auto"  # --parallel: "auto", "gloo" or "nccl"
 
     def __post_init__(self):
         if self.recipe not in RECIPES:
@@ -60,6 +64,14 @@ class NPLMConfig:
         if self.class_source not in CLASS_SOURCES:
             raise LMBenchError(f"unknown class source {self.class_source!r}: use one of "
                                f"{', '.join(CLASS_SOURCES)}")
+        if self.parallel not in (None, *PARALLEL):
+            raise LMBenchError(f"unknown parallel scheme {self.parallel!r}: use one of {', '.join(PARALLEL)}")
+        if self.backend not in BACKENDS:
+            raise LMBenchError(f"unknown backend {self.backend!r}: use one of {', '.join(BACKENDS)}")
+        if self.parallel == "vocab" and self.objective == "class":
+            raise LMBenchError("--objective class does not compose with --parallel vocab (its classes cut "
+                               "across the blocks of output rows): train it with --parallel data, or "
+                               "--parallel vocab with --objective softmax, importance or nce")
         if self.classes < 0 or self.classes == 1:
             raise LMBenchError(f"--classes {self.classes}: give at least 2 classes, or 0 for "
                                "round(sqrt(|V|))")

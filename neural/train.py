@@ -12,6 +12,10 @@ model, optimizer state, the RNG states (torch, numpy and the objective's sampler
 update count, the running sums of the epoch, the history, the config and the vocabulary fingerprint.
 The best model on validation is saved apart (best.pt). Per-epoch figures go to log.jsonl, the final
 ones to result.json.
+
+On several processes (config.parallel, under torchrun) the loop is the same: the hooks of
+`neural.parallel.Team` split the minibatch or the output layer, sum the gradients, and have rank 0
+write the files, in the single-process format.
 """
 
 from __future__ import annotations
@@ -30,10 +34,10 @@ from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write, atomic_write_text
 from lmbench.model import perplexity
 from neural.classes import word_classes
-from neural.lm import NPLMLanguageModel, context_windows, score_stream
-from neural.model import NPLM
+from neural.lm import NPLMLanguageModel, context_windows
 from neural.objectives import OBJECTIVES
-from neural.config import SHAPE_FIELDS, NPLMConfig
+from neural.config import RECIPES, SHAPE_FIELDS, NPLMConfig
+from neural.parallel import Team, connect
 from neural.recipe import apply_weight_decay, learning_rate, make_optimizer, next_epoch_rate, resolve_device
 
 log = logging.getLogger(__name__)
@@ -74,20 +78,24 @@ def read_checkpoint(path: Path, fingerprint: str, config: NPLMConfig | None = No
 
 
 def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool = False,
-               progress: bool = True, evaluate: bool = True) -> dict:
+               progress: bool = True, evaluate: bool = True, team: Team | None = None) -> dict:
     """Train on corpus.train, early-stop on corpus.valid, write the run into out_dir and return the
-    figures: train/valid/test perplexity of the best model, tokens/s, seconds, epochs."""
+    figures: train/valid/test perplexity of the best model, tokens/s, seconds, epochs. `team`: the
+    processes of a parallel run (default: those config.parallel asks for, joined here)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    device = resolve_device(config.device, config.threads)
     fingerprint = corpus.vocab.fingerprint()
     vocab_size = len(corpus.vocab)
+    team = team or connect(config.parallel, vocab_size, device=config.device, backend=config.backend,
+                           threads=config.threads)
+    device = team.device
+    progress = progress and team.writer
 
-    torch.manual_seed(config.seed)
+    torch.manual_seed(config.seed)  # the same on every process: the network starts the same everywhere
     np.random.seed(config.seed)
-    net = NPLM(vocab_size, config.n, config.m, config.h, config.direct, dropout=config.dropout,
-               classes=word_classes(corpus, config, progress=progress) if config.objective == "class"
-               else None)
+    net = team.network(vocab_size, config.n, config.m, config.h, config.direct, dropout=config.dropout,
+                       classes=word_classes(corpus, config, progress=progress) if config.objective == "class"
+                       else None)
     counts = np.bincount(corpus.train, minlength=vocab_size) + 1.0
     unigram = torch.from_numpy(counts / counts.sum())  # (V,) add-one unigram of train: q
     net.set_unigram_biases(unigram)  # start from the unigram: b = log q (and b_c = log q(c))
@@ -96,16 +104,30 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
     sampler.manual_seed(config.seed)
     objective = OBJECTIVES[config.objective](unigram.float().to(device), config.samples, sampler)
     optimizer = make_optimizer(net, config)
+    batch = team.batch(config.batch)  # windows per update, all processes together
     state = {"epoch": 0, "position": 0, "step": 0, "loss_sum": 0.0, "tokens": 0, "seconds": 0.0,
              "best_valid": math.inf, "bad_epochs": 0, "history": [], "stopped": None,
              "rate": config.peak_lr, "annealing": False, "decay_pending": 0}
 
     checkpoint_path = out / CHECKPOINT
-    if checkpoint_path.exists():
+
+    def read_resumed() -> dict | None:
+        if not checkpoint_path.exists():
+            return None
         if not resume:
             raise LMBenchError(f"{out} already holds a run ({CHECKPOINT}): pass --resume to continue it "
                                "or choose another --out directory")
         saved = read_checkpoint(checkpoint_path, fingerprint, config)
+        saved_config = saved["config"]
+        before = saved.get("batch", saved_config["batch_size"] or RECIPES[saved_config["recipe"]].batch)
+        if before != batch:
+            raise LMBenchError(f"checkpoint {checkpoint_path} was trained with {before} windows per update, "
+                               f"not {batch}: resume with the same minibatch (with --parallel data: "
+                               "--batch-size times the processes)")
+        return saved
+
+    saved = team.from_rank0(read_resumed)  # read on rank 0, sent to every process
+    if saved is not None:
         net.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
         torch.set_rng_state(saved["torch_rng"])
@@ -119,13 +141,17 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
         log.info("resumed %s at epoch %d, update %d", checkpoint_path, state["epoch"] + 1, state["step"])
 
     def save_checkpoint() -> None:
-        if not all(torch.isfinite(p).all() for p in net.parameters()):
-            raise nan_error(state["step"], checkpoint_path)
-        atomic_save({"model": net.state_dict(), "optimizer": optimizer.state_dict(),
-                     "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(),
-                     "sampler_rng": sampler.get_state(), "state": state,
-                     "config": dataclasses.asdict(config), "fingerprint": fingerprint,
-                     "vocab_size": vocab_size}, checkpoint_path)
+        model = team.state_dict(net)  # the whole network on rank 0
+
+        def write() -> None:
+            if not all(torch.isfinite(t).all() for t in model.values()):
+                raise nan_error(state["step"], checkpoint_path)
+            atomic_save({"model": model, "optimizer": optimizer.state_dict(),
+                         "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(),
+                         "sampler_rng": sampler.get_state(), "state": state,
+                         "config": dataclasses.asdict(config), "fingerprint": fingerprint,
+                         "vocab_size": vocab_size, "batch": batch}, checkpoint_path)
+        team.from_rank0(write)
 
     def settle_decay(rate: float) -> None:
         apply_weight_decay(net, rate, config.weight_decay, state["decay_pending"])
@@ -134,7 +160,7 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
     # (T, n-1) contexts and (T,) targets of the training stream, on the device once
     contexts = torch.from_numpy(context_windows(corpus.train, config.n).copy()).to(device)
     targets = torch.from_numpy(corpus.train.astype(np.int64)).to(device)
-    steps_per_epoch = math.ceil(len(targets) / config.batch)
+    steps_per_epoch = math.ceil(len(targets) / batch)
     valid_stream, valid_start = corpus.stream_for("valid", history=config.n - 1)
 
     last_save = time.monotonic()
@@ -154,17 +180,18 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
             if config.max_steps is not None and state["step"] >= config.max_steps:
                 state["stopped"] = "max_steps"
                 break
-            lo = state["position"] * config.batch
-            idx = order[lo: lo + config.batch]
+            lo = state["position"] * batch
+            idx = order[lo: lo + batch]
             lr = learning_rate(config, state["step"], state["rate"])
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            loss = objective.loss(net, net.features(contexts[idx]), targets[idx], bf16=config.bf16)
-            value = loss.item()
-            if not math.isfinite(value):
-                raise nan_error(state["step"], checkpoint_path, value)
+            mine, share = team.shard_batch(idx)  # data-parallel: this process's windows
+            loss = objective.loss(net, net.features(contexts[mine]), targets[mine], bf16=config.bf16)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            value = team.sum_gradients(net, loss, share)  # the minibatch's loss and gradients
+            if not math.isfinite(value):
+                raise nan_error(state["step"], checkpoint_path, value)
             state["decay_pending"] += 1  # p <- p (1 - lr lambda) - lr grad, the decay compounded
             if state["decay_pending"] >= config.decay_every:
                 settle_decay(lr)
@@ -180,7 +207,7 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
                     speed = state["tokens"] / max(state["seconds"], 1e-9)
                     bar.set_postfix(loss=f"{state['loss_sum'] / state['tokens']:.3f}", tok_s=f"{speed:.0f}",
                                     refresh=False)
-            if time.monotonic() - last_save > 60 * config.checkpoint_minutes:
+            if team.any(time.monotonic() - last_save > 60 * config.checkpoint_minutes):
                 save_checkpoint()
                 last_save = time.monotonic()
         if bar is not None:
@@ -188,12 +215,13 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
         if state["stopped"] is not None:
             break
         settle_decay(learning_rate(config, state["step"], state["rate"]))
-        end_epoch(net, config, state, valid_stream, valid_start, out, fingerprint)
+        team.sync_replicas(net)
+        end_epoch(net, config, state, valid_stream, valid_start, out, fingerprint, team)
         save_checkpoint()
         last_save = time.monotonic()
 
     save_checkpoint()
-    return finish(corpus, config, state, out, fingerprint, device, evaluate)
+    return finish(corpus, config, state, out, team, evaluate)
 
 
 def nan_error(step: int, checkpoint_path: Path, value: float | None = None) -> LMBenchError:
@@ -204,10 +232,10 @@ def nan_error(step: int, checkpoint_path: Path, value: float | None = None) -> L
                         f"or start again{kept}")
 
 
-def end_epoch(net, config, state, valid_stream, valid_start, out, fingerprint) -> None:
+def end_epoch(net, config, state, valid_stream, valid_start, out, fingerprint, team) -> None:
     """Validation perplexity, the log line, the best model, the next rate and early stopping."""
-    valid_ppl = perplexity(score_stream(net, valid_stream, valid_start, batch_size=config.eval_batch,
-                                        bf16=config.bf16))
+    valid_ppl = perplexity(team.score_stream(net, valid_stream, valid_start, batch_size=config.eval_batch,
+                                             bf16=config.bf16))
     train_tokens = state["tokens"]
     record = {"epoch": state["epoch"] + 1, "step": state["step"],
               "lr": learning_rate(config, state["step"], state["rate"]),
@@ -220,13 +248,16 @@ def end_epoch(net, config, state, valid_stream, valid_start, out, fingerprint) -
     log.info("epoch %d: train loss %.4f (running), valid ppl %.2f, %.0f tokens/s, %.0f s, lr %.3g",
              record["epoch"], record["train_loss"], valid_ppl, record["tokens_per_s"], record["seconds"],
              record["lr"])
-    atomic_write_text(out / LOG, "".join(json.dumps(r) + "\n" for r in state["history"]))
+    if team.writer:
+        atomic_write_text(out / LOG, "".join(json.dumps(r) + "\n" for r in state["history"]))
     gain = 1.0 - valid_ppl / state["best_valid"]  # -inf .. 1; 1 - 0 for the first epoch
     if valid_ppl < state["best_valid"]:
         state["best_valid"], state["bad_epochs"] = valid_ppl, 0
-        atomic_save({"model": net.state_dict(), "config": dataclasses.asdict(config),
-                     "fingerprint": fingerprint, "vocab_size": net.vocab_size, "epoch": record["epoch"],
-                     "valid_perplexity": valid_ppl}, out / BEST)
+        model = team.state_dict(net)
+        if team.writer:
+            atomic_save({"model": model, "config": dataclasses.asdict(config), "fingerprint": fingerprint,
+                         "vocab_size": net.vocab_size, "epoch": record["epoch"],
+                         "valid_perplexity": valid_ppl}, out / BEST)
     else:
         state["bad_epochs"] += 1
     if config.recipe == "paper":
@@ -240,7 +271,7 @@ def end_epoch(net, config, state, valid_stream, valid_start, out, fingerprint) -
     state.update(epoch=state["epoch"] + 1, position=0, loss_sum=0.0, tokens=0, seconds=0.0)
 
 
-def finish(corpus, config, state, out, fingerprint, device, evaluate: bool = True) -> dict:
+def finish(corpus, config, state, out, team, evaluate: bool = True) -> dict:
     """The run's figures, with the train/valid/test perplexities of the best model when `evaluate`
     (a caller that scores the splits itself passes False)."""
     history = state["history"]
@@ -253,27 +284,37 @@ def finish(corpus, config, state, out, fingerprint, device, evaluate: bool = Tru
     if not history:  # stopped inside the first epoch: nothing validated yet
         return result
     if evaluate:
-        model = load_nplm(out, corpus, device=device, bf16=config.bf16)
+        net = load_nplm(out, corpus, bf16=config.bf16, team=team).net
         for split in ("train", "valid", "test"):
-            result[f"{split}_perplexity"] = model.perplexity(split)
+            stream, start = corpus.stream_for(split, history=config.n - 1)
+            logprobs = team.score_stream(net, stream, start, bf16=config.bf16)
+            result[f"{split}_perplexity"] = perplexity(logprobs)
     result["best_epoch"] = int(np.argmin([r["valid_perplexity"] for r in history])) + 1
-    atomic_write_text(out / RESULT, json.dumps(result, indent=1))
+    if team.writer:
+        atomic_write_text(out / RESULT, json.dumps(result, indent=1))
     return result
 
 
 def load_nplm(out_dir: str | Path, corpus, *, device: str | torch.device = "auto",
               bf16: bool = False, which: str = BEST, threads: int | None = None,
-              factored: bool = True) -> NPLMLanguageModel:
+              factored: bool = True, team: Team | None = None) -> NPLMLanguageModel:
     """The best model of a run (or its last checkpoint, which=CHECKPOINT), attached to `corpus`;
-    factored=False scores a network with a class layer by the full softmax of y instead."""
+    factored=False scores a network with a class layer by the full softmax of y instead. With a
+    `team` (which then sets the device): read on rank 0 and placed on every process (under "vocab",
+    each its block; all of them then score together)."""
     path = Path(out_dir) / which
-    if not path.exists():
-        raise LMBenchError(f"no {which} in {out_dir}: train there first (lmbench nplm train --out "
-                           f"{out_dir}), or let it finish one epoch")
-    saved = read_checkpoint(path, corpus.vocab.fingerprint())
+
+    def read() -> dict:
+        if not path.exists():
+            raise LMBenchError(f"no {which} in {out_dir}: train there first (lmbench nplm train --out "
+                               f"{out_dir}), or let it finish one epoch")
+        return read_checkpoint(path, corpus.vocab.fingerprint())
+
+    saved = read() if team is None else team.from_rank0(read)
+    if team is None:
+        team = Team(device=device if isinstance(device, torch.device) else resolve_device(device, threads))
     cfg = saved["config"]
-    net = NPLM(saved["vocab_size"], cfg["n"], cfg["m"], cfg["h"], cfg["direct"],
-               classes=saved["model"].get("word_class"))
+    net = team.network(saved["vocab_size"], cfg["n"], cfg["m"], cfg["h"], cfg["direct"],
+                       classes=saved["model"].get("word_class"))
     net.load_state_dict(saved["model"])
-    device = device if isinstance(device, torch.device) else resolve_device(device, threads)
-    return NPLMLanguageModel(net.to(device), bf16=bf16, factored=factored).attach(corpus)
+    return NPLMLanguageModel(net.to(team.device), bf16=bf16, factored=factored).attach(corpus)
