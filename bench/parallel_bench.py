@@ -5,7 +5,8 @@ the AP network on 8 and 64 workers.
 Each scheme runs the training step of `neural.train` (the Team's hooks, the objective, the sparse SGD
 step, the amortised weight decay) on the MLP1 shape (n=5, m=60, h=50, direct) at Brown's |V|, with
 minibatches of --batch windows per update, all processes together (data-parallel: --batch / P per
-process). One process runs the single-process path with every core; P processes are spawned on this
+process). One process runs the single-process path, with one worker's threads (cores / P: the reference of the
+speed-ups, a worker being one CPU as in the paper) and with every core; P processes are spawned on this
 machine (gloo over localhost), each with cores / P threads. Random ids from a Zipf unigram: no corpus.
 
 Communication is measured by wrapping torch.distributed's collectives: the seconds spent inside them
@@ -210,13 +211,19 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="time per measurement")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     args = parser.parse_args()
-    torch.set_num_threads(os.cpu_count() or 1)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    single = train_steps(Team(), args.batch, args.objective, args.vocab, args.samples, args.seconds, None)
-    one_update = single["seconds"] / single["updates"]
-    figures = {"cores": os.cpu_count(), "load_average_1min": load, "vocab": args.vocab, "batch": args.batch,
+    cores = os.cpu_count() or 1
+    seconds_per_update = {}
+    for threads in sorted({max(1, cores // args.processes), cores}):  # one worker's cores, and all of them
+        torch.set_num_threads(threads)
+        single = train_steps(Team(), args.batch, args.objective, args.vocab, args.samples, args.seconds, None)
+        seconds_per_update[threads] = single["seconds"] / single["updates"]
+    one_update = seconds_per_update[max(1, cores // args.processes)]  # the reference of the speed-ups
+    figures = {"cores": cores, "load_average_1min": load, "vocab": args.vocab, "batch": args.batch,
                "objective": args.objective, "processes": args.processes,
-               "one_process_tokens_per_s": args.batch / one_update, "schemes": []}
+               "one_process_tokens_per_s": {threads: args.batch / update
+                                            for threads, update in seconds_per_update.items()},
+               "schemes": []}
     for scheme in args.schemes:
         measured = spawned(scheme, args.processes, args)
         update = measured["seconds"] / measured["updates"]
@@ -234,8 +241,10 @@ def main() -> None:
     if args.json:
         print(json.dumps(figures, indent=1))
         return
-    print(f"{figures['cores']} cores, load average {load:.2f}; MLP1 at |V| = {args.vocab}, {args.objective}, "
-          f"{args.batch} windows per update; 1 process: {figures['one_process_tokens_per_s']:.0f} tokens/s")
+    single = ", ".join(f"{speed:.0f} tokens/s on {threads} thread{'s' if threads > 1 else ''}"
+                       for threads, speed in figures["one_process_tokens_per_s"].items())
+    print(f"{cores} cores, load average {load:.2f}; MLP1 at |V| = {args.vocab}, {args.objective}, "
+          f"{args.batch} windows per update; 1 process: {single} (speed-ups against the first)")
     print(f"{'scheme':6} {'P':>2} {'tokens/s':>9} {'speed-up':>8} {'comm %':>7} {'bytes/upd measured':>19} "
           f"{'computed (<=)':>14}  AP projection (speed-up, comm %)")
     for r in figures["schemes"]:

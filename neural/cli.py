@@ -94,7 +94,7 @@ def _device_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _parallel_options(parser: argparse.ArgumentParser, schemes, backends) -> None:
-    group = parser.add_argument_group("parallel (under torchrun --nproc-per-node P -m lmbench_cli ...)")
+    group = parser.add_argument_group("parallel (torchrun --nproc-per-node P -m lmbench_cli -- nplm ...)")
     group.add_argument("--parallel", choices=schemes, default=None,
                        help="data: each process a share of every minibatch (the minibatch is --batch-size "
                             "times the processes); vocab: each process a block of the output words "

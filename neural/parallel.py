@@ -1,7 +1,8 @@
 """Training on several processes with torch.distributed: the two schemes of section 3 of the paper.
 
-Launch: `torchrun --nproc-per-node P -m lmbench_cli nplm train ... --parallel data|vocab`. torchrun starts
-P processes and gives each its RANK, WORLD_SIZE, LOCAL_RANK and the rendezvous address; `connect` joins
+Launch: `torchrun --nproc-per-node P -m lmbench_cli -- nplm train ... --parallel data|vocab` (the `--`
+keeps torchrun from taking --n, --m and --h for abbreviations of its own options). torchrun starts P
+processes and gives each its RANK, WORLD_SIZE, LOCAL_RANK and the rendezvous address; `connect` joins
 them into one process group (gloo on the CPU, NCCL on CUDA, one GPU per process: cuda:LOCAL_RANK) and
 returns the `Team` through which `neural.train` does everything that crosses processes. A run without
 --parallel gets the one-process Team, whose every hook is the single-process code path itself.
@@ -70,7 +71,7 @@ def launch_environment(mode: str) -> dict[str, int]:
     missing = [key for key in LAUNCH_ENV if key not in os.environ]
     if missing:
         raise LMBenchError(f"--parallel {mode} runs under torchrun, which sets {', '.join(missing)}: launch "
-                           f"with torchrun --nproc-per-node P -m lmbench_cli nplm ... --parallel {mode}, "
+                           f"with torchrun --nproc-per-node P -m lmbench_cli -- nplm ... --parallel {mode}, "
                            "or drop --parallel for one process")
     env = {key: int(os.environ[key]) for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     env["LOCAL_WORLD_SIZE"] = int(os.environ.get("LOCAL_WORLD_SIZE", env["WORLD_SIZE"]))
@@ -246,7 +247,8 @@ class Team:
                 sizes = self.counts(grad.indices().shape[1])
                 rows = self.gather_rows(grad.indices()[0], sizes)  # (sum R_r,) in rank order
                 values = self.gather_rows(grad.values() * weight, sizes)  # (sum R_r, ...)
-                p.grad = torch.sparse_coo_tensor(rows[None], values, grad.shape)  # SGD adds duplicates up
+                p.grad = torch.sparse_coo_tensor(rows[None], values, grad.shape,  # SGD adds duplicates up
+                                                 check_invariants=False)  # rows in range: they came from p
         return float(flat[-1])
 
     def score_stream(self, net: NPLM, stream: np.ndarray, start: int, **options) -> np.ndarray:

@@ -202,8 +202,8 @@ def test_torchrun_cli_trains_and_one_process_evaluates(tmp_path):
     out = tmp_path / "run"
     env = {**os.environ, "LMBENCH_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(WORLD),
-               "--master-port", str(free_port()), "-m", "lmbench_cli", "nplm", "train", "--corpus", "text",
-               *files, "--n", "3", "--m", "4", "--h", "5", "--epochs", "2", "--objective", "softmax",
+               "--master-port", str(free_port()), "-m", "lmbench_cli", "--", "nplm", "train",
+               "--corpus", "text", *files, "--n", "3", "--m", "4", "--h", "5", "--epochs", "2", "--objective", "softmax",
                "--device", "cpu", "--threads", "1", "--parallel", "vocab", "--out", str(out), "--json"]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
