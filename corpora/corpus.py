@@ -1,4 +1,7 @@
-"""Corpus: a Vocabulary and three int32 id streams, cached on disk keyed by source and options."""
+"""Corpus: a Vocabulary and three int32 id streams, cached on disk keyed by source and options.
+
+Brown and text corpora also keep the raw word behind every <unk> token (`unk_words`), for the
+out-of-vocabulary initialisation of `neural.oov`."""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from lmbench.errors import LMBenchError
 log = logging.getLogger(__name__)
 
 SPLITS = ("train", "valid", "test")
-CACHE_FORMAT = 1  # bump when the on-disk layout or a pipeline's output changes
+CACHE_FORMAT = 2  # bump when the on-disk layout or a pipeline's output changes (2: unk_words.npz)
 
 
 @dataclass
@@ -32,6 +35,8 @@ class Corpus:
     valid: np.ndarray
     test: np.ndarray
     info: dict = field(default_factory=dict)  # source, options, preparation seconds, cache path
+    # per split, the raw word of each <unk> token in stream order (str arrays); None: not kept
+    unk_words: dict[str, np.ndarray] | None = None
 
     def split(self, name: str) -> np.ndarray:
         if name not in SPLITS:
@@ -77,6 +82,8 @@ def save_corpus(corpus: Corpus, directory: Path) -> None:
     try:
         np.savez(tmp / "ids.npz", **{s: corpus.split(s).astype(np.int32) for s in SPLITS})
         corpus.vocab.save(tmp / "vocab.json")
+        if corpus.unk_words is not None:
+            np.savez(tmp / "unk_words.npz", **corpus.unk_words)
         (tmp / "meta.json").write_text(json.dumps({"name": corpus.name, "info": corpus.info}, indent=1))
         if directory.exists():
             shutil.rmtree(directory)
@@ -89,7 +96,12 @@ def load_corpus(directory: Path) -> Corpus:
     meta = json.loads((directory / "meta.json").read_text())
     with np.load(directory / "ids.npz") as ids:
         splits = {s: ids[s] for s in SPLITS}
-    return Corpus(meta["name"], Vocabulary.load(directory / "vocab.json"), info=meta["info"], **splits)
+    unk_words = None
+    if (directory / "unk_words.npz").exists():
+        with np.load(directory / "unk_words.npz") as words:
+            unk_words = {s: words[s] for s in SPLITS}
+    return Corpus(meta["name"], Vocabulary.load(directory / "vocab.json"), info=meta["info"],
+                  unk_words=unk_words, **splits)
 
 
 def cached(key_parts: dict, build: Callable[[], Corpus], *, use_cache: bool = True) -> Corpus:
