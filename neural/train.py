@@ -30,6 +30,7 @@ from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write, atomic_write_text
 from lmbench.model import perplexity
 from neural.classes import word_classes
+from neural.energy import EnergyNetwork
 from neural.lm import NPLMLanguageModel, context_windows, score_stream
 from neural.model import NPLM
 from neural.objectives import OBJECTIVES
@@ -60,17 +61,30 @@ def read_checkpoint(path: Path, fingerprint: str, config: NPLMConfig | None = No
                            "and corpus options it was trained with, or another --out directory")
     if config is not None:
         saved = state["config"]
-        diff = [f"{k}={saved[k]} (asked {getattr(config, k)})" for k in SHAPE_FIELDS
-                if saved[k] != getattr(config, k)]
+        diff = [f"{k}={saved_shape(saved, k)} (asked {getattr(config, k)})" for k in SHAPE_FIELDS
+                if saved_shape(saved, k) != getattr(config, k)]
         if diff:
             raise LMBenchError(f"checkpoint {path} has another network shape: {', '.join(diff)}; resume "
-                               "with the same --n/--m/--h/--direct or use another --out directory")
+                               "with the same --model/--n/--m/--h/--direct or use another --out directory")
         for key in ("recipe", "objective"):
             if saved.get(key) != getattr(config, key):
                 raise LMBenchError(f"checkpoint {path} was trained with {key} {saved.get(key)!r}, not "
                                    f"{getattr(config, key)!r}: resume with --{key} {saved.get(key)} or "
                                    "use another --out")
     return state
+
+
+def saved_shape(config: dict, field: str):
+    """A shape field of a saved config; one missing from an older checkpoint has its default."""
+    return config.get(field, getattr(NPLMConfig, field))
+
+
+def build_network(config: NPLMConfig, vocab_size: int, classes: torch.Tensor | None = None):
+    """The network of config.model: the NPLM of equation 1 (with a class layer over `classes`) or the
+    energy network of section 5.1."""
+    if config.model == "energy":
+        return EnergyNetwork(vocab_size, config.n, config.m, config.h, config.direct)
+    return NPLM(vocab_size, config.n, config.m, config.h, config.direct, dropout=config.dropout, classes=classes)
 
 
 def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool = False,
@@ -85,12 +99,11 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
 
     torch.manual_seed(config.seed)
     np.random.seed(config.seed)
-    net = NPLM(vocab_size, config.n, config.m, config.h, config.direct, dropout=config.dropout,
-               classes=word_classes(corpus, config, progress=progress) if config.objective == "class"
-               else None)
+    net = build_network(config, vocab_size, word_classes(corpus, config, progress=progress)
+                        if config.objective == "class" else None)
     counts = np.bincount(corpus.train, minlength=vocab_size) + 1.0
     unigram = torch.from_numpy(counts / counts.sum())  # (V,) add-one unigram of train: q
-    net.set_unigram_biases(unigram)  # start from the unigram: b = log q (and b_c = log q(c))
+    net.set_unigram_biases(unigram)  # start from the unigram: b = log q (and b_c = log q(c); energy: b = -log q)
     net.to(device)
     sampler = torch.Generator(device=device)
     sampler.manual_seed(config.seed)
@@ -271,9 +284,8 @@ def load_nplm(out_dir: str | Path, corpus, *, device: str | torch.device = "auto
         raise LMBenchError(f"no {which} in {out_dir}: train there first (lmbench nplm train --out "
                            f"{out_dir}), or let it finish one epoch")
     saved = read_checkpoint(path, corpus.vocab.fingerprint())
-    cfg = saved["config"]
-    net = NPLM(saved["vocab_size"], cfg["n"], cfg["m"], cfg["h"], cfg["direct"],
-               classes=saved["model"].get("word_class"))
+    shape = NPLMConfig(**{k: saved_shape(saved["config"], k) for k in SHAPE_FIELDS})
+    net = build_network(shape, saved["vocab_size"], saved["model"].get("word_class"))
     net.load_state_dict(saved["model"])
     device = device if isinstance(device, torch.device) else resolve_device(device, threads)
     return NPLMLanguageModel(net.to(device), bf16=bf16, factored=factored).attach(corpus)
