@@ -103,8 +103,15 @@ class NPLMLanguageModel(LanguageModel):
     def neighbors(self, word_id: int, k: int) -> list[tuple[int, float]]:
         """The k words nearest to `word_id` by cosine similarity in C, nearest first."""
         table = self.word_features()
-        unit = table / np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)  # (V, m)
-        similarity = unit @ unit[word_id]  # (V,)
-        similarity[word_id] = -np.inf
-        nearest = np.argsort(-similarity, kind="stable")[:k]
-        return [(int(j), float(similarity[j])) for j in nearest]
+        return nearest_rows(table, table[word_id], k, skip=word_id)
+
+
+def nearest_rows(table: np.ndarray, query: np.ndarray, k: int, skip: int | None = None) -> list[tuple[int, float]]:
+    """The k rows of table (R, m) nearest to query (m,) by cosine similarity, nearest first, as
+    (row, similarity), leaving out row `skip`."""
+    unit = table / np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)  # (R, m)
+    similarity = unit @ (query / max(np.linalg.norm(query), 1e-12))  # (R,)
+    if skip is not None:
+        similarity[skip] = -np.inf
+    nearest = np.argsort(-similarity, kind="stable")[:k]
+    return [(int(j), float(similarity[j])) for j in nearest]
