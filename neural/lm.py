@@ -6,7 +6,8 @@ the network and the subtraction and logarithm in float64. A network with a class
 its class-factored distribution instead (`NPLM.factored_log_probs`: the class log-softmax plus the
 log-softmax within the target's class, from the scores of the classes and of that class's words
 only), unless factored=False asks for the full softmax of its y. `distribution` runs the same code on
-the same kind of batch, so log distribution(context)[w] equals score to float64 rounding.
+the same kind of batch, so log distribution(context)[w] equals score to float64 rounding. The energy
+network of `neural.energy` is scored the same way, through its own `log_softmax_parts`.
 """
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
                         if config.objective == "class" else None)
     counts = np.bincount(corpus.train, minlength=vocab_size) + 1.0
     unigram = torch.from_numpy(counts / counts.sum())  # (V,) add-one unigram of train: q
-    net.set_unigram_biases(unigram)  # start from the unigram: b = log q (and b_c = log q(c); energy: b = -log q)
+    net.set_unigram_biases(unigram)  # start from the unigram: b = log q (b_c = log q(c); energy: b = -log q)
     net.to(device)
     sampler = torch.Generator(device=device)
     sampler.manual_seed(config.seed)
