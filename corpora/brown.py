@@ -5,7 +5,8 @@ words in order then `</p>`; after the file's last paragraph, `</d>`. Case and pu
 gives them: 1,177,359 tokens. Split: the first 800,000 tokens train, the next 200,000 valid, the
 remaining 177,359 test. Vocabulary: the paper merged words with frequency <= 3 into one symbol, so
 every type counted >= 4 times over the whole stream is kept (|V| = 17,907 with `<unk>`);
-`vocab_from="train"` counts on train only instead.
+`vocab_from="train"` counts on train only instead. The raw word behind every `<unk>` token is kept
+(`Corpus.unk_words`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from corpora.corpus import Corpus, cached
+from corpora.corpus import SPLITS, Corpus, cached
 from corpora.vocab import Vocabulary, count_types
 from lmbench.errors import LMBenchError
 
@@ -93,8 +94,10 @@ def load_brown(*, min_count: int = 4, vocab_from: str = "all", use_cache: bool =
         vocab = Vocabulary.from_counts(*count_types(counted), min_count=min_count,
                                        reserved=[PARAGRAPH_END, DOCUMENT_END])
         ids = vocab.encode(tokens)
-        end_valid = TRAIN_TOKENS + VALID_TOKENS
-        return Corpus("brown", vocab, ids[:TRAIN_TOKENS], ids[TRAIN_TOKENS:end_valid], ids[end_valid:],
-                      info={"source": "nltk.corpus.brown"})
+        bounds = (0, TRAIN_TOKENS, TRAIN_TOKENS + VALID_TOKENS, len(ids))
+        splits = {s: slice(lo, hi) for s, lo, hi in zip(SPLITS, bounds[:-1], bounds[1:])}
+        return Corpus("brown", vocab, **{s: ids[part] for s, part in splits.items()},
+                      info={"source": "nltk.corpus.brown"},
+                      unk_words={s: tokens[part][ids[part] == vocab.unk_id] for s, part in splits.items()})
 
     return cached(key, build, use_cache=use_cache)

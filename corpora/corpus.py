@@ -1,4 +1,7 @@
-"""Corpus: a Vocabulary and three int32 id streams, cached on disk keyed by source and options."""
+"""Corpus: a Vocabulary and three int32 id streams, cached on disk keyed by source and options.
+
+Brown and text corpora also keep the raw word behind every <unk> token (`unk_words`), for the
+out-of-vocabulary initialisation of `neural.oov`."""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from lmbench.files import DamagedFile, locked, read_checked, set_aside, write_ch
 log = logging.getLogger(__name__)
 
 SPLITS = ("train", "valid", "test")
-CACHE_FORMAT = 1  # bump when the on-disk layout or a pipeline's output changes
+CACHE_FORMAT = 2  # bump when the on-disk layout or a pipeline's output changes (2: unk_words.npz)
 
 
 @dataclass
@@ -33,6 +36,8 @@ class Corpus:
     valid: np.ndarray
     test: np.ndarray
     info: dict = field(default_factory=dict)  # source, options, preparation seconds, cache path
+    # per split, the raw word of each <unk> token in stream order (str arrays); None: not kept
+    unk_words: dict[str, np.ndarray] | None = None
 
     def split(self, name: str) -> np.ndarray:
         if name not in SPLITS:
@@ -88,6 +93,12 @@ def save_corpus(corpus: Corpus, directory: Path) -> None:
         write_checked(tmp / "vocab.json", corpus.vocab.save)
         meta = json.dumps({"name": corpus.name, "info": corpus.info}, indent=1)
         write_checked(tmp / "meta.json", lambda path: path.write_text(meta))
+        if corpus.unk_words is not None:
+            def write_unk_words(path: Path) -> None:
+                with open(path, "wb") as out:
+                    np.savez(out, **corpus.unk_words)
+
+            write_checked(tmp / "unk_words.npz", write_unk_words)
         if directory.exists():
             shutil.rmtree(directory)
         os.replace(tmp, directory)
@@ -103,6 +114,11 @@ def _read_ids(path: Path) -> dict[str, np.ndarray]:
     return splits
 
 
+def _read_unk_words(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path) as words:
+        return {s: words[s] for s in SPLITS}
+
+
 def _read_meta(path: Path) -> dict:
     meta = json.loads(path.read_text())
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not isinstance(meta.get("info"), dict):
@@ -115,7 +131,11 @@ def load_corpus(directory: Path) -> Corpus:
     meta = read_checked(directory / "meta.json", _read_meta, what="corpus cache file", fix=CACHE_FIX)
     splits = read_checked(directory / "ids.npz", _read_ids, what="corpus cache file", fix=CACHE_FIX)
     vocab = Vocabulary.load(directory / "vocab.json")
-    return Corpus(meta["name"], vocab, info=meta["info"], **splits)
+    unk_words = None
+    if (directory / "unk_words.npz").exists():
+        unk_words = read_checked(directory / "unk_words.npz", _read_unk_words, what="corpus cache file",
+                                 fix=CACHE_FIX)
+    return Corpus(meta["name"], vocab, info=meta["info"], unk_words=unk_words, **splits)
 
 
 def cached(key_parts: dict, build: Callable[[], Corpus], *, use_cache: bool = True) -> Corpus:

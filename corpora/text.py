@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import numpy as np
+
 from corpora.corpus import SPLITS, Corpus, cached
 from corpora.vocab import Vocabulary, count_types
 from lmbench.errors import LMBenchError
@@ -56,7 +58,9 @@ def load_text(train: str | Path, valid: str | Path, test: str | Path, *, min_cou
         tokens = {s: read_tokens(p) for s, p in paths.items()}
         vocab = Vocabulary.from_counts(*count_types(tokens["train"]), min_count=min_count, max_size=max_vocab)
         ids = {s: vocab.encode(t) for s, t in tokens.items()}
-        return Corpus("text", vocab, info={"source": {s: str(p) for s, p in paths.items()}}, **ids)
+        unk_words = {s: np.asarray(tokens[s])[ids[s] == vocab.unk_id] for s in SPLITS}
+        return Corpus("text", vocab, info={"source": {s: str(p) for s, p in paths.items()}},
+                      unk_words=unk_words, **ids)
 
     return cached(key, build, use_cache=use_cache)
 

@@ -1,5 +1,6 @@
-"""`lmbench nplm train|eval|neighbors`: train the neural probabilistic LM, score a split with a
-trained run, list a word's nearest neighbours in the feature table C."""
+"""`lmbench nplm train|eval|neighbors`: train the neural probabilistic LM (or the energy network of
+section 5.1), score a split with a trained run (words outside the vocabulary as <unk> or initialised
+from their context, `neural.oov`), list a word's nearest neighbours in the feature table C."""
 
 from __future__ import annotations
 
@@ -11,18 +12,20 @@ import numpy as np
 
 from corpora.cli import add_corpus_options, load_corpus
 from lmbench.errors import LMBenchError
-from lmbench.options import integer
+from lmbench.options import integer, output_file
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("nplm", help="the neural probabilistic language model")
     commands = parser.add_subparsers(dest="nplm_command", required=True)
 
-    from neural.config import BACKENDS, CLASS_SOURCES, OBJECTIVES, PARALLEL, RECIPES, NPLMConfig
+    from neural.config import BACKENDS, CLASS_SOURCES, MODELS, OBJECTIVES, PARALLEL, RECIPES, NPLMConfig
     defaults = NPLMConfig()
     train = commands.add_parser("train", help="train a network and report its perplexities")
     add_corpus_options(train)
     shape = train.add_argument_group("network")
+    shape.add_argument("--model", choices=MODELS, default=defaults.model,
+                       help="nplm (equation 1; default) or energy (the energy-minimisation network, section 5.1)")
     shape.add_argument("--n", type=int, default=5, help="order: n-1 context words (default 5)")
     shape.add_argument("--m", type=int, default=60, help="word feature size (default 60)")
     shape.add_argument("--h", type=int, default=50, help="hidden units, 0 for none (default 50)")
@@ -71,6 +74,12 @@ def register(subparsers) -> None:
     evaluate = commands.add_parser("eval", help="perplexity of a trained run's best model on a split")
     evaluate.add_argument("dir", help="run directory")
     evaluate.add_argument("--split", choices=("train", "valid", "test"), default="test")
+    evaluate.add_argument("--oov", choices=("unk", "init"), default="unk",
+                          help="words outside the vocabulary: <unk> (default), or init: also score them as "
+                               "words initialised from their context, the vocabulary growing (beside <unk>)")
+    evaluate.add_argument("--save-logprobs", metavar="OUT.npz", type=output_file, default=None,
+                          help="also write the log-probabilities of valid and test (<unk> convention), "
+                               "the input of lmbench mix")
     add_corpus_options(evaluate)
     _device_options(evaluate)
     _parallel_options(evaluate, PARALLEL, BACKENDS)
@@ -80,6 +89,9 @@ def register(subparsers) -> None:
     neighbors.add_argument("dir", help="run directory")
     neighbors.add_argument("words", nargs="+")
     neighbors.add_argument("--k", type=integer(1), default=10, help="neighbours per word (default 10)")
+    neighbors.add_argument("--oov-from", choices=("valid", "test"), default=None,
+                           help="words outside the vocabulary: their vectors as initialised scoring this "
+                                "split (--oov init), their neighbours among the vocabulary's")
     add_corpus_options(neighbors)
     neighbors.add_argument("--json", action="store_true")
     neighbors.set_defaults(run=run_neighbors, device="cpu", bf16=False)
@@ -105,7 +117,7 @@ def _parallel_options(parser: argparse.ArgumentParser, schemes, backends) -> Non
 
 def run_train(args: argparse.Namespace) -> dict | None:
     from neural.train import NPLMConfig, train_nplm
-    config = NPLMConfig(n=args.n, m=args.m, h=args.h, direct=args.direct, recipe=args.recipe,
+    config = NPLMConfig(model=args.model, n=args.n, m=args.m, h=args.h, direct=args.direct, recipe=args.recipe,
                         objective=args.objective, samples=args.samples, classes=args.classes,
                         class_source=args.class_source, min_gain=args.min_gain, anneal_gain=args.anneal_gain,
                         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
@@ -115,7 +127,7 @@ def run_train(args: argparse.Namespace) -> dict | None:
                         backend=args.backend)
     _check_launch(args)
     corpus = load_corpus(args)
-    out = args.out or (f"runs/nplm-{corpus.name}-n{args.n}-h{args.h}-m{args.m}"
+    out = args.out or (f"runs/{args.model}-{corpus.name}-n{args.n}-h{args.h}-m{args.m}"
                        f"{'-direct' if args.direct else ''}-{args.recipe}-{args.objective}-s{args.seed}")
     team = _connect(args, corpus)
     try:
@@ -155,34 +167,58 @@ def run_eval(args: argparse.Namespace) -> dict | None:
     if not args.parallel:  # (on several machines, only rank 0's disk need hold the run)
         _require_run(args.dir)
     corpus = load_corpus(args)
+    if args.parallel and args.oov == "init":
+        raise LMBenchError("--oov init grows the vocabulary on one process: drop --parallel")
     team = _connect(args, corpus)
     try:
         model = load_nplm(args.dir, corpus, bf16=args.bf16, team=team)
-        stream, start = corpus.stream_for(args.split, history=model.order - 1)
         started = time.perf_counter()
-        logprobs = team.score_stream(model.net, stream, start, bf16=args.bf16)  # on every process
+        logprobs = _score_split(team, model, corpus, args.split, args.bf16)  # on every process
         seconds = time.perf_counter() - started
+        others = {split: _score_split(team, model, corpus, split, args.bf16)
+                  for split in ("valid", "test") if split != args.split} if args.save_logprobs else {}
     finally:
         team.close()
     if not team.writer:
         return None
-    return {"dir": args.dir, "split": args.split, "perplexity": float(np.exp(-logprobs.mean())),
-            "tokens": int(len(logprobs)), "seconds": round(seconds, 3),
-            "tokens_per_s": round(len(logprobs) / seconds, 1)}
+    result = {"dir": args.dir, "split": args.split, "perplexity": float(np.exp(-logprobs.mean())),
+              "tokens": int(len(logprobs)), "seconds": round(seconds, 3),
+              "tokens_per_s": round(len(logprobs) / seconds, 1)}
+    if args.oov == "init":  # the other convention, beside: never one for the other
+        from neural import oov
+        grown = oov.grow(model.net, corpus, args.split)
+        result.update(perplexity_oov_init=float(np.exp(-oov.score(grown).mean())), **oov.summary(grown))
+    if args.save_logprobs:
+        from mixing import saved
+        saved.save(args.save_logprobs, {split: logprobs if split == args.split else others[split]
+                                        for split in ("valid", "test")})
+        result["logprobs"] = str(args.save_logprobs)
+    return result
+
+
+def _score_split(team, model, corpus, split: str, bf16: bool) -> np.ndarray:
+    stream, start = corpus.stream_for(split, history=model.order - 1)
+    return team.score_stream(model.net, stream, start, bf16=bf16)
 
 
 def run_neighbors(args: argparse.Namespace) -> dict:
+    from neural import oov
     from neural.train import load_nplm
     _require_run(args.dir)
     corpus = load_corpus(args)
     model = load_nplm(args.dir, corpus, device="cpu")
     vocab = corpus.vocab
-    missing = [w for w in args.words if w not in vocab]
-    if missing:
-        raise LMBenchError(f"not in the vocabulary: {', '.join(missing)}; give words of the corpus "
-                           "(rare words map to <unk>)")
+    outside, grown = [w for w in args.words if w not in vocab], None
+    if outside and args.oov_from:
+        grown = oov.grow(model.net, corpus, args.oov_from)
+        outside = [w for w in outside if w not in grown.words]
+    if outside:
+        where = (f"nor met outside it in {args.oov_from}" if args.oov_from
+                 else "(rare words map to <unk>; --oov-from valid|test finds words outside it)")
+        raise LMBenchError(f"not in the vocabulary: {', '.join(outside)}; give words of the corpus {where}")
     result = {}
     for word in args.words:
-        near = model.neighbors(vocab.id(word), min(args.k, len(vocab) - 1))
+        near = (model.neighbors(vocab.id(word), min(args.k, len(vocab) - 1)) if word in vocab
+                else oov.neighbors(grown, word, min(args.k, len(vocab))))  # its initialised vector
         result[word] = {vocab.word(i): round(similarity, 4) for i, similarity in near}
     return result

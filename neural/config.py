@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from lmbench.errors import LMBenchError
 
+MODELS = ("nplm", "energy")  # neural/model.py (equation 1), neural/energy.py (section 5.1)
 OBJECTIVES = ("softmax", "importance", "nce", "class")  # neural/objectives.py implements each
 CLASS_SOURCES = ("frequency", "exchange")  # neural/classes.py makes each
 PARALLEL = ("data", "vocab")  # neural/parallel.py: minibatch shards, or blocks of output rows
@@ -23,11 +24,12 @@ class Recipe:
 
 RECIPES = {"paper": Recipe(batch=1, lr=1e-3, decay_every=1),
            "sgd": Recipe(batch=128, lr=1.0, decay_every=16)}
-SHAPE_FIELDS = ("n", "m", "h", "direct")
+SHAPE_FIELDS = ("model", "n", "m", "h", "direct")
 
 
 @dataclass
 class NPLMConfig:
+    model: str = "nplm"  # "nplm" (equation 1) or "energy" (the energy-minimisation network, section 5.1)
     n: int = 5  # context of n-1 words
     m: int = 60  # word feature size
     h: int = 50  # hidden units (0: none)
@@ -59,6 +61,19 @@ class NPLMConfig:
     def __post_init__(self):
         if self.recipe not in RECIPES:
             raise LMBenchError(f"unknown recipe {self.recipe!r}: use one of {', '.join(RECIPES)}")
+        if self.model not in MODELS:
+            raise LMBenchError(f"unknown model {self.model!r}: use one of {', '.join(MODELS)}")
+        if self.model == "energy":
+            for refused, message in [
+                    (self.objective == "class", "--objective class factors the NPLM's output layer, which the "
+                                                "energy network has not: use softmax, importance or nce"),
+                    (self.dropout, "--dropout acts on the NPLM's [tanh(d + Hx), x]: drop it for --model energy"),
+                    (self.bf16, "--bf16 runs the NPLM's |V|-sized GEMMs in bfloat16; the energy network has "
+                                "none: drop it for --model energy"),
+                    (self.h == 0, "--model energy needs --h >= 1: the output word enters the energy through "
+                                  "the hidden units only")]:
+                if refused:
+                    raise LMBenchError(message)
         if self.objective not in OBJECTIVES:
             raise LMBenchError(f"unknown objective {self.objective!r}: use one of {', '.join(OBJECTIVES)}")
         if self.class_source not in CLASS_SOURCES:

@@ -6,7 +6,8 @@ the network and the subtraction and logarithm in float64. A network with a class
 its class-factored distribution instead (`NPLM.factored_log_probs`: the class log-softmax plus the
 log-softmax within the target's class, from the scores of the classes and of that class's words
 only), unless factored=False asks for the full softmax of its y. `distribution` runs the same code on
-the same kind of batch, so log distribution(context)[w] equals score to float64 rounding.
+the same kind of batch, so log distribution(context)[w] equals score to float64 rounding. The energy
+network of `neural.energy` is scored the same way, through its own `log_softmax_parts`.
 """
 
 from __future__ import annotations
@@ -103,8 +104,15 @@ class NPLMLanguageModel(LanguageModel):
     def neighbors(self, word_id: int, k: int) -> list[tuple[int, float]]:
         """The k words nearest to `word_id` by cosine similarity in C, nearest first."""
         table = self.word_features()
-        unit = table / np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)  # (V, m)
-        similarity = unit @ unit[word_id]  # (V,)
-        similarity[word_id] = -np.inf
-        nearest = np.argsort(-similarity, kind="stable")[:k]
-        return [(int(j), float(similarity[j])) for j in nearest]
+        return nearest_rows(table, table[word_id], k, skip=word_id)
+
+
+def nearest_rows(table: np.ndarray, query: np.ndarray, k: int, skip: int | None = None) -> list[tuple[int, float]]:
+    """The k rows of table (R, m) nearest to query (m,) by cosine similarity, nearest first, as
+    (row, similarity), leaving out row `skip`."""
+    unit = table / np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)  # (R, m)
+    similarity = unit @ (query / max(np.linalg.norm(query), 1e-12))  # (R,)
+    if skip is not None:
+        similarity[skip] = -np.inf
+    nearest = np.argsort(-similarity, kind="stable")[:k]
+    return [(int(j), float(similarity[j])) for j in nearest]

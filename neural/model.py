@@ -45,6 +45,8 @@ PAD_ID = 0  # <unk>: what the model sees before the first token of a stream
 class NPLM(nn.Module):
     """P(w_t | w_{t-n+1} .. w_{t-1}) over a vocabulary of `vocab_size` words."""
 
+    WORD_TABLES = ("C", "out", "b")  # the parameters with one row per word (`neural.oov` grows them)
+
     def __init__(self, vocab_size: int, n: int, m: int, h: int, direct: bool, dropout: float = 0.0,
                  classes: torch.Tensor | None = None):
         """classes: the (V,) class id of every word, ids 0 .. C-1 each used, for a class layer; None
@@ -172,6 +174,15 @@ class NPLM(nn.Module):
         the gradient of [U, W] is sparse (only these rows), b's is dense but |V| numbers only."""
         return F.embedding(words, self.out, sparse=True), self.b[words]
 
+    def sampled_scores(self, z: torch.Tensor, target: torch.Tensor,
+                       sample: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The hook of the sampled objectives: y of each example's target (B,) and of the k words of
+        `sample` for every example (B, k), through the rows of [U, W] and b they use only."""
+        rows, bias = self.output_rows(torch.cat([target, sample]))
+        batch = len(target)
+        positive = (z * rows[:batch]).sum(dim=1) + bias[:batch]  # (B,)
+        return positive, torch.addmm(bias[batch:], z, rows[batch:].t())  # (B, k)
+
     def class_scores(self, z: torch.Tensor) -> torch.Tensor:
         """s = b_c + [U_c, W_c] z, shape (B, C), for features z (B, K); softmax(s) is P(class | context)."""
         return torch.addmm(self.class_b, z, self.class_out.t())
@@ -230,13 +241,20 @@ class NPLM(nn.Module):
         dtype = torch.bfloat16 if bf16 else self.out.dtype
         z = self.features(context)
         scores = at_least_fp32(torch.addmm(self.b.to(dtype), z.to(dtype), self.out.to(dtype).t()))  # (B, V)
-        picked = scores if target is None else scores.gather(1, target[:, None])[:, 0].clone()
-        peak = scores.amax(dim=1, keepdim=True)  # (B, 1)
-        if target is None:
-            total = torch.exp(scores - peak).sum(dim=1)
-        else:
-            total = scores.sub_(peak).exp_().sum(dim=1)  # (B,) in place: no second (B, V) tensor
-        return picked, peak[:, 0], total
+        return softmax_parts(scores, target)
+
+
+def softmax_parts(scores: torch.Tensor, target: torch.Tensor | None):
+    """scores[target] (B,) (all of scores when target is None), the row maxima (B,) and
+    sum_j exp(scores_j - max) (B,) of a (B, V) score buffer, which becomes scratch space when a
+    target is given (no second (B, V) tensor)."""
+    picked = scores if target is None else scores.gather(1, target[:, None])[:, 0].clone()
+    peak = scores.amax(dim=1, keepdim=True)  # (B, 1)
+    if target is None:
+        total = torch.exp(scores - peak).sum(dim=1)
+    else:
+        total = scores.sub_(peak).exp_().sum(dim=1)  # (B,) in place
+    return picked, peak[:, 0], total
 
 
 def csr_matrix(runs: torch.Tensor, columns: torch.Tensor, values: torch.Tensor,

@@ -1,8 +1,9 @@
 """Training objectives over the NPLM's output layer: one small class per loss.
 
-Every objective maps the features z = [tanh(d + Hx), x] of a minibatch (B, K) and its targets (B,)
-to a scalar loss whose gradient trains the network. Evaluation never uses them: it is the exact full
-softmax of `neural.lm`, or, for a network with a class layer, its exact class-factored distribution.
+Every objective maps the features z of a minibatch (B, K) (the NPLM's z = [tanh(d + Hx), x]) and its
+targets (B,) to a scalar loss whose gradient trains the network. Evaluation never uses them: it is
+the exact full softmax of `neural.lm`, or, for a network with a class layer, its exact
+class-factored distribution.
 
 - `softmax`: the exact negative log-likelihood, -log softmax(y)[target], y = b + [U, W] z over all |V|
   words (the paper's). Costs 2 |V| K FLOPs per token forward, twice that backward.
@@ -27,11 +28,14 @@ softmax of `neural.lm`, or, for a network with a class layer, its exact class-fa
   Exact (the loss is -log P of a normalised distribution); (C + |c(w)|) K multiply-adds per token
   forward instead of |V| K.
 
-The sampled objectives draw k words per minibatch, shared by its B examples, so their scores are one
-(B, K) x (K, k) GEMM. They read the rows of [U, W] they need through `NPLM.output_rows`, whose gradient is
+The sampled objectives draw k words per minibatch, shared by its B examples, and ask the network for
+the scores of the targets and of the k words through its `sampled_scores` hook. The NPLM's are one
+(B, K) x (K, k) GEMM over the rows of [U, W] read through `NPLM.output_rows`, whose gradient is
 sparse: an update touches only the rows of the targets and the samples (and the rows of C in the
-contexts). Draws come from the run's own generator, whose state is checkpointed, so a resumed run draws
-what the uninterrupted one would have.
+contexts). The energy network (`neural.energy`; "softmax", "importance" and "nce") scores a candidate
+j by y_j = -E(context, j) up to the context's biases, with the same sparse updates. Draws come from
+the run's own generator, whose state is checkpointed, so a resumed run draws what the uninterrupted
+one would have.
 
 The class objective scores the classes with one (B, K) x (K, C) product. For the words it lays the
 batch out as runs, one per example, of the words of its class (T = sum_i |c(w_i)| entries; the CSR
@@ -96,12 +100,11 @@ class SampledObjective(Objective):
 
     @staticmethod
     def scores(net, z, target, sample) -> tuple[torch.Tensor, torch.Tensor]:
-        """y of each example's target (B,) and of the k sampled words for every example (B, k),
-        through the rows of [U, W] and b they use only."""
-        rows, bias = net.output_rows(torch.cat([target, sample]))
-        batch = len(target)
-        positive = (z * rows[:batch]).sum(dim=1) + bias[:batch]  # (B,)
-        return positive, torch.addmm(bias[batch:], z, rows[batch:].t())  # (B, k)
+        """The score y (the log of an unnormalised probability) of each example's target (B,) and of
+        the k sampled words for every example (B, k): the network's `sampled_scores` hook, which
+        computes only these (`NPLM`: the rows of [U, W] and b they use; `EnergyNetwork`: -E of
+        each candidate, its context part shared)."""
+        return net.sampled_scores(z, target, sample)
 
 
 class ImportanceSampling(SampledObjective):

@@ -34,6 +34,7 @@ from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write, atomic_write_text
 from lmbench.model import perplexity
 from neural.classes import word_classes
+from neural.energy import EnergyNetwork
 from neural.lm import NPLMLanguageModel, context_windows
 from neural.objectives import OBJECTIVES
 from neural.config import RECIPES, SHAPE_FIELDS, NPLMConfig
@@ -64,17 +65,33 @@ def read_checkpoint(path: Path, fingerprint: str, config: NPLMConfig | None = No
                            "and corpus options it was trained with, or another --out directory")
     if config is not None:
         saved = state["config"]
-        diff = [f"{k}={saved[k]} (asked {getattr(config, k)})" for k in SHAPE_FIELDS
-                if saved[k] != getattr(config, k)]
+        diff = [f"{k}={saved_shape(saved, k)} (asked {getattr(config, k)})" for k in SHAPE_FIELDS
+                if saved_shape(saved, k) != getattr(config, k)]
         if diff:
             raise LMBenchError(f"checkpoint {path} has another network shape: {', '.join(diff)}; resume "
-                               "with the same --n/--m/--h/--direct or use another --out directory")
+                               "with the same --model/--n/--m/--h/--direct or use another --out directory")
         for key in ("recipe", "objective"):
             if saved.get(key) != getattr(config, key):
                 raise LMBenchError(f"checkpoint {path} was trained with {key} {saved.get(key)!r}, not "
                                    f"{getattr(config, key)!r}: resume with --{key} {saved.get(key)} or "
                                    "use another --out")
     return state
+
+
+def saved_shape(config: dict, field: str):
+    """A shape field of a saved config; one missing from an older checkpoint has its default."""
+    return config.get(field, getattr(NPLMConfig, field))
+
+
+def build_network(config: NPLMConfig, vocab_size: int, team: Team, classes: torch.Tensor | None = None):
+    """The network of config.model: the NPLM of equation 1 (with a class layer over `classes`; under
+    --parallel vocab this process's block of it) or the energy network of section 5.1 (one process)."""
+    if config.model == "energy":
+        if team.mode is not None:
+            raise LMBenchError("the energy network trains and scores on one process: drop --parallel")
+        return EnergyNetwork(vocab_size, config.n, config.m, config.h, config.direct)
+    return team.network(vocab_size, config.n, config.m, config.h, config.direct, dropout=config.dropout,
+                        classes=classes)
 
 
 def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool = False,
@@ -93,12 +110,11 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
 
     torch.manual_seed(config.seed)  # the same on every process: the network starts the same everywhere
     np.random.seed(config.seed)
-    net = team.network(vocab_size, config.n, config.m, config.h, config.direct, dropout=config.dropout,
-                       classes=word_classes(corpus, config, progress=progress) if config.objective == "class"
-                       else None)
+    net = build_network(config, vocab_size, team, word_classes(corpus, config, progress=progress)
+                        if config.objective == "class" else None)
     counts = np.bincount(corpus.train, minlength=vocab_size) + 1.0
     unigram = torch.from_numpy(counts / counts.sum())  # (V,) add-one unigram of train: q
-    net.set_unigram_biases(unigram)  # start from the unigram: b = log q (and b_c = log q(c))
+    net.set_unigram_biases(unigram)  # start from the unigram: b = log q (b_c = log q(c); energy: b = -log q)
     net.to(device)
     sampler = torch.Generator(device=device)
     sampler.manual_seed(config.seed)
@@ -224,8 +240,9 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
     return finish(corpus, config, state, out, team, evaluate)
 
 
-def nan_error(step: int, checkpoint_path: Path, value: float | None = None) -> LMBenchError:
-    what = f"the training loss became {value}" if value is not None else "a parameter became NaN or inf"
+def nan_error(step: int, checkpoint_path: Path, value: float | None = None,
+              quantity: str = "the training loss") -> LMBenchError:
+    what = f"{quantity} became {value}" if value is not None else "a parameter became NaN or inf"
     kept = (f"; the last good checkpoint {checkpoint_path} is kept" if checkpoint_path.exists()
             else "; no checkpoint was written yet")
     return LMBenchError(f"{what} at update {step}: lower the learning rate (--lr) and resume (--resume) "
@@ -236,6 +253,8 @@ def end_epoch(net, config, state, valid_stream, valid_start, out, fingerprint, t
     """Validation perplexity, the log line, the best model, the next rate and early stopping."""
     valid_ppl = perplexity(team.score_stream(net, valid_stream, valid_start, batch_size=config.eval_batch,
                                              bf16=config.bf16))
+    if not math.isfinite(valid_ppl) or not math.isfinite(state["loss_sum"]):  # diverged, not yet NaN
+        raise nan_error(state["step"], out / CHECKPOINT, valid_ppl, "the validation perplexity")
     train_tokens = state["tokens"]
     record = {"epoch": state["epoch"] + 1, "step": state["step"],
               "lr": learning_rate(config, state["step"], state["rate"]),
@@ -243,7 +262,7 @@ def end_epoch(net, config, state, valid_stream, valid_start, out, fingerprint, t
               "seconds": state["seconds"],
               "total_seconds": sum(r["seconds"] for r in state["history"]) + state["seconds"]}
     if not OBJECTIVES[config.objective].sampled:  # an exact log-likelihood: its exp is a perplexity
-        record["train_perplexity"] = math.exp(record["train_loss"])
+        record["train_perplexity"] = math.exp(record["train_loss"]) if record["train_loss"] < 700 else math.inf
     state["history"].append(record)
     log.info("epoch %d: train loss %.4f (running), valid ppl %.2f, %.0f tokens/s, %.0f s, lr %.3g",
              record["epoch"], record["train_loss"], valid_ppl, record["tokens_per_s"], record["seconds"],
@@ -313,8 +332,7 @@ def load_nplm(out_dir: str | Path, corpus, *, device: str | torch.device = "auto
     saved = read() if team is None else team.from_rank0(read)
     if team is None:
         team = Team(device=device if isinstance(device, torch.device) else resolve_device(device, threads))
-    cfg = saved["config"]
-    net = team.network(saved["vocab_size"], cfg["n"], cfg["m"], cfg["h"], cfg["direct"],
-                       classes=saved["model"].get("word_class"))
+    shape = NPLMConfig(**{k: saved_shape(saved["config"], k) for k in SHAPE_FIELDS})
+    net = build_network(shape, saved["vocab_size"], team, saved["model"].get("word_class"))
     net.load_state_dict(saved["model"])
     return NPLMLanguageModel(net.to(team.device), bf16=bf16, factored=factored).attach(corpus)

@@ -12,7 +12,9 @@ def make_corpus(train: str, valid: str, test: str, *, min_count: int = 1) -> Cor
     """A Corpus from three whitespace-separated strings, vocabulary from train."""
     splits = {"train": train.split(), "valid": valid.split(), "test": test.split()}
     vocab = Vocabulary.from_counts(*count_types(splits["train"]), min_count=min_count)
-    return Corpus("tiny", vocab, **{s: vocab.encode(t) for s, t in splits.items()})
+    ids = {s: vocab.encode(t) for s, t in splits.items()}
+    unk_words = {s: np.asarray(t, dtype=str)[ids[s] == vocab.unk_id] for s, t in splits.items()}
+    return Corpus("tiny", vocab, unk_words=unk_words, **ids)
 
 
 def sample_contexts(model, corpus: Corpus, *, count: int = 20, seed: int = 0) -> list[list[int]]:

@@ -36,3 +36,7 @@ def test_vocabulary_from_train_only(brown):
     counts = np.bincount(train_only.train, minlength=len(train_only.vocab))
     assert counts[3:].min() >= 4  # ids 1, 2 are the reserved markers
     assert len(train_only.vocab) < len(brown.vocab)
+    for split in ("train", "valid", "test"):  # the raw word behind every <unk>, none of them in V
+        ids, raw = train_only.split(split), train_only.unk_words[split]
+        assert len(raw) == np.count_nonzero(ids == train_only.vocab.unk_id)
+        assert not any(word in train_only.vocab for word in raw[:1000].tolist())

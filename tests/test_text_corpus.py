@@ -23,6 +23,16 @@ def test_lines_are_whitespace_and_vocab_from_train(tmp_path):
     assert summary["unk_tokens"] == {"train": 1, "valid": 1, "test": 0}
 
 
+def test_raw_words_behind_unk_are_kept_and_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
+    p = write(tmp_path, train="a b b <unk>", valid="zebra a yak <unk> zebra", test="b")
+    for _ in range(2):  # prepared, then from the cache
+        corpus = load_text(p["train"], p["valid"], p["test"])
+        assert corpus.unk_words["valid"].tolist() == ["zebra", "yak", "<unk>", "zebra"]
+        assert corpus.unk_words["train"].tolist() == ["<unk>"] and corpus.unk_words["test"].tolist() == []
+    assert corpus.info["from_cache"] is True
+
+
 def test_min_count(tmp_path):
     p = write(tmp_path, train="a a b", valid="a b", test="b")
     corpus = load_text(p["train"], p["valid"], p["test"], min_count=2, use_cache=False)
