@@ -63,17 +63,6 @@ class NPLMConfig:
             raise LMBenchError(f"unknown recipe {self.recipe!r}: use one of {', '.join(RECIPES)}")
         if self.model not in MODELS:
             raise LMBenchError(f"unknown model {self.model!r}: use one of {', '.join(MODELS)}")
-        if self.model == "energy":
-            for refused, message in [
-                    (self.objective == "class", "--objective class factors the NPLM's output layer, which the "
-                                                "energy network has not: use softmax, importance or nce"),
-                    (self.dropout, "--dropout acts on the NPLM's [tanh(d + Hx), x]: drop it for --model energy"),
-                    (self.bf16, "--bf16 runs the NPLM's |V|-sized GEMMs in bfloat16; the energy network has "
-                                "none: drop it for --model energy"),
-                    (self.h == 0, "--model energy needs --h >= 1: the output word enters the energy through "
-                                  "the hidden units only")]:
-                if refused:
-                    raise LMBenchError(message)
         if self.objective not in OBJECTIVES:
             raise LMBenchError(f"unknown objective {self.objective!r}: use one of {', '.join(OBJECTIVES)}")
         if self.class_source not in CLASS_SOURCES:
@@ -113,6 +102,17 @@ class NPLMConfig:
                 ("--checkpoint-minutes", self.checkpoint_minutes, "> 0", self.checkpoint_minutes > 0)]:
             if not ok:
                 raise LMBenchError(f"{option} {value}: must be {allowed}")
+        if self.model == "energy":
+            for refused, message in [
+                    (self.objective == "class", "--objective class factors the NPLM's output layer, which the "
+                                                "energy network has not: use softmax, importance or nce"),
+                    (self.dropout, "--dropout acts on the NPLM's [tanh(d + Hx), x]: drop it for --model energy"),
+                    (self.bf16, "--bf16 runs the NPLM's |V|-sized GEMMs in bfloat16; the energy network has "
+                                "none: drop it for --model energy"),
+                    (self.h == 0, "--model energy needs --h >= 1: the output word enters the energy through "
+                                  "the hidden units only")]:
+                if refused:
+                    raise LMBenchError(message)
 
     @property
     def batch(self) -> int:

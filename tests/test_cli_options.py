@@ -198,7 +198,7 @@ def test_ngram(place, capsys, data):
 @EXAMPLES
 @given(data=st.data())
 def test_nplm_train(place, capsys, data, tmp_path_factory):
-    from neural.config import OBJECTIVES
+    from neural.config import MODELS, OBJECTIVES
     draw = drawer(data)
     out = tmp_path_factory.mktemp("nplm-run")
     direct = data.draw(st.sampled_from(["--direct", "--no-direct"]))  # --h 0 needs --direct
@@ -206,6 +206,7 @@ def test_nplm_train(place, capsys, data, tmp_path_factory):
                  draw(integers("--n", 2, 4)), draw(integers("--m", 1, 6)),
                  ([direct], None), draw(integers("--h", 0 if direct == "--direct" else 1, 6)),
                  draw(option("--objective", st.sampled_from(OBJECTIVES))),
+                 draw(option("--model", st.sampled_from(MODELS), st.just("rbm"))),
                  draw(option("--recipe", st.sampled_from(["sgd", "paper"]))),
                  draw(integers("--samples", 1, 20)), draw(integers("--epochs", 1, 2)),
                  draw(integers("--batch-size", 1, 64)),
@@ -224,8 +225,10 @@ def test_nplm_eval_and_neighbors_of_no_run(place, capsys, data):
     folder = data.draw(st.sampled_from([str(place.empty_folder), str(place.root / "missing"), str(place.train)]))
     extra = (option("--split", st.sampled_from(["train", "valid", "test"])) if command == ["eval"]
              else option("--k", st.integers(-3, 20).map(str)))
-    extra = data.draw(extra(False))
-    run(capsys, [(["nplm", *command, folder], None), extra, (text_corpus(place), None)])
+    oov = (option("--oov", st.sampled_from(["unk", "init"])) if command == ["eval"]
+           else option("--oov-from", st.sampled_from(["valid", "test"])))
+    run(capsys, [(["nplm", *command, folder], None), data.draw(extra(False)), data.draw(oov(False)),
+                 (text_corpus(place), None)])
 
 
 @EXAMPLES

@@ -80,13 +80,21 @@ def test_context_biases_cancel():
     torch.testing.assert_close(after, reweighted / reweighted.sum(), rtol=1e-12, atol=0)
 
 
-@pytest.mark.parametrize("block", [neural.energy.BLOCK, 37])
+def small_blocks(monkeypatch, size):
+    """Blocks of at most `size` elements."""
+    monkeypatch.setattr(neural.energy, "BLOCK", size)
+
+
+@pytest.mark.parametrize("block", [None, 37])
 @pytest.mark.parametrize("direct", [True, False])
 def test_batched_candidates_equal_a_loop_over_candidates(monkeypatch, block, direct):
-    monkeypatch.setattr(neural.energy, "BLOCK", block)  # 37: blocks of a few contexts and candidates
+    if block:
+        small_blocks(monkeypatch, block)  # 37: blocks of a few contexts and candidates
     net = random_net(1, direct)
     context = torch.randint(0, V, (9, 2), generator=torch.Generator().manual_seed(2))
-    batched = net(context)  # (9, V)
+    batched = net(context)  # (9, V), under autograd
+    with torch.no_grad():
+        torch.testing.assert_close(net(context), batched, rtol=0, atol=0)  # in place, the same rounding
     context_bias = net.b[context].sum(dim=1)  # (9,)
     for j in range(V):  # -E(context, j) + the context's biases, one candidate at a time
         window = torch.cat([context, torch.full((9, 1), j)], dim=1)
@@ -107,7 +115,7 @@ def test_exact_softmax_in_blocks_has_the_dense_gradient(monkeypatch):
     context, target = torch.randint(0, V, (11, 2)), torch.randint(0, V, (11,))
     reference_loss = torch.nn.functional.cross_entropy(net(context), target)
     reference = gradients(net, reference_loss)
-    monkeypatch.setattr(neural.energy, "BLOCK", 23)  # many blocks, each recomputed backward
+    small_blocks(monkeypatch, 23)  # many blocks, each recomputed backward
     loss = net.softmax_nll(net.features(context), target)
     assert loss.item() == pytest.approx(reference_loss.item(), rel=1e-12)
     for g, r in zip(gradients(net, loss), reference):
@@ -143,7 +151,7 @@ def test_sampled_update_touches_only_its_rows(name):
 @pytest.mark.parametrize("direct", [True, False])
 def test_adapter_normalised_and_scores_match_distribution(monkeypatch, direct):
     """fp32, as trained: every score is the same whatever the batch or block it is computed in."""
-    monkeypatch.setattr(neural.energy, "BLOCK", 200)  # distribution() and score() split differently
+    small_blocks(monkeypatch, 200)  # distribution() and score() split differently
     torch.manual_seed(7)
     model = NPLMLanguageModel(EnergyNetwork(V, 3, 4, 5, direct)).attach(CORPUS)
     assert_normalised(model, CORPUS)
