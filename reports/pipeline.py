@@ -226,7 +226,8 @@ class Reproduction:
         model = load_nplm(out, self.corpus)
         splits = SPLITS if row.paper_model else ("valid", "test")  # our extra rows: no train column
         logprobs = {split: model.logprobs(split) for split in splits}
-        curve = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+        curve = read_checked(out / "log.jsonl", _read_curve, what="training log",
+                             fix=f"delete the run folder {out} to train this network again")
         extra.update(curve=curve, epochs=summary.get("epochs"), best_epoch=summary.get("best_epoch"),
                      tokens_per_s=summary.get("tokens_per_s"), train_seconds=summary.get("seconds"),
                      config=asdict(config))
@@ -280,6 +281,14 @@ class Reproduction:
         self.report_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.report_dir / "results.json", json.dumps(results, indent=1, default=str))
         return results
+
+
+def _read_curve(path: Path) -> list[dict]:
+    """A network's log.jsonl: one JSON record per epoch (a finished run has at least one)."""
+    curve = [json.loads(line) for line in path.read_text().splitlines()]
+    if not curve:
+        raise ValueError("it holds no epoch's record")
+    return curve
 
 
 def run_metadata(seconds: float) -> dict:

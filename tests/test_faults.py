@@ -224,6 +224,25 @@ def test_damaged_row_cache_runs_the_row_again(reproduction, tmp_path, name, how,
     assert numbers(json.loads((tmp_path / "report" / "results.json").read_text())) == numbers(clean)
 
 
+@pytest.mark.parametrize("how", ["empty", "half", "flipped byte"])
+def test_damaged_training_log_is_named_with_the_fix(tmp_path, monkeypatch, how):
+    """A network's log.jsonl (its learning curve in the report) read back damaged: one error naming the
+    file and how to train the network again, never a JSON traceback."""
+    corpus = make_corpus(markov_text(2000, 60, 1), markov_text(300, 60, 2), markov_text(300, 60, 3))
+    network = Row("tiny", "nplm", "tiny NPLM", n=3, h=8, m=4, direct=True, epochs=1)
+    monkeypatch.setitem(pipeline.ROWS, "brown", lambda: [network])
+    monkeypatch.setattr(pipeline.Reproduction, "load_corpus", lambda self: corpus)
+    settings = pipeline.default_settings("brown", False)
+    reproduction = pipeline.Reproduction(settings, tmp_path / "work", tmp_path / "report")
+    reproduction.run()
+    [log_file] = (tmp_path / "work" / "nplm").glob("tiny-*/log.jsonl")
+    (tmp_path / "work" / "rows" / "tiny.json").unlink()  # the row runs again and reads its finished run
+    damage(log_file, how)
+    with pytest.raises(LMBenchError, match="training log") as caught:
+        pipeline.Reproduction(settings, tmp_path / "work", tmp_path / "report").run()
+    assert str(log_file) in str(caught.value) and "train this network again" in str(caught.value)
+
+
 @pytest.mark.parametrize("how", DAMAGES)
 def test_damaged_results_json_names_the_rerun(tmp_path, how, capsys):
     path = tmp_path / "results.json"
