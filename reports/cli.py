@@ -25,14 +25,14 @@ def network_list(text: str) -> tuple[str, ...]:
     return chosen
 
 
-def report_name(text: str) -> str:
+def folder_name(text: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", text):
         raise argparse.ArgumentTypeError(f"{text!r}: a folder name of letters, digits, '.', '_' or '-'")
     return text
 
 
 def _add_name(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--name", type=report_name, default="text",
+    parser.add_argument("--name", type=folder_name, default="text",
                         help="text: the report's name, written to reports/NAME (default: text)")
 
 
@@ -89,8 +89,8 @@ def _text_corpus(args: argparse.Namespace):
 
 
 def _report_dir(args: argparse.Namespace) -> Path:
-    from reports.pipeline import report_name as folder
-    return args.report_dir or Path("reports") / folder(args.corpus, args.quick, args.name if args.corpus == "text"
+    from reports.pipeline import report_name
+    return args.report_dir or Path("reports") / report_name(args.corpus, args.quick, args.name if args.corpus == "text"
                                                        else None)
 
 
