@@ -42,6 +42,7 @@ vocabulary-parallel, each scores its block of every token's distribution.
 from __future__ import annotations
 
 import os
+import time
 from typing import Callable, TypeVar
 
 import numpy as np
@@ -107,6 +108,17 @@ def connect(mode: str | None, vocab_size: int, *, device: str = "auto", backend:
     return Team(mode, dist.get_rank(), dist.get_world_size(), place, vocab_size)
 
 
+def leave_process_group() -> None:
+    """Destroy the process group, then let gloo's worker threads drop the last tensors they hold.
+    A worker thread releases a finished collective's tensors after the caller's wait() returned, and
+    releasing a tensor that Python has seen takes the GIL: if the interpreter is already finalizing by
+    then, the thread is killed inside a destructor and the process aborts ("terminate called without an
+    active exception", SIGABRT), after its work is done. Sleeping hands the GIL to those threads first."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
+        time.sleep(0.1)
+
+
 class Team:
     """The processes of one run and what crosses between them. The one-process Team (mode None) runs
     the single-process code path: its hooks return their input or call the function given."""
@@ -124,8 +136,8 @@ class Team:
 
     def close(self) -> None:
         """Leave the process group (the end of a command)."""
-        if self.mode is not None and dist.is_initialized():
-            dist.destroy_process_group()
+        if self.mode is not None:
+            leave_process_group()
 
     # -- collectives ---------------------------------------------------------------------------------
 

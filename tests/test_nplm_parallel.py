@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from lmbench.errors import LMBenchError
@@ -24,7 +23,7 @@ from neural.classes import word_classes
 from neural.config import NPLMConfig
 from neural.lm import context_windows
 from neural.objectives import OBJECTIVES
-from neural.parallel import LAUNCH_ENV, Team, blocks, connect
+from neural.parallel import LAUNCH_ENV, Team, blocks, connect, leave_process_group
 from neural.train import BEST, CHECKPOINT, load_nplm, train_nplm
 from tests.lm_checks import make_corpus
 
@@ -65,8 +64,7 @@ def _entry(rank, port, worker, directory, args):
     try:
         torch.save(worker(rank, directory, *args), directory / f"rank{rank}.pt")
     finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        leave_process_group()
 
 
 def spawn(worker, directory: Path, *args) -> list:
