@@ -63,6 +63,10 @@ def register(subparsers) -> None:
     run_group.add_argument("--patience", type=int, default=defaults.patience,
                            help="paper recipe: early-stopping patience in epochs")
     run_group.add_argument("--max-steps", type=int, default=None, help="stop after this many updates")
+    run_group.add_argument("--valid-tokens", type=int, default=None,
+                           help="validate after each epoch (rate, best model, early stop) on the first this "
+                                "many tokens of valid; the final figures score all of it (default: all; "
+                                "for --model energy, whose exact scoring is slow)")
     run_group.add_argument("--checkpoint-minutes", type=float, default=5.0)
     run_group.add_argument("--seed", type=int, default=0)
     run_group.add_argument("--out", default=None, help="run directory (default runs/nplm-n5-h50-m60-d...)")
@@ -123,8 +127,8 @@ def run_train(args: argparse.Namespace) -> dict | None:
                         epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                         weight_decay=args.weight_decay, patience=args.patience, dropout=args.dropout, seed=args.seed,
                         device=args.device, bf16=args.bf16, threads=args.threads, max_steps=args.max_steps,
-                        checkpoint_minutes=args.checkpoint_minutes, parallel=args.parallel,
-                        backend=args.backend)
+                        valid_tokens=args.valid_tokens, checkpoint_minutes=args.checkpoint_minutes,
+                        parallel=args.parallel, backend=args.backend)
     _check_launch(args)
     corpus = load_corpus(args)
     out = args.out or (f"runs/{args.model}-{corpus.name}-n{args.n}-h{args.h}-m{args.m}"

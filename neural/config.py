@@ -55,6 +55,7 @@ class NPLMConfig:
     checkpoint_minutes: float = 5.0  # also checkpoint mid-epoch this often
     max_steps: int | None = None  # stop (with a checkpoint) after this many updates in all
     eval_batch: int = 2048
+    valid_tokens: int | None = None  # validate each epoch on the first this many valid tokens (None: all)
     parallel: str | None = None  # None (one process), "data" or "vocab", under torchrun (neural/parallel.py)
     backend: str = "auto"  # --parallel: "auto", "gloo" or "nccl"
 
@@ -99,6 +100,7 @@ class NPLMConfig:
                 ("--dropout", self.dropout, "in [0, 1)", 0 <= self.dropout < 1),
                 ("--threads", self.threads, ">= 1", self.threads is None or self.threads >= 1),
                 ("--max-steps", self.max_steps, ">= 0", self.max_steps is None or self.max_steps >= 0),
+                ("--valid-tokens", self.valid_tokens, ">= 1", self.valid_tokens is None or self.valid_tokens >= 1),
                 ("--checkpoint-minutes", self.checkpoint_minutes, "> 0", self.checkpoint_minutes > 0)]:
             if not ok:
                 raise LMBenchError(f"{option} {value}: must be {allowed}")

@@ -178,6 +178,8 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
     targets = torch.from_numpy(corpus.train.astype(np.int64)).to(device)
     steps_per_epoch = math.ceil(len(targets) / batch)
     valid_stream, valid_start = corpus.stream_for("valid", history=config.n - 1)
+    if config.valid_tokens is not None:  # the epochs' validation: a prefix of valid, the same every epoch
+        valid_stream = valid_stream[:valid_start + config.valid_tokens]
 
     last_save = time.monotonic()
     while state["epoch"] < config.epochs and state["stopped"] is None:
@@ -258,7 +260,8 @@ def end_epoch(net, config, state, valid_stream, valid_start, out, fingerprint, t
     train_tokens = state["tokens"]
     record = {"epoch": state["epoch"] + 1, "step": state["step"],
               "lr": learning_rate(config, state["step"], state["rate"]),
-              "train_loss": state["loss_sum"] / train_tokens, "valid_perplexity": valid_ppl, "tokens_per_s": train_tokens / state["seconds"],
+              "train_loss": state["loss_sum"] / train_tokens, "valid_perplexity": valid_ppl,
+              "valid_tokens": len(valid_stream) - valid_start, "tokens_per_s": train_tokens / state["seconds"],
               "seconds": state["seconds"],
               "total_seconds": sum(r["seconds"] for r in state["history"]) + state["seconds"]}
     if not OBJECTIVES[config.objective].sampled:  # an exact log-likelihood: its exp is a perplexity

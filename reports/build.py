@@ -20,7 +20,9 @@ from reports.figures import draw_all
 from reports.tables import PAPER_TABLE, _display, comparison, to_markdown, write_tables
 
 
-TRAINING_NOTE = ("Training objective, epochs run and the best one (early stopping on valid), training "
+TRAINING_NOTE = ("The network (nplm: equation 1; energy: section 5.1's energy network, whose epochs are "
+                 "validated on the first tokens of valid, its perplexities on all of it), training "
+                 "objective, epochs run and the best one (early stopping on valid), training "
                  "seconds (validation not counted) and tokens/s; valid and test are exact full-softmax "
                  "perplexities, or for a class-factored network its own normalised distribution's, with "
                  "the full softmax over the same network's word scores beside it.")
@@ -144,7 +146,8 @@ def _training_frame(results: dict) -> pd.DataFrame | None:
             continue
         plain = row.get("full_softmax_ppl") or {}
         objective = row["config"].get("objective", "softmax")  # results from before the objectives: softmax
-        records.append({"row": row["id"], "objective": objective, "epochs": row.get("epochs"),
+        records.append({"row": row["id"], "network": row["config"].get("model", "nplm"), "objective": objective,
+                        "epochs": row.get("epochs"),
                         "best epoch": row.get("best_epoch"),
                         "training s": round(row["train_seconds"]) if row.get("train_seconds") else None,
                         "tokens/s": round(row["tokens_per_s"]) if row.get("tokens_per_s") else None,

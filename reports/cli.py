@@ -45,6 +45,9 @@ def register(subparsers) -> None:
     parser.add_argument("--report-dir", type=output_directory, help="results and report (default reports/NAME)")
     parser.add_argument("--skip", nargs="+", choices=("ngram", "nplm", "mix"), default=[],
                         help="leave out the rows of these kinds (listed as not run), e.g. --skip nplm")
+    parser.add_argument("--energy", action="store_true",
+                        help="brown: add section 5.1's energy network in MLP1's shape, alone and mixed with the "
+                             "trigram (about 25 minutes more on 2 cores)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     text = parser.add_argument_group("your own corpus (reproduce text)")
     text.add_argument("--train", type=existing_file, help="training file of whitespace-separated tokens")
@@ -97,7 +100,7 @@ def _report_dir(args: argparse.Namespace) -> Path:
 def run_reproduce(args: argparse.Namespace) -> dict:
     from reports.pipeline import reproduce
     summary = reproduce(args.corpus, args.quick, args.work_dir, _report_dir(args), frozenset(args.skip),
-                        _text_corpus(args))
+                        _text_corpus(args), args.energy)
     return {key: summary[key] for key in ("report_dir", "wall_seconds", "report", "html")} | {
         "claims": {c["claim"]: f"{c['verdict']}: {c['ours']}" for c in summary["claims"]}}
 

@@ -26,13 +26,13 @@ def _save(fig, directory: Path, name: str, tight: bool = True) -> Path:
 
 
 def learning_curves(results: dict, directory: Path) -> Path | None:
-    curves = [(r["model"], r["curve"]) for r in results["rows"] if r["kind"] == "nplm" and r.get("curve")]
+    curves = [(_curve_label(r), r["curve"]) for r in results["rows"] if r["kind"] == "nplm" and r.get("curve")]
     if not curves:
         return None
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name, curve in curves:
         epochs = [point["epoch"] for point in curve]
-        line, = ax.plot(epochs, [point["valid_perplexity"] for point in curve], marker="o", label=f"{name} valid")
+        line, = ax.plot(epochs, [point["valid_perplexity"] for point in curve], marker="o", label=name)
         if all("train_perplexity" in point for point in curve):  # full-softmax training only
             ax.plot(epochs, [point["train_perplexity"] for point in curve], ls="--", color=line.get_color(),
                     alpha=0.6, label=f"{name} train")
@@ -45,6 +45,12 @@ OBJECTIVE_LABELS = {"softmax": "full softmax", "importance": "importance samplin
                     "class": "class-factored softmax"}
 BASELINE_LINES = {"kn-interp-5": "interpolated KN 5", "class-3-500": "class-based 3-gram, 500",
                   "kn-backoff-5": "KN back-off 5", "del-int": "Del. Int. trigram"}
+
+
+def _curve_label(row: dict) -> str:
+    """A network's validation curve: on all of valid, or on its first valid_tokens tokens."""
+    prefix = (row.get("config") or {}).get("valid_tokens")
+    return f"{row['model']} valid" + (f" (first {prefix:,} tokens)" if prefix else "")
 
 
 def time_to_perplexity(results: dict, directory: Path) -> Path | None:
@@ -64,7 +70,8 @@ def time_to_perplexity(results: dict, directory: Path) -> Path | None:
         objective = (run.get("config") or {}).get("objective", "softmax")
         seconds = np.cumsum([point["seconds"] for point in run["curve"]])
         ax.plot(seconds / 60, [point["valid_perplexity"] for point in run["curve"]], marker="o", ms=3,
-                label=f"{run['id']}: {OBJECTIVE_LABELS.get(objective, objective)}")
+                label=f"{run['id']}: {OBJECTIVE_LABELS.get(objective, objective)}"
+                      + (f", valid's first {prefix:,} tokens" if (prefix := run["config"].get("valid_tokens")) else ""))
     for row_id, label in BASELINE_LINES.items():
         if rows.get(row_id, {}).get("valid_ppl"):
             ax.axhline(rows[row_id]["valid_ppl"], ls=":", lw=1, color="grey")

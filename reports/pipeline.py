@@ -29,7 +29,7 @@ from lmbench.errors import LMBenchError
 from lmbench.files import DamagedFile, atomic_write_text, read_checked, set_aside, write_checked
 from lmbench.model import perplexity
 from mixing import saved
-from reports.experiments import ROWS, Row, text_rows
+from reports.experiments import ROWS, Row, energy_rows, text_rows
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +88,10 @@ def corpus_digest(corpus: Corpus) -> str:
 
 
 class Reproduction:
-    def __init__(self, settings: Settings, work_dir: Path, report_dir: Path, text: TextCorpus | None = None):
+    def __init__(self, settings: Settings, work_dir: Path, report_dir: Path, text: TextCorpus | None = None,
+                 energy: bool = False):
         self.settings = settings
+        self.energy = energy  # Brown: add the rows of section 5.1's energy network
         self.work = work_dir
         self.report_dir = report_dir
         self.text = text
@@ -100,7 +102,8 @@ class Reproduction:
     def table_rows(self) -> list[Row]:
         if self.text is not None:
             return text_rows(len(self.corpus.vocab), self.text.networks, self.text.only)
-        return [self._scaled(row) for row in ROWS[self.settings.corpus]()]
+        rows = ROWS[self.settings.corpus]() + (energy_rows() if self.energy else [])
+        return [self._scaled(row) for row in rows]
 
     def _scaled(self, row: Row) -> Row:
         if self.settings.quick and row.classes:
@@ -140,6 +143,10 @@ class Reproduction:
             options["epochs"] = row.epochs
         if row.objective:
             options["objective"] = row.objective
+        if row.network:
+            options["model"] = row.network
+        if row.valid_tokens and not self.settings.quick:
+            options["valid_tokens"] = row.valid_tokens
         return NPLMConfig(n=row.n, m=row.m, h=row.h, direct=row.direct, seed=self.settings.seed, **options)
 
     def _row_path(self, row: Row) -> Path:
@@ -314,19 +321,22 @@ def run_metadata(seconds: float) -> dict:
 
 
 def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir: Path | None = None,
-              skip: frozenset[str] = frozenset(), text: TextCorpus | None = None) -> dict:
+              skip: frozenset[str] = frozenset(), text: TextCorpus | None = None, energy: bool = False) -> dict:
     """Run (or resume) the whole table and build the report; returns the report's summary.
     `skip`: kinds of rows ("ngram", "nplm", "mix") to leave out; `text`: the user's corpus when
-    `corpus` is "text"."""
+    `corpus` is "text"; `energy`: add the energy network's rows (Brown)."""
     from reports.build import build_report
 
     if corpus not in ROWS and not (corpus == "text" and text is not None):
         raise LMBenchError(f"no table for corpus {corpus!r}: use one of {', '.join(ROWS)}, or text with "
                            "--train, --valid and --test")
+    if energy and corpus != "brown":
+        raise LMBenchError(f"--energy adds section 5.1's energy network to Table 1, the Brown table: drop it "
+                           f"for {corpus}")
     name = report_name(corpus, quick, text.name if text else None)
     work_dir = work_dir or Path("runs") / name
     report_dir = report_dir or Path("reports") / name
-    results = Reproduction(default_settings(corpus, quick), work_dir, report_dir, text).run(skip)
+    results = Reproduction(default_settings(corpus, quick), work_dir, report_dir, text, energy).run(skip)
     built = build_report(report_dir)
     return {"report_dir": str(report_dir), "wall_seconds": results["meta"]["wall_seconds"], **built}
 

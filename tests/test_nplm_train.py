@@ -192,6 +192,23 @@ def test_run_stopped_inside_its_first_epoch_reports_its_speed(tmp_path):
     assert result["seconds"] > 0 and result["tokens_per_s"] == pytest.approx(3 * 16 / result["seconds"])
 
 
+def test_valid_tokens_validates_the_epochs_on_a_prefix_and_the_final_figures_on_all_of_valid(tmp_path):
+    """--valid-tokens 5: each epoch's perplexity is that of the first 5 valid tokens (the same network
+    scored on the prefix after the run agrees for the last epoch); the result scores the whole split."""
+    result = train_nplm(CORPUS, tiny(epochs=2, valid_tokens=5), tmp_path, progress=False)
+    log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert [r["valid_tokens"] for r in log] == [5, 5] and len(CORPUS.valid) > 5
+    model = load_nplm(tmp_path, CORPUS, device="cpu", which=CHECKPOINT)
+    stream, start = CORPUS.stream_for("valid", history=2)
+    prefix = model.score(stream[:start + 5], start)
+    assert log[-1]["valid_perplexity"] == pytest.approx(math.exp(-prefix.mean()), rel=1e-6)
+    best = load_nplm(tmp_path, CORPUS, device="cpu")
+    assert result["valid_perplexity"] == pytest.approx(best.perplexity("valid"), rel=1e-6)
+    assert result["valid_perplexity"] != pytest.approx(log[result["best_epoch"] - 1]["valid_perplexity"])
+    with pytest.raises(LMBenchError, match="--valid-tokens 0: must be >= 1"):
+        tiny(valid_tokens=0)
+
+
 @pytest.mark.parametrize("option,value,message", [
     ("n", 1, "--n 1: must be >= 2"), ("m", -3, "--m -3: must be >= 1"), ("lr", -1.0, "--lr -1.0: must be finite and > 0"), ("lr", math.inf, "--lr inf: must be finite"),
     ("epochs", 0, "--epochs 0: must be >= 1"), ("dropout", 1.0, r"--dropout 1.0: must be in \[0, 1\)"),
