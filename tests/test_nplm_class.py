@@ -18,7 +18,7 @@ from neural.model import NPLM
 from neural.objectives import ClassFactored
 from neural.train import BEST, CHECKPOINT, load_nplm, train_nplm
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution
-from tests.test_nplm_train import CORPUS, TEXT, text_corpus_args, tiny
+from tests.test_nplm_train import CORPUS, text_corpus_args, tiny
 
 V = len(CORPUS.vocab)
 CLASSES = torch.from_numpy(frequency_classes(np.bincount(CORPUS.train, minlength=V), 4))

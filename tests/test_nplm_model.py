@@ -118,7 +118,6 @@ def test_dropout_acts_only_while_training():
     dropped = NPLM(len(CORPUS.vocab), n=3, m=4, h=5, direct=True, dropout=0.5)
     dropped.load_state_dict(plain.state_dict())  # dropout adds no parameter
     contexts = torch.from_numpy(context_windows(CORPUS.train, 3)[:32].copy())
-    targets = torch.from_numpy(CORPUS.train[:32].astype(np.int64))
     plain.eval(), dropped.eval()
     assert torch.equal(plain(contexts), dropped(contexts))
     dropped.train()
