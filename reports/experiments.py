@@ -86,8 +86,8 @@ def brown_rows() -> list[Row]:
 
 # Section 5.1's energy network in MLP1's shape, trained with MLP1's objective (the default, importance
 # sampling with k = 400, the paper's choice for it) and budget: the 12 epochs MLP1 runs in Table 1. Its
-# exact normalisation costs |V| h tanh per token (about 900 tokens/s on 2 cores), so each epoch is
-# validated on the first 20,000 valid tokens (44 s instead of 4 minutes); its figures score all of valid.
+# exact normalisation costs |V| h tanh per token (about 770 tokens/s on 2 cores), so each epoch is
+# validated on the first 20,000 valid tokens (26 s instead of 4.3 minutes); its figures score all of valid.
 ENERGY_EPOCHS = 12
 ENERGY_VALID_TOKENS = 20_000
 
