@@ -39,7 +39,7 @@ bench: install
 
 # The paper's tables end to end; QUICK=1 runs the same pipeline on a small slice in a few minutes,
 # SKIP=nplm leaves out the rows of a kind (listed as not run); ENERGY=1 adds section 5.1's energy network
-# to Table 1 (about 25 minutes more).
+# to Table 1 (about 20 minutes more).
 reproduce-brown: install
 	$(PY) -m lmbench_cli reproduce brown $(if $(QUICK),--quick) $(if $(SKIP),--skip $(SKIP)) $(if $(ENERGY),--energy)
 

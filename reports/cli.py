@@ -47,7 +47,7 @@ def register(subparsers) -> None:
                         help="leave out the rows of these kinds (listed as not run), e.g. --skip nplm")
     parser.add_argument("--energy", action="store_true",
                         help="brown: add section 5.1's energy network in MLP1's shape, alone and mixed with the "
-                             "trigram (about 25 minutes more on 2 cores)")
+                             "trigram (about 20 minutes more on 2 cores)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     text = parser.add_argument_group("your own corpus (reproduce text)")
     text.add_argument("--train", type=existing_file, help="training file of whitespace-separated tokens")
