@@ -52,10 +52,11 @@ def register(subparsers) -> None:
     run_group.add_argument("--lr", type=float, default=None, help="default 1e-3 (paper) or 1.0 (sgd)")
     run_group.add_argument("--min-gain", type=float, default=defaults.min_gain,
                            help="sgd: halve the rate once an epoch improves valid by less than this "
-                                f"fraction, stop when it happens again (default {defaults.min_gain})")
+                                "fraction per million training tokens (at least this fraction), stop when "
+                                f"it again gains less than this fraction (default {defaults.min_gain})")
     run_group.add_argument("--anneal-gain", type=float, default=None,
-                           help="sgd: start halving once an epoch improves valid by less than this fraction "
-                                "(default: --min-gain; AP's table uses 0.03)")
+                           help="sgd: start halving once an epoch improves valid by less than this fixed "
+                                "fraction instead (default: the --min-gain rule)")
     run_group.add_argument("--weight-decay", type=float, default=1e-4,
                            help="on the weights and C, not the biases (paper: 1e-4 Brown, 1e-5 AP)")
     run_group.add_argument("--dropout", type=float, default=0.0,

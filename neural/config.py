@@ -43,8 +43,8 @@ class NPLMConfig:
     batch_size: int | None = None  # None: the recipe's (paper 1, sgd 128)
     lr: float | None = None  # None: the recipe's eps0 (paper 1e-3, sgd 1.0)
     lr_decay: float = 1e-8  # paper: r in eps0 / (1 + r t)
-    min_gain: float = 0.003  # sgd: halve the rate once an epoch improves valid by less than this
-    anneal_gain: float | None = None  # sgd: start halving below this gain instead (None: min_gain)
+    min_gain: float = 0.003  # sgd: halve once an epoch gains less than this per 1M train tokens (neural.recipe)
+    anneal_gain: float | None = None  # sgd: start halving below this fixed gain instead (None: the rule)
     weight_decay: float = 1e-4  # on the weights and C, never the biases (paper: 1e-4 Brown, 1e-5 AP)
     patience: int = 2  # paper: stop after this many epochs without a better validation perplexity
     dropout: float = 0.0  # dropout on [tanh(d + Hx), x] while training (not in the paper)

@@ -286,8 +286,8 @@ def end_epoch(net, config, state, valid_stream, valid_start, out, fingerprint, t
         if state["bad_epochs"] >= config.patience:
             state["stopped"] = "early_stopping"
     else:
-        state["rate"], state["annealing"], converged = next_epoch_rate(config, state["rate"],
-                                                                       state["annealing"], gain)
+        state["rate"], state["annealing"], converged = next_epoch_rate(config, state["rate"], state["annealing"],
+                                                                       gain, train_tokens)
         if converged:
             state["stopped"] = "converged"
     state.update(epoch=state["epoch"] + 1, position=0, loss_sum=0.0, tokens=0, seconds=0.0)

@@ -116,6 +116,17 @@ def test_sentence_rule_keeps_abbreviations():
         "The U.S. Army left.", "John J. Anderson came!", "Why?", "Then 5 left. it goes on"]
 
 
+def test_sentence_ends_before_closing_quotes_and_ellipses():
+    """Treebank splits only a string's final period: a sentence left running past one keeps it glued."""
+    text = ("``It is ever valid.'' _ British leaders agree. It is a baby. ... All of it. ``I won.'' "
+            "he said. We met at the U.S.'' (rally).")
+    sentences = split_sentences(text)
+    assert sentences == ["``It is ever valid.''", "_ British leaders agree.", "It is a baby.", "...", "All of it.",
+                         "``I won.''", "he said.", "We met at the U.S.'' (rally)."]
+    tokens, _ = tokenize_text("   " + text)
+    assert [t for t in tokens if len(t) > 1 and t.endswith(".")] == ["...", "U.S."]
+
+
 def test_tokenize_text_flags_first_word_with_a_letter():
     tokens, initial = tokenize_text("   ``Go home,'' she said. Now\nthen &amp; there.\n   New paragraph")
     assert tokens == ["``", "Go", "home", ",", "''", "she", "said", ".", "Now", "then", "&", "there",

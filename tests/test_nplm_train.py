@@ -12,7 +12,7 @@ import torch
 from lmbench_cli import main
 from lmbench.errors import LMBenchError
 from neural.model import NPLM
-from neural.recipe import apply_weight_decay, learning_rate, next_epoch_rate
+from neural.recipe import anneal_threshold, apply_weight_decay, learning_rate, next_epoch_rate
 from neural.train import CHECKPOINT, NPLMConfig, load_nplm, train_nplm
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
 
@@ -76,15 +76,26 @@ def test_paper_learning_rate_schedule():
 def test_sgd_rate_halves_on_a_plateau_then_stops():
     config = NPLMConfig(recipe="sgd", min_gain=0.01)
     assert config.batch == 128 and config.peak_lr == 1.0
-    assert next_epoch_rate(config, 1.0, False, 0.05) == (1.0, False, False)  # still improving
-    assert next_epoch_rate(config, 1.0, False, 0.005) == (0.5, True, False)  # a plateau: halve
-    assert next_epoch_rate(config, 0.5, True, 0.05) == (0.25, True, False)  # halving every epoch now
-    assert next_epoch_rate(config, 0.25, True, -0.01) == (0.25, True, True)  # plateau again: converged
-    early = dataclasses.replace(config, anneal_gain=0.03)  # halving starts below 3%, the run stops below min_gain
-    assert next_epoch_rate(early, 1.0, False, 0.05) == (1.0, False, False)
-    assert next_epoch_rate(early, 1.0, False, 0.02) == (0.5, True, False)
-    assert next_epoch_rate(early, 0.5, True, 0.02) == (0.25, True, False)
-    assert next_epoch_rate(early, 0.25, True, 0.002) == (0.25, True, True)
+    short = 800_000  # Brown's epoch: under a million tokens, the threshold is min_gain itself
+    assert next_epoch_rate(config, 1.0, False, 0.05, short) == (1.0, False, False)  # still improving
+    assert next_epoch_rate(config, 1.0, False, 0.005, short) == (0.5, True, False)  # a plateau: halve
+    assert next_epoch_rate(config, 0.5, True, 0.05, short) == (0.25, True, False)  # halving every epoch now
+    assert next_epoch_rate(config, 0.25, True, -0.01, short) == (0.25, True, True)  # plateau again: converged
+
+
+def test_sgd_plateau_is_judged_per_million_training_tokens():
+    config = NPLMConfig(recipe="sgd")  # min_gain 0.003
+    long = 14_000_000  # AP's epoch: 0.3% per million tokens is 4.2% an epoch
+    assert anneal_threshold(config, long) == pytest.approx(0.042)
+    assert anneal_threshold(config, 2_000_000) == pytest.approx(0.006)
+    assert anneal_threshold(config, 500_000) == 0.003  # never below min_gain
+    assert next_epoch_rate(config, 1.0, False, 0.05, long) == (1.0, False, False)
+    assert next_epoch_rate(config, 1.0, False, 0.032, long) == (0.5, True, False)  # AP's 2nd epoch gained 3.2%
+    assert next_epoch_rate(config, 1.0, False, 0.032, 1_000_000) == (1.0, False, False)
+    assert next_epoch_rate(config, 0.5, True, 0.01, long) == (0.25, True, False)  # the stop stays min_gain
+    assert next_epoch_rate(config, 0.25, True, 0.002, long) == (0.25, True, True)
+    fixed = dataclasses.replace(config, anneal_gain=0.03)  # an explicit threshold overrides the rule
+    assert anneal_threshold(fixed, long) == anneal_threshold(fixed, 1) == 0.03
 
 
 def test_paper_recipe_updates_with_one_example(tmp_path):
