@@ -228,6 +228,8 @@ class NPLMShape(NetworkShape):
     m: int = field(default=60, metadata={"help": "word feature size"})
     h: int = field(default=50, metadata={"help": "hidden units, 0 for none"})
     direct: bool = field(default=True, metadata={"help": "direct connections W from x to the output (MLP1: on)"})
+    bag: int = field(default=0, metadata={"help": "words before the n-1 nearest read as one more block of x, "
+                                                  "their mean feature vector (0: none, the paper's)"})
 
     objectives: ClassVar[tuple[str, ...]] = ("softmax", "importance", "nce", "class")
     parallel: ClassVar[tuple[str, ...]] = ("data", "vocab")
@@ -237,7 +239,7 @@ class NPLMShape(NetworkShape):
             raise LMBenchError("h = 0 without direct connections has no path from the context to the "
                                "output: give --h > 0 or --direct")
         check_numbers([("--n", self.n, ">= 2", self.n >= 2), ("--m", self.m, ">= 1", self.m >= 1),
-                       ("--h", self.h, ">= 0", self.h >= 0)])
+                       ("--h", self.h, ">= 0", self.h >= 0), ("--bag", self.bag, ">= 0", self.bag >= 0)])
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,21 @@ def context_windows(stream: np.ndarray, history: int, start: int = 0) -> np.ndar
     return windows[start: len(stream)]
 
 
+class StreamWindows:
+    """The `history` ids before each position of a stream, oldest first and left-padded with PAD_ID
+    like `context_windows`, gathered when asked for: windows[positions] is (B, history) int64 for
+    positions (B,) int64, with no (T, history) table (a wide context, `NPLM.bag`, would make it
+    history times the stream)."""
+
+    def __init__(self, stream: np.ndarray, history: int, device: torch.device | str = "cpu"):
+        padded = np.concatenate([np.full(history, PAD_ID, dtype=np.int64), np.asarray(stream, dtype=np.int64)])
+        self.padded = torch.from_numpy(padded).to(device)  # (history + T,)
+        self.offsets = torch.arange(history, device=device)  # (history,)
+
+    def __getitem__(self, positions: torch.Tensor) -> torch.Tensor:
+        return self.padded[positions[:, None] + self.offsets]  # padded[p + j] = stream[p + j - history]
+
+
 def log_probs(net: NPLM, context: torch.Tensor, target: torch.Tensor | None, *, bf16: bool = False,
               factored: bool = True) -> torch.Tensor:
     """float64 log P(target | context) (B,), or log P(. | context) (B, V) when target is None: the
@@ -50,7 +65,7 @@ def score_stream(net: NPLM, stream: np.ndarray, start: int, *, batch_size: int =
         return load(family_of(net.shape).scorer)(net, stream, start, batch_size=batch_size, bf16=bf16,
                                                  progress=progress, factored=factored)
     device = next(net.parameters()).device
-    contexts = torch.from_numpy(context_windows(stream, net.history, start).copy()).to(device)
+    contexts = StreamWindows(stream, net.history, device)
     targets = torch.from_numpy(np.asarray(stream[start:], dtype=np.int64)).to(device)
     result = torch.empty(len(targets), dtype=torch.float64, device=device)
     chunks = range(0, len(targets), batch_size)
@@ -61,7 +76,8 @@ def score_stream(net: NPLM, stream: np.ndarray, start: int, *, batch_size: int =
     net.eval()
     for lo in chunks:
         hi = min(lo + batch_size, len(targets))
-        result[lo:hi] = log_probs(net, contexts[lo:hi], targets[lo:hi], bf16=bf16, factored=factored)
+        positions = torch.arange(start + lo, start + hi, device=device)
+        result[lo:hi] = log_probs(net, contexts[positions], targets[lo:hi], bf16=bf16, factored=factored)
     net.train(was_training)
     return result.cpu().numpy()
 

@@ -5,7 +5,10 @@
     P(w_t = i | context) = exp(y_i) / sum_j exp(y_j)         the softmax
 
 with one shared table C (|V| x m). Options: h = 0 drops the hidden layer (y = b + W x); direct=False
-drops the direct connections (W = 0, so W is not a parameter at all).
+drops the direct connections (W = 0, so W is not a parameter at all); bag = L > 0 widens the context
+(not in the paper; NPLM (ours), `neural.ours`): x gains one more block, the mean of C over the L words
+before the n-1 nearest, (1/L) sum_{j=n}^{n+L-1} C(w_{t-j}), so the network reads n-1+L words, the far
+ones as a bag (what the text is about, in m numbers), the near ones in order.
 
 Contexts are stored oldest first, so x here is C(w_{t-n+1}) ... C(w_{t-1}); the order of the blocks
 is a relabelling of H and W and changes nothing. A context shorter than n-1 tokens (the start of a
@@ -56,8 +59,9 @@ class NPLM(nn.Module):
         self.shape, self.vocab_size, self.dropout = shape, vocab_size, dropout
         n, m, h, direct = shape.n, shape.m, shape.h, shape.direct
         self.n, self.m, self.h, self.direct = n, m, h, direct
-        self.history = n - 1  # the context: n-1 words
-        width = (n - 1) * m  # size of x
+        self.bag = shape.bag
+        self.history = n - 1 + self.bag  # the context: the bag's words, then the n-1 nearest
+        width = (n - 1 + (1 if self.bag else 0)) * m  # size of x
         self.C = nn.Parameter(torch.empty(vocab_size, m))  # (V, m) the word feature table
         if h:
             self.H = nn.Parameter(torch.empty(h, width))  # (h, (n-1)m) hidden weights
@@ -156,9 +160,11 @@ class NPLM(nn.Module):
                 if p is not None]
 
     def features(self, context: torch.Tensor) -> torch.Tensor:
-        """z = [tanh(d + H x), x] (or the part of it that exists) for contexts (B, n-1) int64."""
+        """z = [tanh(d + H x), x] (or the part of it that exists) for contexts (B, history) int64."""
         # (B, (n-1)m); a sparse gradient: an update touches only the rows of C in the contexts
-        x = F.embedding(context, self.C, sparse=True).view(context.shape[0], -1)
+        x = F.embedding(context[:, self.bag:], self.C, sparse=True).view(context.shape[0], -1)
+        if self.bag:  # (B, m) the mean feature vector of the bag, after the n-1 blocks
+            x = torch.cat([x, F.embedding(context[:, :self.bag], self.C, sparse=True).mean(dim=1)], dim=1)
         if self.h:
             a = torch.tanh(torch.addmm(self.d, x, self.H.t()))  # (B, h)
             x = torch.cat([a, x], dim=1) if self.direct else a  # (B, K)

@@ -36,7 +36,7 @@ from lmbench.model import perplexity
 from neural.classes import word_classes
 from neural.config import RECIPES, NPLMConfig
 from neural.families import NetworkShape, family, load
-from neural.lm import NPLMLanguageModel, context_windows
+from neural.lm import NPLMLanguageModel, StreamWindows
 from neural.objectives import OBJECTIVES
 from neural.parallel import Team, connect
 from neural.recipe import apply_weight_decay, learning_rate, make_optimizer, next_epoch_rate, resolve_device
@@ -186,8 +186,8 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
         apply_weight_decay(net, rate, config.weight_decay, state["decay_pending"])
         state["decay_pending"] = 0
 
-    # (T, n-1) contexts and (T,) targets of the training stream, on the device once
-    contexts = torch.from_numpy(context_windows(corpus.train, net.history).copy()).to(device)
+    # the (T,) targets of the training stream and their contexts (gathered per minibatch), on the device once
+    contexts = StreamWindows(corpus.train, net.history, device)
     targets = torch.from_numpy(corpus.train.astype(np.int64)).to(device)
     steps_per_epoch = math.ceil(len(targets) / batch)
     valid_stream, valid_start = corpus.stream_for("valid", history=net.history)

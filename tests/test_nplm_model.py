@@ -9,7 +9,7 @@ from lmbench.errors import LMBenchError
 from neural.families import NPLMShape
 
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
-from neural.lm import NPLMLanguageModel, context_windows
+from neural.lm import NPLMLanguageModel, StreamWindows, context_windows
 from neural.model import NPLM, PAD_ID, parameter_count
 
 TEXT = "the cat sat on the mat . the dog sat on the log . a cat and a dog ."
@@ -125,3 +125,34 @@ def test_dropout_acts_only_while_training():
     assert torch.equal(plain(contexts), dropped(contexts))
     dropped.train()
     assert not torch.equal(dropped.features(contexts), dropped.features(contexts))
+
+
+def test_bag_is_the_mean_feature_vector_of_the_words_before_the_nearest():
+    """NPLM (ours)'s wider context: x = [C(w_{t-2}), C(w_{t-1}), mean(C(w_{t-5}), C(w_{t-4}), C(w_{t-3}))]."""
+    torch.manual_seed(0)
+    net = NPLM(NPLMShape(n=3, m=2, h=2, direct=True, bag=3), 4).double()
+    assert net.history == 5 and net.H.shape == (2, 6)
+    context = torch.tensor([[3, 1, 2, 0, 1]])  # oldest first: the bag 3, 1, 2, then w_{t-2} = 0, w_{t-1} = 1
+    C = net.C.detach()
+    x = torch.cat([C[0], C[1], (C[3] + C[1] + C[2]) / 3])
+    a = torch.tanh(net.d.detach() + net.H.detach() @ x)
+    y = net.b.detach() + net.out.detach() @ torch.cat([a, x])
+    torch.testing.assert_close(net(context)[0].detach(), y, rtol=1e-12, atol=1e-12)
+    shuffled = torch.tensor([[2, 3, 1, 0, 1]])  # the bag's order does not matter, the near words' does
+    torch.testing.assert_close(net(shuffled), net(context), rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(net(torch.tensor([[3, 1, 2, 1, 0]])), net(context))
+
+
+def test_a_network_with_a_bag_is_normalised_and_scores_its_distributions():
+    torch.manual_seed(1)
+    model = NPLMLanguageModel(NPLM(NPLMShape(n=3, m=4, h=5, direct=True, bag=4), len(CORPUS.vocab)).double()).attach(CORPUS)
+    assert_normalised(model, CORPUS)  # seen contexts and unseen ones, short ones (the stream's start) too
+    assert_scores_match_distribution(model, CORPUS)
+
+
+def test_stream_windows_gather_the_context_windows():
+    stream = np.array([5, 1, 4, 2, 2, 3, 0, 6])
+    for history in (1, 3, 10):
+        windows = StreamWindows(stream, history)
+        positions = torch.tensor([0, 7, 3, 3, 1])
+        np.testing.assert_array_equal(windows[positions].numpy(), context_windows(stream, history)[positions.numpy()])
