@@ -1,0 +1,36 @@
+"""NPLM (ours): its shape and regularisation come from the training split alone."""
+
+import numpy as np
+import pytest
+
+from neural.families import NPLMShape
+from neural.ours import ours_options
+
+
+class TrainOnly:
+    """A corpus whose valid and test splits raise when read: the rule may look at train only."""
+
+    def __init__(self, train_tokens: int, vocab_size: int):
+        self.train = np.zeros(train_tokens, dtype=np.int32)
+        self.vocab = list(range(vocab_size))
+
+    @property
+    def valid(self):
+        raise AssertionError("the rule read the validation split")
+
+    @property
+    def test(self):
+        raise AssertionError("the rule read the test split")
+
+    def split(self, name):
+        return getattr(self, name)
+
+
+@pytest.mark.parametrize("train_tokens, dropout", [(800_000, 0.3), (1_000_000, 0.3), (2_000_000, 0.3),
+                                                   (4_000_000, 0.21), (14_000_000, 0.11)])
+def test_the_documented_shape_for_each_corpus_size(train_tokens, dropout):
+    options = ours_options(TrainOnly(train_tokens, 10_000))
+    assert options == {"n": 6, "bag": 50, "m": 100, "h": 300, "direct": True, "weight_decay": 1e-5,
+                       "dropout": dropout}
+    assert options == ours_options(TrainOnly(train_tokens, 10_000))  # deterministic
+    NPLMShape(**{k: options[k] for k in ("n", "m", "h", "direct", "bag")})  # a valid shape of the family
