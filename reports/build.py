@@ -17,6 +17,7 @@ from lmbench.errors import LMBenchError
 from lmbench.files import read_checked
 from reports.claims import check_claims
 from reports.figures import draw_all
+from reports.records import upgrade
 from reports.tables import PAPER_TABLE, _display, comparison, to_markdown, write_tables
 
 
@@ -100,9 +101,9 @@ def load_results(report_dir: Path) -> dict:
             raise ValueError("it holds no list of rows")
         return results
 
-    return read_checked(path, read, what="results file",
-                        fix="run the same `lmbench reproduce ...` again (finished rows come from the row cache, "
-                            "so only results.json is rewritten)")
+    return upgrade(read_checked(path, read, what="results file",
+                                fix="run the same `lmbench reproduce ...` again (finished rows come from the row "
+                                    "cache, so only results.json is rewritten)"))
 
 
 def _headings(results: dict) -> dict:
@@ -142,11 +143,11 @@ def _training_frame(results: dict) -> pd.DataFrame | None:
     a class-factored network, the full softmax of the same network's scores)."""
     records = []
     for row in results["rows"]:
-        if row["kind"] != "nplm" or row.get("status") == "not run" or not row.get("config"):
+        if not row["family"] or row.get("status") == "not run" or not row.get("config"):
             continue
         plain = row.get("full_softmax_ppl") or {}
         objective = row["config"].get("objective", "softmax")  # results from before the objectives: softmax
-        records.append({"row": row["id"], "network": row["config"].get("model", "nplm"), "objective": objective,
+        records.append({"row": row["id"], "network": row["family"], "objective": objective,
                         "epochs": row.get("epochs"),
                         "best epoch": row.get("best_epoch"),
                         "training s": round(row["train_seconds"]) if row.get("train_seconds") else None,
@@ -155,6 +156,13 @@ def _training_frame(results: dict) -> pd.DataFrame | None:
                         "full softmax valid / test": (f"{plain['valid']:.1f} / {plain['test']:.1f}"
                                                       if plain else "")})
     return pd.DataFrame(records) if records else None
+
+
+def _figure_html(path: Path) -> str:
+    """The PNG inlined, so that report.html is one file."""
+    return (f'<figure id="{path.stem}"><img alt="{path.stem}" src="data:image/png;base64,'
+            f'{base64.b64encode(path.read_bytes()).decode()}"><figcaption>{path.stem.replace("_", " ")}'
+            f'</figcaption></figure>')
 
 
 def build_report(report_dir: Path) -> dict:
@@ -193,10 +201,7 @@ def build_report(report_dir: Path) -> dict:
     if neighbors is not None:
         sections.append(("neighbours", f"Nearest neighbours in the word features C of {results['neighbors']['row']}",
                          html_table(neighbors)))
-    sections.append(("figures", "Figures", "".join(
-        f'<figure id="{p.stem}"><img alt="{p.stem}" src="data:image/png;base64,'
-        f'{base64.b64encode(p.read_bytes()).decode()}"><figcaption>{p.stem.replace("_", " ")}</figcaption></figure>'
-        for p in figures)))
+    sections.append(("figures", "Figures", "".join(_figure_html(p) for p in figures)))
     figure_links = "".join(f'<li><a href="#{p.stem}">{p.stem.replace("_", " ")}</a></li>' for p in figures)
     contents = "".join(f'<li><a href="#{anchor}">{html.escape(heading)}</a>'
                        + (f"<ol>{figure_links}</ol>" if anchor == "figures" else "") + "</li>"

@@ -16,10 +16,10 @@ def fake_results(test_ppl: dict, corpus: str = "brown") -> dict:
         record = row.to_dict()
         test = test_ppl.get(row.id, 400.0)
         record.update(train_ppl=None, valid_ppl=test * 1.05, test_ppl=test, seconds=1.0)
-        if row.kind == "nplm":
+        if row.family:
             record["curve"] = [{"epoch": e, "train_perplexity": 500 / e, "valid_perplexity": 600 / e,
                                 "seconds": 10.0} for e in (1, 2, 3)]
-            record.update(config={"objective": row.objective or "nce"}, epochs=3, best_epoch=3, train_seconds=30.0,
+            record.update(config={"objective": "nce", **row.config}, epochs=3, best_epoch=3, train_seconds=30.0,
                           tokens_per_s=1e5)
         rows.append(record)
     rng = np.random.default_rng(0)
