@@ -15,6 +15,7 @@ import pandas as pd
 
 from lmbench.errors import LMBenchError
 from lmbench.files import read_checked
+from reports import summary
 from reports.claims import check_claims
 from reports.figures import draw_all
 from reports.records import upgrade
@@ -173,13 +174,17 @@ def build_report(report_dir: Path) -> dict:
     claims = check_claims(results)
     (report_dir / "claims.json").write_text(json.dumps(claims, indent=1))
     figures = draw_all(results, table, report_dir / "figures")
+    across = summary.gather(report_dir.parent, report_dir, results)
+    across_frame = summary.summary_frame(across)
+    across_figure = summary.summary_figure(across, report_dir / "figures" / "summary.png")
     claims_frame = pd.DataFrame(claims)
     neighbors = _neighbors_frame(results)
     training = _training_frame(results)
     headings = _headings(results)
     title = headings["title"]
 
-    md = [f"# {title}", "", _stamp(results["meta"]), "",
+    md = [f"# {title}", "", _stamp(results["meta"]), "", f"## {summary.HEADING}", "", summary.NOTE, "",
+          across_frame.to_markdown(index=False), "", f"![summary](figures/{across_figure.name})", "",
           f"Corpus: {_tokens(results['corpus_summary'])}, |V| = {results['corpus_summary']['vocab_size']:,}."
           f" {headings['note']}", "",
           to_markdown(table), "", f"## {headings['claims']}", "",
@@ -192,7 +197,9 @@ def build_report(report_dir: Path) -> dict:
     md += ["", "## Figures", ""] + [f"![{p.stem}](figures/{p.name})" for p in figures]
     (report_dir / "report.md").write_text("\n".join(md) + "\n")
 
-    sections = [("table", headings["table"], f"<p>{html.escape(headings['note'])}</p>"
+    sections = [("summary", summary.HEADING, f"<p>{html.escape(summary.NOTE)}</p>" + html_table(across_frame)
+                 + _figure_html(across_figure)),
+                ("table", headings["table"], f"<p>{html.escape(headings['note'])}</p>"
                  + html_table(_display(table), first_extra=_first_extra(table))),
                 ("claims", headings["claims"], html_table(claims_frame))]
     if training is not None:
@@ -215,6 +222,6 @@ def build_report(report_dir: Path) -> dict:
             f"{results['corpus_summary']['vocab_size']:,}.</p>"
             f'<nav><h2>Contents</h2><ol>{contents}</ol></nav>{body}</body></html>\n')
     (report_dir / "report.html").write_text(page)
-    return {"tables": {k: str(v) for k, v in written.items()}, "figures": [str(p) for p in figures],
+    return {"tables": {k: str(v) for k, v in written.items()}, "figures": [str(p) for p in [across_figure, *figures]],
             "report": str(report_dir / "report.md"), "html": str(report_dir / "report.html"),
             "claims": claims}

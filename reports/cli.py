@@ -1,6 +1,6 @@
 """`lmbench reproduce brown|ap` runs the paper's table end to end, `lmbench reproduce text --train A
 --valid B --test C` the same comparison on a user's corpus; `lmbench report ...` rebuilds a report from
-results.json without retraining."""
+results.json without retraining, `lmbench report summary` the cross-corpus summary from every report's."""
 
 from __future__ import annotations
 
@@ -66,8 +66,9 @@ def register(subparsers) -> None:
                       help="ngram: the n-gram rows only; nplm: the networks and their mixtures with the trigram")
     parser.set_defaults(run=run_reproduce)
 
-    parser = subparsers.add_parser("report", help="rebuild tables, claims and figures from results.json ")
-    parser.add_argument("corpus", choices=CORPORA)
+    parser = subparsers.add_parser("report", help="rebuild tables, claims and figures from results.json "
+                                   "(summary: the cross-corpus summary, reports/summary.md, from every report's)")
+    parser.add_argument("corpus", choices=CORPORA + ["summary"])
     parser.add_argument("--quick", action="store_true", help="the report of the quick run")
     _add_name(parser)
     parser.add_argument("--report-dir", type=output_directory, help="default reports/NAME")
@@ -109,6 +110,10 @@ def run_reproduce(args: argparse.Namespace) -> dict:
 
 
 def run_report(args: argparse.Namespace) -> dict:
+    if args.corpus == "summary":  # every reports/*/results.json (--report-dir: another folder of reports)
+        from reports.summary import write_summary
+        written = write_summary(args.report_dir or Path("reports"))
+        return {"summary": written["summary"], "figure": written["figure"]}
     from reports.build import build_report
     built = build_report(_report_dir(args))
     return {"report": built["report"], "html": built["html"], "figures": built["figures"],

@@ -48,11 +48,11 @@ class Row:
 
 
 def network(row_id: str, label: str, shape: tuple[int, int, int, bool], family: str = PAPER_FAMILY, *,
-            paper_model: str | None = None, word_vectors: bool = False, **options) -> Row:
+            paper_model: str | None = None, ours: bool = False, word_vectors: bool = False, **options) -> Row:
     """A network row: `shape` (n, h, m, direct), `options` the family's other config options."""
     n, h, m, direct = shape
     config = dict(n=n, h=h, m=m, direct=direct, **{k: v for k, v in options.items() if v is not None})
-    return Row(row_id, "network", label, paper_model=paper_model, family=family, config=config,
+    return Row(row_id, "network", label, paper_model=paper_model, family=family, config=config, ours=ours,
                word_vectors=word_vectors)
 
 
