@@ -38,13 +38,13 @@ bench: install
 	$(PY) bench/parallel_bench.py
 
 # The paper's tables end to end; QUICK=1 runs the same pipeline on a small slice in a few minutes,
-# SKIP=nplm leaves out the rows of a kind (listed as not run); ENERGY=1 adds section 5.1's energy network
-# to Table 1 (about 20 minutes more).
+# SKIP=network leaves out the rows of a kind (listed as not run); EXTRA=energy adds the named optional
+# row groups (brown: energy, section 5.1's energy network, about 20 minutes more).
 reproduce-brown: install
-	$(PY) -m lmbench_cli reproduce brown $(if $(QUICK),--quick) $(if $(SKIP),--skip $(SKIP)) $(if $(ENERGY),--energy)
+	$(PY) -m lmbench_cli reproduce brown $(if $(QUICK),--quick) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA))
 
 reproduce-ap: install
-	$(PY) -m lmbench_cli reproduce ap $(if $(QUICK),--quick) $(if $(SKIP),--skip $(SKIP))
+	$(PY) -m lmbench_cli reproduce ap $(if $(QUICK),--quick) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA))
 
 # The same comparison on your own corpus: make compare TRAIN=a.txt VALID=b.txt TEST=c.txt [NAME=mine]
 # [NETWORKS=mlp1,mlp9] [ONLY=ngram] [MIN_COUNT=2] [VOCAB_SIZE=10000] [QUICK=1]; the report goes to

@@ -40,7 +40,7 @@ import numpy as np
 
 from lmbench.errors import LMBenchError
 from lmbench.model import LanguageModel
-from mixing.mixture import fit_weights
+from lmbench.interpolation import fit_weights
 
 log = logging.getLogger(__name__)
 

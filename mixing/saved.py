@@ -14,7 +14,7 @@ import numpy as np
 from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write, read_checked, write_checked
 from lmbench.model import LanguageModel
-from mixing.mixture import fit_weights, mix_logprobs
+from lmbench.interpolation import fit_weights, mix_logprobs
 
 
 def scored_splits(model: LanguageModel, splits=("valid", "test")) -> dict[str, np.ndarray]:

@@ -15,8 +15,10 @@ import pandas as pd
 
 from lmbench.errors import LMBenchError
 from lmbench.files import read_checked
+from reports import summary
 from reports.claims import check_claims
 from reports.figures import draw_all
+from reports.records import upgrade
 from reports.tables import PAPER_TABLE, _display, comparison, to_markdown, write_tables
 
 
@@ -100,9 +102,9 @@ def load_results(report_dir: Path) -> dict:
             raise ValueError("it holds no list of rows")
         return results
 
-    return read_checked(path, read, what="results file",
-                        fix="run the same `lmbench reproduce ...` again (finished rows come from the row cache, "
-                            "so only results.json is rewritten)")
+    return upgrade(read_checked(path, read, what="results file",
+                                fix="run the same `lmbench reproduce ...` again (finished rows come from the row "
+                                    "cache, so only results.json is rewritten)"))
 
 
 def _headings(results: dict) -> dict:
@@ -142,11 +144,11 @@ def _training_frame(results: dict) -> pd.DataFrame | None:
     a class-factored network, the full softmax of the same network's scores)."""
     records = []
     for row in results["rows"]:
-        if row["kind"] != "nplm" or row.get("status") == "not run" or not row.get("config"):
+        if not row["family"] or row.get("status") == "not run" or not row.get("config"):
             continue
         plain = row.get("full_softmax_ppl") or {}
         objective = row["config"].get("objective", "softmax")  # results from before the objectives: softmax
-        records.append({"row": row["id"], "network": row["config"].get("model", "nplm"), "objective": objective,
+        records.append({"row": row["id"], "network": row["family"], "objective": objective,
                         "epochs": row.get("epochs"),
                         "best epoch": row.get("best_epoch"),
                         "training s": round(row["train_seconds"]) if row.get("train_seconds") else None,
@@ -157,6 +159,13 @@ def _training_frame(results: dict) -> pd.DataFrame | None:
     return pd.DataFrame(records) if records else None
 
 
+def _figure_html(path: Path) -> str:
+    """The PNG inlined, so that report.html is one file."""
+    return (f'<figure id="{path.stem}"><img alt="{path.stem}" src="data:image/png;base64,'
+            f'{base64.b64encode(path.read_bytes()).decode()}"><figcaption>{path.stem.replace("_", " ")}'
+            f'</figcaption></figure>')
+
+
 def build_report(report_dir: Path) -> dict:
     """Write table.*, claims.json, figures/*, report.md and report.html; return what was written."""
     results = load_results(report_dir)
@@ -165,13 +174,17 @@ def build_report(report_dir: Path) -> dict:
     claims = check_claims(results)
     (report_dir / "claims.json").write_text(json.dumps(claims, indent=1))
     figures = draw_all(results, table, report_dir / "figures")
+    across = summary.gather(report_dir.parent, report_dir, results)
+    across_frame = summary.summary_frame(across)
+    across_figure = summary.summary_figure(across, report_dir / "figures" / "summary.png")
     claims_frame = pd.DataFrame(claims)
     neighbors = _neighbors_frame(results)
     training = _training_frame(results)
     headings = _headings(results)
     title = headings["title"]
 
-    md = [f"# {title}", "", _stamp(results["meta"]), "",
+    md = [f"# {title}", "", _stamp(results["meta"]), "", f"## {summary.HEADING}", "", summary.NOTE, "",
+          across_frame.to_markdown(index=False), "", f"![summary](figures/{across_figure.name})", "",
           f"Corpus: {_tokens(results['corpus_summary'])}, |V| = {results['corpus_summary']['vocab_size']:,}."
           f" {headings['note']}", "",
           to_markdown(table), "", f"## {headings['claims']}", "",
@@ -184,7 +197,9 @@ def build_report(report_dir: Path) -> dict:
     md += ["", "## Figures", ""] + [f"![{p.stem}](figures/{p.name})" for p in figures]
     (report_dir / "report.md").write_text("\n".join(md) + "\n")
 
-    sections = [("table", headings["table"], f"<p>{html.escape(headings['note'])}</p>"
+    sections = [("summary", summary.HEADING, f"<p>{html.escape(summary.NOTE)}</p>" + html_table(across_frame)
+                 + _figure_html(across_figure)),
+                ("table", headings["table"], f"<p>{html.escape(headings['note'])}</p>"
                  + html_table(_display(table), first_extra=_first_extra(table))),
                 ("claims", headings["claims"], html_table(claims_frame))]
     if training is not None:
@@ -193,10 +208,7 @@ def build_report(report_dir: Path) -> dict:
     if neighbors is not None:
         sections.append(("neighbours", f"Nearest neighbours in the word features C of {results['neighbors']['row']}",
                          html_table(neighbors)))
-    sections.append(("figures", "Figures", "".join(
-        f'<figure id="{p.stem}"><img alt="{p.stem}" src="data:image/png;base64,'
-        f'{base64.b64encode(p.read_bytes()).decode()}"><figcaption>{p.stem.replace("_", " ")}</figcaption></figure>'
-        for p in figures)))
+    sections.append(("figures", "Figures", "".join(_figure_html(p) for p in figures)))
     figure_links = "".join(f'<li><a href="#{p.stem}">{p.stem.replace("_", " ")}</a></li>' for p in figures)
     contents = "".join(f'<li><a href="#{anchor}">{html.escape(heading)}</a>'
                        + (f"<ol>{figure_links}</ol>" if anchor == "figures" else "") + "</li>"
@@ -210,6 +222,6 @@ def build_report(report_dir: Path) -> dict:
             f"{results['corpus_summary']['vocab_size']:,}.</p>"
             f'<nav><h2>Contents</h2><ol>{contents}</ol></nav>{body}</body></html>\n')
     (report_dir / "report.html").write_text(page)
-    return {"tables": {k: str(v) for k, v in written.items()}, "figures": [str(p) for p in figures],
+    return {"tables": {k: str(v) for k, v in written.items()}, "figures": [str(p) for p in [across_figure, *figures]],
             "report": str(report_dir / "report.md"), "html": str(report_dir / "report.html"),
             "claims": claims}

@@ -1,6 +1,12 @@
-"""The paper's claims as checks on our numbers: each gives the paper's figure, ours and a verdict."""
+"""The paper's claims as checks on our numbers: each gives the paper's figure, ours and a verdict.
+
+The claims are about the paper's network (`reports.records.paper_network`): a row of another family
+(the energy network, or any family added later) or of our own design never takes part.
+"""
 
 from __future__ import annotations
+
+from reports.records import network_of, paper_network
 
 
 def _test(rows: dict, row_id: str) -> float | None:
@@ -8,11 +14,27 @@ def _test(rows: dict, row_id: str) -> float | None:
     return None if row is None else row.get("test_ppl")
 
 
-def _best(rows: dict, kinds: set[str], exclude_mix: bool = True) -> tuple[str, float] | None:
-    """The row of the given kinds with the lowest test perplexity (ties: first)."""
-    candidates = [(r["test_ppl"], r["id"]) for r in rows.values()
-                  if r["kind"] in kinds and r.get("test_ppl") is not None and not (exclude_mix and r["mix"])]
+def _best(rows: dict, chosen) -> tuple[str, float] | None:
+    """The row with the lowest test perplexity (ties: first id) among those `chosen(row, rows)` picks."""
+    candidates = [(r["test_ppl"], r["id"]) for r in rows.values() if chosen(r, rows) and r.get("test_ppl") is not None]
     return None if not candidates else min(candidates)[::-1]
+
+
+def _network_alone(row: dict, rows: dict) -> bool:
+    return paper_network(row, rows) and not row["mix"]
+
+
+def _network_mixed(row: dict, rows: dict) -> bool:
+    return paper_network(row, rows) and bool(row["mix"])
+
+
+def _mixed_with_trigram(row: dict, rows: dict) -> bool:
+    return _network_mixed(row, rows) and any(rows.get(part, {}).get("method") == "deleted-interpolation"
+                                                   for part in row["parts"])
+
+
+def _ngram(row: dict, rows: dict) -> bool:
+    return bool(row["method"])  # an n-gram model of `lmbench ngram --method`
 
 
 def _claim(text: str, paper: str, holds: bool | None, ours: str) -> dict:
@@ -37,13 +59,13 @@ def check_claims(results: dict) -> list[dict]:
     if corpus not in ("brown", "ap"):
         return relations(rows)
     claims = []
-    best_nplm = _best(rows, {"nplm"})
-    best_ngram = _best(rows, {"ngram"})
+    best_nplm = _best(rows, _network_alone)
+    best_ngram = _best(rows, _ngram)
     paper_gap = {"brown": "24% (class-based 3-gram, 500 classes: 312 vs MLP10 252)", "ap": "about 8%"}[corpus]
     alone_text = "The NPLM alone, unmixed, beats the best n-gram model"
     alone_paper = "MLP1 268 vs class-based 312 (14% lower)" if corpus == "brown" else "no unmixed row in Table 2"
     if best_nplm and best_ngram:
-        mixed_nplm = _best(rows, {"mix"}, exclude_mix=False)
+        mixed_nplm = _best(rows, _network_mixed)
         nplm_id, nplm_ppl = min([best_nplm] + ([mixed_nplm] if mixed_nplm else []), key=lambda x: x[1])
         gap = _relative(best_ngram[1], nplm_ppl)
         claims.append(_claim("The best NPLM has a lower test perplexity than the best n-gram model",
@@ -61,7 +83,7 @@ def check_claims(results: dict) -> list[dict]:
     di = _test(rows, "del-int")
     if corpus == "brown":
         if di and best_nplm:
-            mixed = _best(rows, {"mix"}, exclude_mix=False)
+            mixed = _best(rows, _network_mixed)
             best_id, best_ppl = min([best_nplm] + ([mixed] if mixed else []), key=lambda x: x[1])
             above = 100 * (di / best_ppl - 1)
             claims.append(_claim("The deleted-interpolation trigram is far above the best NPLM",
@@ -139,12 +161,13 @@ def relations(rows: dict) -> list[dict]:
     """The paper's questions asked of a user's corpus (no published numbers): does the best network beat
     the best n-gram model, alone and mixed with the trigram; does mixing help every network; does a
     longer context help each family."""
-    best_ngram = _best(rows, {"ngram"})
-    claims = [_relation("The best network alone beats the best n-gram model", _best(rows, {"nplm"}), best_ngram),
+    best_ngram = _best(rows, _ngram)
+    claims = [_relation("The best network alone beats the best n-gram model", _best(rows, _network_alone), best_ngram),
               _relation("The best network mixed with the trigram beats the best n-gram model",
-                        _best(rows, {"mix"}, exclude_mix=False), best_ngram)]
-    networks = [r["id"] for r in rows.values() if r["kind"] == "nplm"]
-    done = [(a, f"{a}-del-int") for a in networks if _test(rows, a) and _test(rows, f"{a}-del-int")]
+                        _best(rows, _mixed_with_trigram), best_ngram)]
+    halves = [(network_of(r, rows)["id"], r["id"]) for r in rows.values()
+              if r["mix"] == "0.5/0.5" and _mixed_with_trigram(r, rows)]
+    done = [(a, b) for a, b in halves if _test(rows, a) and _test(rows, b)]
     helped = [(a, b) for a, b in done if _test(rows, b) < _test(rows, a)]
     claims.append({"claim": "Mixing each network with the trigram (0.5/0.5) helps",
                    "ours": "; ".join(f"{a} {_test(rows, a):.1f} -> {b} {_test(rows, b):.1f}" for a, b in done)

@@ -1,6 +1,6 @@
 """`lmbench reproduce brown|ap` runs the paper's table end to end, `lmbench reproduce text --train A
 --valid B --test C` the same comparison on a user's corpus; `lmbench report ...` rebuilds a report from
-results.json without retraining."""
+results.json without retraining, `lmbench report summary` the cross-corpus summary from every report's."""
 
 from __future__ import annotations
 
@@ -10,19 +10,21 @@ from pathlib import Path
 
 from lmbench.errors import LMBenchError
 from lmbench.options import existing_file, integer, output_directory
-from reports.experiments import ROWS, TABLE1_NETWORKS
+from reports.experiments import EXTRA_ROWS, KINDS, ROWS, TABLE1_NETWORKS
 
 CORPORA = sorted(ROWS) + ["text"]
 NETWORK_IDS = [name.lower() for name in TABLE1_NETWORKS]
+EXTRA_GROUPS = sorted({name for groups in EXTRA_ROWS.values() for name in groups})
 
 
-def network_list(text: str) -> tuple[str, ...]:
-    """--networks mlp1,mlp9: a comma-separated subset of the Table 1 shapes."""
-    chosen = tuple(dict.fromkeys(part.strip().lower() for part in text.split(",") if part.strip()))
-    unknown = [name for name in chosen if name not in NETWORK_IDS]
-    if unknown or not chosen:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a comma-separated list of {', '.join(NETWORK_IDS)}")
-    return chosen
+def comma_list(allowed: list[str]):
+    """An option's type: a comma-separated list of names from `allowed`, in order, without repeats."""
+    def parse(text: str) -> tuple[str, ...]:
+        chosen = tuple(dict.fromkeys(part.strip().lower() for part in text.split(",") if part.strip()))
+        if not chosen or any(name not in allowed for name in chosen):
+            raise argparse.ArgumentTypeError(f"{text!r}: give a comma-separated list of {', '.join(allowed)}")
+        return chosen
+    return parse
 
 
 def folder_name(text: str) -> str:
@@ -43,11 +45,12 @@ def register(subparsers) -> None:
     parser.add_argument("--quick", action="store_true", help="the same pipeline on a small slice (minutes)")
     parser.add_argument("--work-dir", type=output_directory, help="row cache and checkpoints (default runs/NAME)")
     parser.add_argument("--report-dir", type=output_directory, help="results and report (default reports/NAME)")
-    parser.add_argument("--skip", nargs="+", choices=("ngram", "nplm", "mix"), default=[],
-                        help="leave out the rows of these kinds (listed as not run), e.g. --skip nplm")
-    parser.add_argument("--energy", action="store_true",
-                        help="brown: add section 5.1's energy network in MLP1's shape, alone and mixed with the "
-                             "trigram (about 20 minutes more on 2 cores)")
+    parser.add_argument("--skip", nargs="+", choices=KINDS, default=[],
+                        help="leave out the rows of these kinds (listed as not run), e.g. --skip network")
+    parser.add_argument("--extra", type=comma_list(EXTRA_GROUPS), default=(),
+                        help=f"add these optional row groups, of {','.join(EXTRA_GROUPS)}; brown: energy adds "
+                             "section 5.1's energy network in MLP1's shape, alone and mixed (about 20 minutes "
+                             "more on 2 cores)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     text = parser.add_argument_group("your own corpus (reproduce text)")
     text.add_argument("--train", type=existing_file, help="training file of whitespace-separated tokens")
@@ -57,14 +60,15 @@ def register(subparsers) -> None:
     text.add_argument("--min-count", type=integer(1), default=1, help="keep words seen at least this often in train")
     text.add_argument("--vocab-size", type=integer(2), default=None,
                       help="keep at most this many of the most frequent words (<unk> included)")
-    text.add_argument("--networks", type=network_list, default=None,
+    text.add_argument("--networks", type=comma_list(NETWORK_IDS), default=None,
                       help=f"the networks to train, of {','.join(NETWORK_IDS)} (default: all)")
     text.add_argument("--only", choices=("ngram", "nplm"), default=None,
                       help="ngram: the n-gram rows only; nplm: the networks and their mixtures with the trigram")
     parser.set_defaults(run=run_reproduce)
 
-    parser = subparsers.add_parser("report", help="rebuild tables, claims and figures from results.json")
-    parser.add_argument("corpus", choices=CORPORA)
+    parser = subparsers.add_parser("report", help="rebuild tables, claims and figures from results.json "
+                                   "(summary: the cross-corpus summary, reports/summary.md, from every report's)")
+    parser.add_argument("corpus", choices=CORPORA + ["summary"])
     parser.add_argument("--quick", action="store_true", help="the report of the quick run")
     _add_name(parser)
     parser.add_argument("--report-dir", type=output_directory, help="default reports/NAME")
@@ -100,12 +104,16 @@ def _report_dir(args: argparse.Namespace) -> Path:
 def run_reproduce(args: argparse.Namespace) -> dict:
     from reports.pipeline import reproduce
     summary = reproduce(args.corpus, args.quick, args.work_dir, _report_dir(args), frozenset(args.skip),
-                        _text_corpus(args), args.energy)
+                        _text_corpus(args), args.extra)
     return {key: summary[key] for key in ("report_dir", "wall_seconds", "report", "html")} | {
         "claims": {c["claim"]: f"{c['verdict']}: {c['ours']}" for c in summary["claims"]}}
 
 
 def run_report(args: argparse.Namespace) -> dict:
+    if args.corpus == "summary":  # every reports/*/results.json (--report-dir: another folder of reports)
+        from reports.summary import write_summary
+        written = write_summary(args.report_dir or Path("reports"))
+        return {"summary": written["summary"], "figure": written["figure"]}
     from reports.build import build_report
     built = build_report(_report_dir(args))
     return {"report": built["report"], "html": built["html"], "figures": built["figures"],

@@ -1,7 +1,15 @@
 """The rows of the paper's Table 1 (Brown) and Table 2 (AP News), and our extra rows.
 
-A row is one experiment: an n-gram model, an NPLM, or a mixture of rows already run. `paper_model`
-names the row in `paper_tables.csv` (the published numbers) where the paper has one.
+A row is one experiment of one kind (`reports.pipeline.RUNNERS` runs each kind): an n-gram model
+("ngram"), a network ("network") or a mixture of rows already run ("mix"). A network row names its
+family ("nplm": equation 1; "energy": section 5.1's energy network; the families of neural/) and
+carries the options of that family's config which the row sets (shape, objective, budget); the run's
+settings fill in the rest (`Reproduction.training_config`). `paper_model` names the row in
+`paper_tables.csv` (the published numbers) where the paper has one. Claims, figures and the summary
+select rows by `paper_model`, `family` and `ours`, never by id: a row of another family never enters
+the paper's claims.
+
+Optional row groups are named (`EXTRA_ROWS`, `lmbench reproduce brown --extra energy`).
 """
 
 from __future__ import annotations
@@ -10,31 +18,53 @@ from dataclasses import asdict, dataclass, field
 
 from neural.config import NPLMConfig
 
+PAPER_FAMILY = "nplm"  # the network of equation 1, the one the paper's claims are about
+KINDS = ("ngram", "network", "mix")  # the kinds of rows, each run by its entry of reports.pipeline.RUNNERS
+
 
 @dataclass(frozen=True)
 class Row:
     id: str                      # file-name-safe key, e.g. "kn-backoff-5", "mlp1", "mlp2"
-    kind: str                    # "ngram" | "nplm" | "mix"
+    kind: str                    # how it runs: "ngram" | "network" | "mix" (reports.pipeline.RUNNERS)
     model: str                   # the label in the tables
+    paper_model: str | None = None  # label in paper_tables.csv; None for our extra rows
+    # ngram
+    method: str | None = None    # the lmbench ngram --method
     n: int | None = None
     classes: int | None = None
-    h: int | None = None
-    m: int | None = None
-    direct: bool | None = None
-    mix: str | None = None       # None, or how it is mixed: "0.5/0.5", "EM", "EM per bucket"
-    method: str | None = None    # ngram: the lmbench ngram --method
-    min_ngram_count: int = 1     # ngram: leave out n-grams of order >= 3 seen fewer times (SRILM: 2)
+    min_ngram_count: int = 1     # leave out n-grams of order >= 3 seen fewer times (SRILM: 2)
     cluster_passes: int = 20     # class: passes of the exchange algorithm
-    epochs: int | None = None    # nplm: the most epochs (None: the run's default)
-    objective: str | None = None  # nplm: the training objective (None: the default of neural/config.py)
-    network: str | None = None   # nplm: "energy" for section 5.1's energy network (None: equation 1's)
-    valid_tokens: int | None = None  # nplm: validate each epoch on this many valid tokens (None: all)
-    parts: tuple[str, ...] = ()  # mix: the ids of the rows mixed
-    paper_model: str | None = None  # label in paper_tables.csv; None for our extra rows
-    extra: dict = field(default_factory=dict, hash=False, compare=False)
+    # network
+    family: str | None = None    # the network family: "nplm" (equation 1), "energy" (section 5.1), ...
+    config: dict = field(default_factory=dict, hash=False)  # the family's config options this row sets
+    ours: bool = False           # a network of our own design (not a shape of the paper's tables)
+    word_vectors: bool = False   # keep its word features C for the report's figure and neighbours
+    # mix
+    mix: str | None = None       # how it is mixed: "0.5/0.5", "EM", "EM per bucket"
+    parts: tuple[str, ...] = ()  # the ids of the rows mixed
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def network(row_id: str, label: str, shape: tuple[int, int, int, bool], family: str = PAPER_FAMILY, *,
+            paper_model: str | None = None, ours: bool = False, word_vectors: bool = False, **options) -> Row:
+    """A network row: `shape` (n, h, m, direct), `options` the family's other config options."""
+    n, h, m, direct = shape
+    config = dict(n=n, h=h, m=m, direct=direct, **{k: v for k, v in options.items() if v is not None})
+    return Row(row_id, "network", label, paper_model=paper_model, family=family, config=config, ours=ours,
+               word_vectors=word_vectors)
+
+
+def mixture(row_id: str, label: str, how: str, parts: tuple[str, ...], paper_model: str | None = None) -> Row:
+    return Row(row_id, "mix", label, paper_model=paper_model, mix=how, parts=parts)
+
+
+def kn5_mixtures(rows: list[Row], label=lambda row: f"{row.model} + KN interpolated 5") -> list[Row]:
+    """Every network row mixed with interpolated KN 5 by EM weights fitted on valid (issue 18: the
+    strongest n-gram model as the partner, beside the paper's deleted-interpolation trigram)."""
+    return [mixture(f"{row.id}-kn-interp-5-em", label(row), "EM", (row.id, "kn-interp-5"))
+            for row in rows if row.kind == "network"]
 
 
 # Our rows for the time-to-perplexity figure: MLP1 trained with each objective besides the default. The
@@ -60,11 +90,11 @@ TABLE1_NETWORKS = {"MLP1": (5, 50, 60, True), "MLP3": (5, 0, 60, True), "MLP5": 
 def brown_rows() -> list[Row]:
     """Table 1's rows, in the paper's order, then ours."""
     rows = []
-    for name, (n, h, m, direct) in TABLE1_NETWORKS.items():
+    for name, shape in TABLE1_NETWORKS.items():
         number = int(name[3:])
-        rows.append(Row(name.lower(), "nplm", name, n=n, h=h, m=m, direct=direct, paper_model=name))
-        rows.append(Row(f"mlp{number + 1}", "mix", f"MLP{number + 1}", n=n, h=h, m=m, direct=direct,
-                        mix="0.5/0.5", parts=(name.lower(), "del-int"), paper_model=f"MLP{number + 1}"))
+        rows.append(network(name.lower(), name, shape, paper_model=name, word_vectors=name == "MLP1"))
+        rows.append(mixture(f"mlp{number + 1}", f"MLP{number + 1}", "0.5/0.5", (name.lower(), "del-int"),
+                            paper_model=f"MLP{number + 1}"))
     rows.append(Row("del-int", "ngram", "Del. Int.", n=3, method="deleted-interpolation",
                     paper_model="Del. Int."))
     rows += _kn_rows((3, 4, 5), "Kneser-Ney back-off")
@@ -75,13 +105,11 @@ def brown_rows() -> list[Row]:
     rows += [Row(f"kn-backoff-nocut-{n}", "ngram", "Kneser-Ney back-off, no cutoffs", n=n,
                  method="kneser-ney-backoff") for n in (3, 5)]
     rows += [Row(f"katz-{n}", "ngram", "Katz back-off", n=n, method="katz") for n in (3, 4, 5)]
-    rows += [Row(f"mlp1-{objective}", "nplm", f"MLP1, {objective} objective", n=5, h=50, m=60, direct=True,
-                 objective=objective, epochs=epochs) for objective, epochs in OBJECTIVE_ROWS.items()]
-    rows += [Row("mlp1-del-int-em", "mix", "MLP1 + Del. Int.", n=5, h=50, m=60, direct=True, mix="EM",
-                 parts=("mlp1", "del-int")),
-             Row("mlp1-del-int-bucketed", "mix", "MLP1 + Del. Int.", n=5, h=50, m=60, direct=True,
-                 mix="EM per bucket", parts=("mlp1", "del-int"))]
-    return rows
+    rows += [network(f"mlp1-{objective}", f"MLP1, {objective} objective", TABLE1_NETWORKS["MLP1"],
+                     objective=objective, epochs=epochs) for objective, epochs in OBJECTIVE_ROWS.items()]
+    rows += [mixture("mlp1-del-int-em", "MLP1 + Del. Int.", "EM", ("mlp1", "del-int")),
+             mixture("mlp1-del-int-bucketed", "MLP1 + Del. Int.", "EM per bucket", ("mlp1", "del-int"))]
+    return rows + kn5_mixtures(rows)
 
 
 # Section 5.1's energy network in MLP1's shape, trained with MLP1's objective (the default, importance
@@ -93,30 +121,31 @@ ENERGY_VALID_TOKENS = 20_000
 
 
 def energy_rows() -> list[Row]:
-    """Our section 5.1 rows of Table 1 (`lmbench reproduce brown --energy`): the energy network alone and
-    mixed 0.5/0.5 with the trigram, as MLP1 is in MLP2."""
-    shape = dict(n=5, h=50, m=60, direct=True)
-    return [Row("energy1", "nplm", "Energy network (MLP1's shape)", **shape, network="energy",
-                epochs=ENERGY_EPOCHS, valid_tokens=ENERGY_VALID_TOKENS),
-            Row("energy1-del-int", "mix", "Energy network + Del. Int.", **shape, mix="0.5/0.5",
-                parts=("energy1", "del-int"))]
+    """Our section 5.1 rows of Table 1 (`lmbench reproduce brown --extra energy`): the energy network
+    alone, mixed 0.5/0.5 with the trigram (as MLP1 is in MLP2) and by EM with interpolated KN 5."""
+    energy = network("energy1", "Energy network (MLP1's shape)", TABLE1_NETWORKS["MLP1"], "energy",
+                     epochs=ENERGY_EPOCHS, valid_tokens=ENERGY_VALID_TOKENS)
+    return [energy, mixture("energy1-del-int", "Energy network + Del. Int.", "0.5/0.5", ("energy1", "del-int")),
+            *kn5_mixtures([energy], lambda row: "Energy network + KN interpolated 5")]
+
+
+# The optional row groups of each table: `lmbench reproduce CORPUS --extra NAME[,NAME...]` adds them
+# after the table's rows (the rows they mix with must be in the table).
+EXTRA_ROWS = {"brown": {"energy": energy_rows}, "ap": {}}
+
+AP_NETWORK = (6, 60, 100, True)  # Table 2's network: n, h, m, direct
 
 
 def ap_rows() -> list[Row]:
     """Table 2's rows, then ours."""
-    rows = [Row("mlp-ap", "nplm", "MLP", n=6, h=60, m=100, direct=True),
-            Row("mlp10", "mix", "MLP10", n=6, h=60, m=100, direct=True, mix="0.5/0.5",
-                parts=("mlp-ap", "del-int"), paper_model="MLP10"),
+    rows = [network("mlp-ap", "MLP", AP_NETWORK, word_vectors=True),
+            mixture("mlp10", "MLP10", "0.5/0.5", ("mlp-ap", "del-int"), paper_model="MLP10"),
             Row("del-int", "ngram", "Del. Int.", n=3, method="deleted-interpolation", paper_model="Del. Int.")]
     rows += _kn_rows((3, 4, 5), "Back-off KN")
     rows += [Row(f"kn-interp-{n}", "ngram", "Kneser-Ney interpolated", n=n, method="kneser-ney") for n in (3, 4, 5)]
-    rows += [Row("mlp-ap-del-int-em", "mix", "MLP + Del. Int.", n=6, h=60, m=100, direct=True, mix="EM",
-                 parts=("mlp-ap", "del-int")),
-             Row("mlp-ap-del-int-bucketed", "mix", "MLP + Del. Int.", n=6, h=60, m=100, direct=True,
-                 mix="EM per bucket", parts=("mlp-ap", "del-int")),
-             Row("mlp-ap-kn-interp-5-em", "mix", "MLP + KN interpolated 5", n=6, h=60, m=100, direct=True,
-                 mix="EM", parts=("mlp-ap", "kn-interp-5"))]
-    return rows
+    rows += [mixture("mlp-ap-del-int-em", "MLP + Del. Int.", "EM", ("mlp-ap", "del-int")),
+             mixture("mlp-ap-del-int-bucketed", "MLP + Del. Int.", "EM per bucket", ("mlp-ap", "del-int"))]
+    return rows + kn5_mixtures(rows)
 
 
 def class_counts(vocab_size: int) -> list[int]:
@@ -128,28 +157,28 @@ def class_counts(vocab_size: int) -> list[int]:
 def text_rows(vocab_size: int, networks: tuple[str, ...] | None = None, only: str | None = None) -> list[Row]:
     """The comparison on a user's corpus (`lmbench reproduce text`): the n-gram families at orders 3 to
     5, class-based trigrams scaled to |V|, the networks of Table 1 (`networks`: a subset of their ids,
-    e.g. ("mlp1", "mlp9")), each mixed with the deleted-interpolation trigram three ways.
-    `only`: "ngram" (no network) or "nplm" (the networks, their mixtures and the trigram they mix with)."""
+    e.g. ("mlp1", "mlp9")), each mixed with the deleted-interpolation trigram three ways and with
+    interpolated KN 5 by EM. `only`: "ngram" (no network) or "nplm" (the networks, their mixtures and
+    the two n-gram models they mix with)."""
     trigram = Row("del-int", "ngram", "Del. Int.", n=3, method="deleted-interpolation")
-    ngrams = [trigram] + _kn_rows((3, 4, 5), None)
-    ngrams += [Row(f"kn-interp-{n}", "ngram", "Kneser-Ney interpolated", n=n, method="kneser-ney") for n in (3, 4, 5)]
+    interpolated = [Row(f"kn-interp-{n}", "ngram", "Kneser-Ney interpolated", n=n, method="kneser-ney")
+                    for n in (3, 4, 5)]
+    ngrams = [trigram] + _kn_rows((3, 4, 5), None) + interpolated
     ngrams += [Row("katz-3", "ngram", "Katz back-off", n=3, method="katz")]
     ngrams += [Row(f"class-3-{c}", "ngram", "class-based back-off", n=3, classes=c, method="class",
                    min_ngram_count=SRILM_CUTOFF, cluster_passes=CLUSTER_PASSES) for c in class_counts(vocab_size)]
     chosen = [name for name in TABLE1_NETWORKS if networks is None or name.lower() in networks]
     neural = []
     for name in chosen:
-        n, h, m, direct = TABLE1_NETWORKS[name]
-        shape = dict(n=n, h=h, m=m, direct=direct)
         label = f"NPLM, {name} shape"
-        neural.append(Row(name.lower(), "nplm", label, **shape))
-        neural += [Row(f"{name.lower()}-del-int{suffix}", "mix", f"{label} + Del. Int.", mix=mix,
-                       parts=(name.lower(), "del-int"), **shape)
-                   for suffix, mix in (("", "0.5/0.5"), ("-em", "EM"), ("-bucketed", "EM per bucket"))]
+        neural.append(network(name.lower(), label, TABLE1_NETWORKS[name], word_vectors=name == "MLP1"))
+        neural += [mixture(f"{name.lower()}-del-int{suffix}", f"{label} + Del. Int.", how, (name.lower(), "del-int"))
+                   for suffix, how in (("", "0.5/0.5"), ("-em", "EM"), ("-bucketed", "EM per bucket"))]
+    neural += kn5_mixtures(neural)
     if only == "ngram":
         return ngrams
     if only == "nplm":
-        return [trigram] + neural
+        return [trigram, interpolated[-1]] + neural
     return ngrams + neural
 
 

@@ -13,6 +13,9 @@ from matplotlib.transforms import Bbox  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from reports.experiments import PAPER_FAMILY, TABLE1_NETWORKS  # noqa: E402
+from reports.records import by_id, network_of, shape  # noqa: E402
+
 
 def _save(fig, directory: Path, name: str, tight: bool = True) -> Path:
     """Write the figure as PNG and SVG (`tight`: lay it out first) and close it; returns the PNG."""
@@ -26,7 +29,7 @@ def _save(fig, directory: Path, name: str, tight: bool = True) -> Path:
 
 
 def learning_curves(results: dict, directory: Path) -> Path | None:
-    curves = [(_curve_label(r), r["curve"]) for r in results["rows"] if r["kind"] == "nplm" and r.get("curve")]
+    curves = [(_curve_label(r), r["curve"]) for r in results["rows"] if r.get("curve")]  # the networks run
     if not curves:
         return None
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -54,15 +57,12 @@ def _curve_label(row: dict) -> str:
 
 
 def time_to_perplexity(results: dict, directory: Path) -> Path | None:
-    """Validation perplexity against training seconds, one line per objective of the MLP1 network,
-    with n-gram baselines as horizontal lines."""
-    rows = {r["id"]: r for r in results["rows"]}
-    mlp1 = rows.get("mlp1")
-    if not mlp1:
-        return None
-    shape = {key: mlp1[key] for key in ("n", "h", "m", "direct")}
-    runs = [r for r in results["rows"] if r["kind"] == "nplm" and r.get("curve")
-            and all(r[key] == value for key, value in shape.items())]
+    """Validation perplexity against training seconds, one line per network run in MLP1's shape (the
+    paper's network with each objective, other families beside it), with n-gram baselines as
+    horizontal lines."""
+    rows = by_id(results)
+    mlp1 = dict(zip(("n", "h", "m", "direct"), TABLE1_NETWORKS["MLP1"]))
+    runs = [r for r in results["rows"] if r["family"] and r.get("curve") and shape(r, rows) == mlp1]
     if not runs:
         return None
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
@@ -79,7 +79,7 @@ def time_to_perplexity(results: dict, directory: Path) -> Path | None:
                         xycoords=("axes fraction", "data"), xytext=(-4, 2), textcoords="offset points",
                         ha="right", fontsize=7, color="dimgrey")
     ax.set(xlabel="training minutes (validation not counted)", ylabel="validation perplexity",
-           title=f"Time to perplexity, MLP1 shape (n={shape['n']}, h={shape['h']}, m={shape['m']})")
+           title=f"Time to perplexity, MLP1 shape (n={mlp1['n']}, h={mlp1['h']}, m={mlp1['m']})")
     ax.set_xscale("log")
     ax.legend(fontsize=8)
     return _save(fig, directory, "time_to_perplexity")
@@ -89,11 +89,19 @@ FAMILY_MARKERS = {"NPLM": "o", "NPLM mixed with Del. Int.": "s", "Del. Int.": "D
 OTHER_MARKERS = ("^", "v", "P", "X", "<", ">")
 
 
-def _family(row) -> str:
-    """The kind of a table row: the NPLM alone, the NPLM mixed with the trigram, else the model's name."""
-    if row["model"].startswith("MLP"):
-        return "NPLM" if row["mix"] in (None, "no") else "NPLM mixed with Del. Int."
-    return row["model"]
+FAMILY_NAMES = {PAPER_FAMILY: "NPLM", "energy": "Energy network"}
+
+
+def _family(row, rows: dict[str, dict]) -> str:
+    """The marker group of a table row: a network alone (its family), a network mixed (its family,
+    mixed with the other parts), else the model's name."""
+    record = rows[row["id"]]
+    network = network_of(record, rows)
+    if network is None:
+        return row["model"]
+    name = FAMILY_NAMES.get(network["family"], network["family"])
+    partners = [rows[part]["model"] for part in record["parts"] if part != network["id"]]
+    return f"{name} mixed with {' + '.join(partners)}" if partners else name
 
 
 def _row_label(row) -> str:
@@ -102,7 +110,7 @@ def _row_label(row) -> str:
     return f"{name}, n={int(row['n'])}"
 
 
-def paper_vs_ours(table, directory: Path) -> Path | None:
+def paper_vs_ours(results: dict, table, directory: Path) -> Path | None:
     """Our test perplexity against the paper's for every row of the paper's table: a scatter with the
     rows' kinds as markers (left), and one line per row, paper to ours, labelled (right)."""
     if "test paper" not in table:  # a user's corpus: no paper table
@@ -110,14 +118,15 @@ def paper_vs_ours(table, directory: Path) -> Path | None:
     both = table[(~table["extra"]) & table["test paper"].notna() & table["test ours"].notna()]
     if both.empty:
         return None
-    families = list(dict.fromkeys(_family(row) for _, row in both.iterrows()))
+    records = by_id(results)
+    families = list(dict.fromkeys(_family(row, records) for _, row in both.iterrows()))
     others = iter(OTHER_MARKERS)
     style = {family: (FAMILY_MARKERS.get(family) or next(others, "o"), f"C{i % 10}")
              for i, family in enumerate(families)}
     fig, (scatter, lines) = plt.subplots(1, 2, figsize=(11, 6.5), gridspec_kw={"width_ratios": [1, 1.15]})
 
     for family in families:
-        rows = both[[_family(row) == family for _, row in both.iterrows()]]
+        rows = both[[_family(row, records) == family for _, row in both.iterrows()]]
         marker, colour = style[family]
         scatter.scatter(rows["test paper"], rows["test ours"], marker=marker, color=colour, s=36, label=family)
     low = min(both["test paper"].min(), both["test ours"].min()) * 0.97
@@ -130,7 +139,7 @@ def paper_vs_ours(table, directory: Path) -> Path | None:
 
     positions = np.arange(len(both))[::-1]  # the table's order, top to bottom
     for y, (_, row) in zip(positions, both.iterrows()):
-        marker, colour = style[_family(row)]
+        marker, colour = style[_family(row, records)]
         lines.plot([row["test paper"], row["test ours"]], [y, y], color=colour, lw=1.2)
         lines.scatter(row["test paper"], y, marker=marker, facecolors="white", edgecolors=colour, s=36, zorder=3)
         lines.scatter(row["test ours"], y, marker=marker, color=colour, s=36, zorder=3)
@@ -147,14 +156,14 @@ def paper_vs_ours(table, directory: Path) -> Path | None:
 
 
 def context_size(results: dict, directory: Path) -> Path | None:
-    rows = {r["id"]: r for r in results["rows"]}
+    rows = by_id(results)
     series = {"Kneser-Ney back-off": [f"kn-backoff-{n}" for n in (3, 4, 5)],
               "Kneser-Ney interpolated": [f"kn-interp-{n}" for n in (3, 4, 5)],
               "NPLM h50 m30 (MLP7, MLP5)": ["mlp7", "mlp5"]}
     fig, ax = plt.subplots(figsize=(6, 4))
     drawn = False
     for label, ids in series.items():
-        points = [(rows[i]["n"], rows[i]["test_ppl"]) for i in ids if i in rows and rows[i].get("test_ppl")]
+        points = [(shape(rows[i], rows)["n"], rows[i]["test_ppl"]) for i in ids if i in rows and rows[i].get("test_ppl")]
         if points:
             ax.plot(*zip(*points), marker="o", label=label)
             drawn = True
@@ -243,6 +252,6 @@ def word_vectors(results: dict, directory: Path) -> Path | None:
 
 def draw_all(results: dict, table, directory: Path) -> list[Path]:
     drawn = [learning_curves(results, directory), time_to_perplexity(results, directory),
-             paper_vs_ours(table, directory),
+             paper_vs_ours(results, table, directory),
              context_size(results, directory), word_vectors(results, directory)]
     return [path for path in drawn if path is not None]

@@ -5,6 +5,7 @@ log-probabilities in runs/<corpus>/logprobs/<id>.npz), keyed by a fingerprint of
 and the corpus's content: a re-run skips finished rows, an edited corpus file re-runs them all, and an
 interrupted NPLM resumes from its checkpoint.
 Mixture rows read the saved log-probabilities of their parts, so nothing is retrained.
+Each kind of row runs through its entry of RUNNERS (the order of the stages, and the method).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 import numpy as np
 from tqdm import tqdm
@@ -29,7 +31,7 @@ from lmbench.errors import LMBenchError
 from lmbench.files import DamagedFile, atomic_write_text, read_checked, set_aside, write_checked
 from lmbench.model import perplexity
 from mixing import saved
-from reports.experiments import ROWS, Row, energy_rows, text_rows
+from reports.experiments import EXTRA_ROWS, ROWS, Row, text_rows
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,7 @@ NPLM_OPTIONS = {
     "ap": {"epochs": 8, "weight_decay": 1e-5},
 }
 QUICK_NPLM_OPTIONS = {"epochs": 2, "batch_size": 128}
+QUICK_IGNORED = ("epochs", "valid_tokens")  # a row's own budget, which a quick run replaces by its own
 
 
 @dataclass(frozen=True)
@@ -88,9 +91,9 @@ def corpus_digest(corpus: Corpus) -> str:
 
 class Reproduction:
     def __init__(self, settings: Settings, work_dir: Path, report_dir: Path, text: TextCorpus | None = None,
-                 energy: bool = False):
+                 extra: tuple[str, ...] = ()):
         self.settings = settings
-        self.energy = energy  # Brown: add the rows of section 5.1's energy network
+        self.extra = extra  # the optional row groups to add (EXTRA_ROWS of the corpus)
         self.work = work_dir
         self.report_dir = report_dir
         self.text = text
@@ -101,7 +104,8 @@ class Reproduction:
     def table_rows(self) -> list[Row]:
         if self.text is not None:
             return text_rows(len(self.corpus.vocab), self.text.networks, self.text.only)
-        rows = ROWS[self.settings.corpus]() + (energy_rows() if self.energy else [])
+        groups = EXTRA_ROWS.get(self.settings.corpus, {})
+        rows = ROWS[self.settings.corpus]() + [row for name in self.extra for row in groups[name]()]
         return [self._scaled(row) for row in rows]
 
     def _scaled(self, row: Row) -> Row:
@@ -126,27 +130,20 @@ class Reproduction:
         """What a row's result depends on: the row, the settings, the corpus's content, for a network its
         whole training configuration (so that a changed default re-trains it), for a mixture its parts'."""
         key = {"row": row.to_dict(), "settings": asdict(self.settings), "corpus": self.digest}
-        if row.kind == "nplm":
-            key["nplm"] = asdict(self.nplm_config(row))
+        if row.family:
+            key["training"] = asdict(self.training_config(row))
         if row.parts:  # a mixture is stale when one of its parts is
             by_id = {r.id: r for r in self.rows}
             key["parts"] = [self.fingerprint(by_id[part]) for part in row.parts]
         blob = json.dumps(key, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
-    def nplm_config(self, row: Row):
-        """The training configuration of a network row: the settings' options, the row's own."""
+    def training_config(self, row: Row):
+        """The training configuration of a network row: its family, the settings' options, the row's own
+        config (its budget, `QUICK_IGNORED`, left to the settings in a quick run)."""
         from neural.config import NPLMConfig
-        options = dict(self.settings.nplm)
-        if row.epochs and not self.settings.quick:
-            options["epochs"] = row.epochs
-        if row.objective:
-            options["objective"] = row.objective
-        if row.network:
-            options["model"] = row.network
-        if row.valid_tokens and not self.settings.quick:
-            options["valid_tokens"] = row.valid_tokens
-        return NPLMConfig(n=row.n, m=row.m, h=row.h, direct=row.direct, seed=self.settings.seed, **options)
+        own = {key: value for key, value in row.config.items() if not (self.settings.quick and key in QUICK_IGNORED)}
+        return NPLMConfig(model=row.family, seed=self.settings.seed, **{**self.settings.nplm, **own})
 
     def _row_path(self, row: Row) -> Path:
         return self.work / "rows" / f"{row.id}.json"
@@ -179,8 +176,7 @@ class Reproduction:
         self.digest = corpus_digest(self.corpus)
         self.rows = self.table_rows()
         results = {}
-        stage = {"ngram": 0, "nplm": 1, "mix": 2}  # n-grams first (quick), mixtures after their parts
-        for row in tqdm(sorted(self.rows, key=lambda r: stage[r.kind]), desc=f"reproduce {self.settings.corpus}",
+        for row in tqdm(sorted(self.rows, key=lambda r: runner(r).stage), desc=f"reproduce {self.settings.corpus}",
                         unit="row"):
             if row.kind in skip or any(results.get(part, {}).get("status") == "not run" for part in row.parts):
                 results[row.id] = {**row.to_dict(), "status": "not run", "train_ppl": None, "valid_ppl": None,
@@ -200,12 +196,7 @@ class Reproduction:
     def run_row(self, row: Row) -> dict:
         started = time.perf_counter()
         extra: dict = {}
-        if row.kind == "ngram":
-            logprobs = self._run_ngram(row, extra)
-        elif row.kind == "nplm":
-            logprobs = self._run_nplm(row, extra)
-        else:
-            logprobs = self._run_mix(row, extra)
+        logprobs = runner(row).run(self, row, extra)
         self._save_row_logprobs(row, logprobs)
         result = {**row.to_dict(), "fingerprint": self.fingerprint(row),
                   "seconds": time.perf_counter() - started, **extra}
@@ -224,9 +215,9 @@ class Reproduction:
         model = make_ngram(row.method, row.n, row.classes, row.min_ngram_count, row.cluster_passes).fit(self.corpus)
         return saved.scored_splits(model, SPLITS)  # with the context buckets of deleted interpolation
 
-    def _run_nplm(self, row: Row, extra: dict) -> dict:
+    def _run_network(self, row: Row, extra: dict) -> dict:
         from neural.train import load_nplm, train_nplm
-        config = self.nplm_config(row)
+        config = self.training_config(row)
         out = self.work / "nplm" / f"{row.id}-{self.fingerprint(row)}"  # a changed row trains afresh
         summary = train_nplm(self.corpus, config, out, resume=True, evaluate=False)  # scored below
         model = load_nplm(out, self.corpus)
@@ -240,7 +231,7 @@ class Reproduction:
         if model.net.num_classes:  # the same network scored by the full softmax of y, beside its own
             plain = load_nplm(out, self.corpus, factored=False)
             extra["full_softmax_ppl"] = {split: perplexity(plain.logprobs(split)) for split in ("valid", "test")}
-        if row.id in ("mlp1", "mlp-ap"):
+        if row.word_vectors:
             extra["embedding"] = self._embedding(model, row.id)
         return logprobs
 
@@ -265,7 +256,7 @@ class Reproduction:
     def _run_mix(self, row: Row, extra: dict) -> dict:
         parts = [saved.load(self._logprobs_path(part)) for part in row.parts]
         method = {"0.5/0.5": "fixed", "EM": "em", "EM per bucket": "bucketed"}[row.mix]
-        buckets = parts[row.parts.index("del-int")] if method == "bucketed" else None
+        buckets = next((part for part in parts if "buckets_valid" in part), None)  # deleted interpolation's
         mixed, weights = saved.mix_saved(parts, method, [1 / len(parts)] * len(parts), buckets)
         extra["weights"] = weights.tolist()
         return mixed
@@ -287,6 +278,22 @@ class Reproduction:
         self.report_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.report_dir / "results.json", json.dumps(results, indent=1, default=str))
         return results
+
+
+class Runner(NamedTuple):
+    stage: int  # rows run in order of stage: n-grams first (quick), networks, then mixtures of them
+    run: Callable[[Reproduction, Row, dict], dict]  # (reproduction, row, extra) -> the row's log-probabilities
+
+
+RUNNERS = {"ngram": Runner(0, Reproduction._run_ngram), "network": Runner(1, Reproduction._run_network),
+           "mix": Runner(2, Reproduction._run_mix)}
+
+
+def runner(row: Row) -> Runner:
+    if row.kind not in RUNNERS:
+        raise LMBenchError(f"row {row.id!r} is of kind {row.kind!r}, which nothing runs: give it one of "
+                           f"{', '.join(RUNNERS)} (reports.pipeline.RUNNERS)")
+    return RUNNERS[row.kind]
 
 
 def _read_curve(path: Path) -> list[dict]:
@@ -320,22 +327,25 @@ def run_metadata(seconds: float) -> dict:
 
 
 def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir: Path | None = None,
-              skip: frozenset[str] = frozenset(), text: TextCorpus | None = None, energy: bool = False) -> dict:
+              skip: frozenset[str] = frozenset(), text: TextCorpus | None = None, extra: tuple[str, ...] = ()) -> dict:
     """Run (or resume) the whole table and build the report; returns the report's summary.
-    `skip`: kinds of rows ("ngram", "nplm", "mix") to leave out; `text`: the user's corpus when
-    `corpus` is "text"; `energy`: add the energy network's rows (Brown)."""
+    `skip`: kinds of rows (keys of RUNNERS) to leave out; `text`: the user's corpus when `corpus` is
+    "text"; `extra`: names of the corpus's optional row groups to add (EXTRA_ROWS)."""
     from reports.build import build_report
 
     if corpus not in ROWS and not (corpus == "text" and text is not None):
         raise LMBenchError(f"no table for corpus {corpus!r}: use one of {', '.join(ROWS)}, or text with "
                            "--train, --valid and --test")
-    if energy and corpus != "brown":
-        raise LMBenchError(f"--energy adds section 5.1's energy network to Table 1, the Brown table: drop it "
-                           f"for {corpus}")
+    groups = EXTRA_ROWS.get(corpus, {})
+    for name in extra:
+        if name not in groups:
+            having = [table for table, named in EXTRA_ROWS.items() if name in named]
+            raise LMBenchError(f"--extra {name}: the {corpus} table has no such row group (it is "
+                               f"{' or '.join(having)}'s); {corpus}'s groups: {', '.join(groups) or 'none'}")
     name = report_name(corpus, quick, text.name if text else None)
     work_dir = work_dir or Path("runs") / name
     report_dir = report_dir or Path("reports") / name
-    results = Reproduction(default_settings(corpus, quick), work_dir, report_dir, text, energy).run(skip)
+    results = Reproduction(default_settings(corpus, quick), work_dir, report_dir, text, extra).run(skip)
     built = build_report(report_dir)
     return {"report_dir": str(report_dir), "wall_seconds": results["meta"]["wall_seconds"], **built}
 

@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from reports.records import by_id, network_of, shape
+
 PAPER_CSV = Path(__file__).with_name("paper_tables.csv")
 PAPER_TABLE = {"brown": 1, "ap": 2}
 
@@ -33,14 +35,16 @@ def comparison(results: dict) -> pd.DataFrame:
     """One line per row of ours, in order: the configuration, then train / valid / test perplexity as
     the paper's, ours and the relative difference (ours / paper - 1, in %). Our extra rows have no
     paper numbers and come after the paper's rows (column `extra`). A user's corpus (no paper table):
-    our perplexities only, as columns `train`, `valid`, `test`."""
+    our perplexities only, as columns `train`, `valid`, `test`. Column `id` (the row's, for the
+    figures) is not shown."""
     if results["corpus"] not in PAPER_TABLE:
         return _ours_only(results)
     lookup = _paper_lookup(results["corpus"])
+    rows = by_id(results)
     lines = []
     for row in results["rows"]:
-        paper = lookup.get((row["paper_model"], row["n"], row["classes"]), {}) if row["paper_model"] else {}
-        line = {**_configuration(row), "extra": not row["paper_model"]}
+        line = {**_configuration(row, rows), "extra": not row["paper_model"]}
+        paper = lookup.get((row["paper_model"], line["n"], row["classes"]), {}) if row["paper_model"] else {}
         for split in ("train", "valid", "test"):
             ours, published = row.get(f"{split}_ppl"), _blank(paper.get(f"{split}_ppl"))
             line[f"{split} paper"] = published
@@ -53,10 +57,12 @@ def comparison(results: dict) -> pd.DataFrame:
     return pd.concat([frame[~frame["extra"]], frame[frame["extra"]]], ignore_index=True)
 
 
-def _configuration(row: dict) -> dict:
-    return {"model": row["model"], "n": row["n"], "c": row["classes"], "h": row["h"], "m": row["m"],
-            "direct": None if row["direct"] is None else ("yes" if row["direct"] else "no"),
-            "mix": row["mix"] or ("no" if row["kind"] == "nplm" else None)}
+def _configuration(row: dict, rows: dict[str, dict]) -> dict:
+    """The row's id (hidden), label, shape and how it is mixed ("no" for a network alone)."""
+    found = shape(row, rows)
+    return {"id": row["id"], "model": row["model"], "n": found["n"], "c": row["classes"], "h": found["h"],
+            "m": found["m"], "direct": None if found["direct"] is None else ("yes" if found["direct"] else "no"),
+            "mix": row["mix"] or ("no" if network_of(row, rows) is row else None)}
 
 
 def _seconds(row: dict) -> float | None:
@@ -64,7 +70,8 @@ def _seconds(row: dict) -> float | None:
 
 
 def _ours_only(results: dict) -> pd.DataFrame:
-    lines = [{**_configuration(row), "extra": False,
+    rows = by_id(results)
+    lines = [{**_configuration(row, rows), "extra": False,
               **{split: None if row.get(f"{split}_ppl") is None else round(row[f"{split}_ppl"], 1)
                  for split in ("train", "valid", "test")}, "seconds": _seconds(row)}
              for row in results["rows"]]
@@ -72,8 +79,8 @@ def _ours_only(results: dict) -> pd.DataFrame:
 
 
 def _display(frame: pd.DataFrame) -> pd.DataFrame:
-    """Blank cells for missing values; integers without decimals."""
-    shown = frame.drop(columns=["extra"]).astype(object)
+    """The shown columns: blank cells for missing values; integers without decimals."""
+    shown = frame.drop(columns=["id", "extra"]).astype(object)
     return shown.where(pd.notna(shown), "").map(
         lambda v: int(v) if isinstance(v, float) and v.is_integer() and abs(v) < 1e6 else v)
 
@@ -95,6 +102,6 @@ def write_tables(frame: pd.DataFrame, directory: Path) -> dict[str, Path]:
     """table.md, table.csv, table.tex; returns the paths."""
     paths = {"md": directory / "table.md", "csv": directory / "table.csv", "tex": directory / "table.tex"}
     paths["md"].write_text(to_markdown(frame) + "\n")
-    frame.to_csv(paths["csv"], index=False)
+    frame.drop(columns=["id"]).to_csv(paths["csv"], index=False)
     paths["tex"].write_text(_display(frame).to_latex(index=False, escape=True))
     return paths

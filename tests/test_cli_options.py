@@ -263,7 +263,7 @@ def test_reproduce_and_report(place, capsys, data):
              draw(report_dir)]
     if command == "reproduce":
         parts += [draw(output_folder("--work-dir", place)),
-                  draw(option("--skip", st.sampled_from(["ngram", "nplm", "mix"])))]
+                  draw(option("--skip", st.sampled_from(["ngram", "network", "mix"])))]
     summary = {"report_dir": "r", "wall_seconds": 0.0, "report": "r/report.md", "html": "r/report.html",
                "claims": []}
     with pytest.MonkeyPatch.context() as patch:

@@ -78,7 +78,8 @@ def test_rows_are_chosen_by_only_and_networks():
     ids = [row.id for row in text_rows(10_000, networks=("mlp1", "mlp9"))]
     assert "mlp1" in ids and "mlp9-del-int-bucketed" in ids and "mlp5" not in ids and "katz-3" in ids
     nplm_only = [row.id for row in text_rows(10_000, only="nplm")]
-    assert nplm_only[0] == "del-int" and all(i.startswith("mlp") for i in nplm_only[1:])
+    assert nplm_only[:2] == ["del-int", "kn-interp-5"] and all(i.startswith("mlp") for i in nplm_only[2:])
+    assert "mlp9-kn-interp-5-em" in nplm_only
     assert class_counts(16_000) == [160, 480, 1600] and class_counts(50) == [2, 5]
 
 

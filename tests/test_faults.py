@@ -229,7 +229,7 @@ def test_damaged_training_log_is_named_with_the_fix(tmp_path, monkeypatch, how):
     """A network's log.jsonl (its learning curve in the report) read back damaged: one error naming the
     file and how to train the network again, never a JSON traceback."""
     corpus = make_corpus(markov_text(2000, 60, 1), markov_text(300, 60, 2), markov_text(300, 60, 3))
-    network = Row("tiny", "nplm", "tiny NPLM", n=3, h=8, m=4, direct=True, epochs=1)
+    network = Row("tiny", "network", "tiny NPLM", family="nplm", config=dict(n=3, h=8, m=4, direct=True, epochs=1))
     monkeypatch.setitem(pipeline.ROWS, "brown", lambda: [network])
     monkeypatch.setattr(pipeline.Reproduction, "load_corpus", lambda self: corpus)
     settings = pipeline.default_settings("brown", False)

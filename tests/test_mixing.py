@@ -6,7 +6,8 @@ import pytest
 from baselines.unigram import AddOneUnigram
 from lmbench.errors import LMBenchError
 from lmbench.model import LanguageModel, perplexity
-from mixing.mixture import Mixture, fit_weights, mix_logprobs
+from lmbench.interpolation import fit_weights, mix_logprobs
+from mixing.mixture import Mixture
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
 
 

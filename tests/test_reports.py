@@ -16,10 +16,10 @@ def fake_results(test_ppl: dict, corpus: str = "brown") -> dict:
         record = row.to_dict()
         test = test_ppl.get(row.id, 400.0)
         record.update(train_ppl=None, valid_ppl=test * 1.05, test_ppl=test, seconds=1.0)
-        if row.kind == "nplm":
+        if row.family:
             record["curve"] = [{"epoch": e, "train_perplexity": 500 / e, "valid_perplexity": 600 / e,
                                 "seconds": 10.0} for e in (1, 2, 3)]
-            record.update(config={"objective": row.objective or "nce"}, epochs=3, best_epoch=3, train_seconds=30.0,
+            record.update(config={"objective": "nce", **row.config}, epochs=3, best_epoch=3, train_seconds=30.0,
                           tokens_per_s=1e5)
         rows.append(record)
     rng = np.random.default_rng(0)
@@ -86,11 +86,11 @@ def test_report_is_rebuilt_from_results_alone(tmp_path):
     built = build_report(tmp_path)
     for name in ("table.md", "table.csv", "table.tex", "report.md", "report.html", "claims.json"):
         assert (tmp_path / name).stat().st_size > 0
-    for figure in ("learning_curves", "time_to_perplexity", "paper_vs_ours", "context_size", "word_vectors"):
+    for figure in ("summary", "learning_curves", "time_to_perplexity", "paper_vs_ours", "context_size", "word_vectors"):
         assert (tmp_path / "figures" / f"{figure}.png").exists()
         assert (tmp_path / "figures" / f"{figure}.svg").exists()
     html = (tmp_path / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 5 and "MLP1" in html
+    assert html.count("data:image/png;base64,") == 6 and "MLP1" in html
     assert "| MLP1 " in (tmp_path / "table.md").read_text()
     report = (tmp_path / "report.md").read_text()
     assert "## How the networks were trained" in report and "| mlp1-class " in report
@@ -106,7 +106,7 @@ def test_report_html_has_contents_and_coloured_differences(tmp_path):
     (tmp_path / "results.json").write_text(json.dumps(fake_results({"mlp1": 268 * 1.1, "mlp2": 250.0})))
     build_report(tmp_path)
     page = (tmp_path / "report.html").read_text()
-    for anchor in ("table", "claims", "training", "neighbours", "figures", "word_vectors"):
+    for anchor in ("summary", "table", "claims", "training", "neighbours", "figures", "word_vectors"):
         assert f'href="#{anchor}"' in page and f'id="{anchor}"' in page
     assert '<td class="num above">10</td>' in page  # MLP1: ours 10% above the paper's 268
     assert '<td class="num below">-2.7</td>' in page  # MLP2: 250 against 257

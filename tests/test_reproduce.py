@@ -1,4 +1,4 @@
-"""End to end: `lmbench reproduce brown --quick --energy` runs every row of Table 1 and the energy
+"""End to end: `lmbench reproduce brown --quick --extra energy` runs every row of Table 1 and the energy
 network's on a slice of Brown, caches the rows, and builds the report; a second run takes every row from
 the cache."""
 
@@ -14,7 +14,7 @@ from reports.experiments import brown_rows, energy_rows
 def test_quick_reproduction_end_to_end(tmp_path, capsys):
     work, report = tmp_path / "work", tmp_path / "report"
     argv = ["reproduce", "brown", "--quick", "--work-dir", str(work), "--report-dir", str(report), "--json",
-            "--energy"]
+            "--extra", "energy"]
     assert main(argv) == 0
     summary = json.loads(capsys.readouterr().out)
     results = json.loads((report / "results.json").read_text())
@@ -27,6 +27,7 @@ def test_quick_reproduction_end_to_end(tmp_path, capsys):
     assert rows["mlp1-del-int-em"]["valid_ppl"] <= min(rows["mlp1"]["valid_ppl"], rows["del-int"]["valid_ppl"]) + 1e-6
     assert rows["mlp1"]["curve"] and results["embedding"]["words"]
     assert rows["energy1"]["config"]["model"] == "energy" and rows["mlp1"]["config"]["model"] == "nplm"
+    assert rows["energy1"]["family"] == "energy" and rows["mlp1"]["family"] == "nplm"
     assert rows["energy1"]["config"]["objective"] == rows["mlp1"]["config"]["objective"]
     assert (report / "report.html").exists() and (report / "figures" / "learning_curves.png").exists()
     assert len(summary["claims"]) >= 6
@@ -40,5 +41,8 @@ def test_quick_reproduction_end_to_end(tmp_path, capsys):
 
 
 def test_energy_rows_are_brown_only(tmp_path, capsys):
-    assert main(["reproduce", "ap", "--energy", "--work-dir", str(tmp_path)]) == 2
-    assert "--energy adds section 5.1's energy network to Table 1, the Brown table" in capsys.readouterr().err
+    assert main(["reproduce", "ap", "--extra", "energy", "--work-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--extra energy: the ap table has no such row group (it is brown's)" in err and len(err.splitlines()) == 1
+    assert main(["reproduce", "brown", "--extra", "lstm"]) == 2
+    assert "'lstm': give a comma-separated list of energy" in capsys.readouterr().err

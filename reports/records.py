@@ -1,0 +1,73 @@
+"""The rows of results.json as the report reads them: files written before rows named their network
+family brought up to today's fields (here, and nowhere else), and what a row is (its network, its
+shape) for the tables, claims, figures and the cross-corpus summary.
+
+Up to commit e438375 every row carried the NPLM's shape: kind "nplm" for a network, and `n`, `h`,
+`m`, `direct`, `objective`, `network` ("energy" or None) and `valid_tokens` at its top level, a
+mixture repeating the shape of its network. `upgrade_row` turns such a row into today's: kind
+"network"; `family` (the old `network`, else the `model` of the run's training configuration, else
+"nplm"); `config` (the run's training configuration where the row ran, else the row's own options);
+the shape of a mixture is read from its network part, so the old copies are dropped. Numbers are
+never touched: the tables rebuilt from an old file are the ones built before.
+"""
+
+from __future__ import annotations
+
+from reports.experiments import PAPER_FAMILY, Row
+
+LEGACY_FIELDS = ("h", "m", "direct", "objective", "network", "valid_tokens")
+SHAPE = ("n", "h", "m", "direct")
+ROW_DEFAULTS = {key: value for key, value in Row("", "", "").to_dict().items() if key not in ("id", "kind", "model")}
+
+
+def upgrade_row(record: dict) -> dict:
+    """A row of results.json in today's fields (an old row migrated, a new one as it is)."""
+    if "family" in record:
+        return record
+    record = dict(record)
+    legacy = {key: record.pop(key, None) for key in LEGACY_FIELDS}
+    if record["kind"] == "nplm":
+        own = {"n": record["n"], **{key: legacy[key] for key in SHAPE[1:]},
+               **{key: legacy[key] for key in ("objective", "valid_tokens") if legacy[key] is not None}}
+        config = record.get("config") or own
+        record.update(kind="network", family=legacy["network"] or config.get("model") or "nplm", config=config,
+                      n=None)
+    elif record["kind"] == "mix":
+        record["n"] = None  # its network part's
+    return {**ROW_DEFAULTS, **record}
+
+
+def upgrade(results: dict) -> dict:
+    """results.json with every row in today's fields."""
+    return {**results, "rows": [upgrade_row(row) for row in results["rows"]]}
+
+
+def by_id(results: dict) -> dict[str, dict]:
+    return {row["id"]: row for row in results["rows"]}
+
+
+def network_of(record: dict, rows: dict[str, dict]) -> dict | None:
+    """The network row behind a row: the row itself, a mixture's first network part, or None (an
+    n-gram model, or a mixture of n-gram models)."""
+    if record.get("family"):
+        return record
+    return next((rows[part] for part in record.get("parts", ()) if rows.get(part, {}).get("family")), None)
+
+
+def shape(record: dict, rows: dict[str, dict]) -> dict:
+    """n, h, m, direct of a row: an n-gram model's n; a network's (or a mixture's network part's) shape."""
+    network = network_of(record, rows)
+    config = network["config"] if network else {}
+    found = {key: config.get(key) for key in SHAPE}
+    if record.get("n") is not None:
+        found["n"] = record["n"]
+    return found
+
+
+
+def paper_network(record: dict, rows: dict[str, dict]) -> bool:
+    """Whether a row is the paper's network (the family of equation 1 in a shape of the paper's, any
+    objective), alone or mixed: the rows the paper's claims are about. Another family's rows, and our
+    own designs (`ours`), never enter them."""
+    network = network_of(record, rows)
+    return network is not None and network["family"] == PAPER_FAMILY and not network["ours"]

@@ -1,0 +1,130 @@
+"""Rows: each kind runs through its entry of the runner table; the paper's claims consider only the
+paper's network, whatever other families a run adds; results.json written before rows named their
+family still loads, and rebuilds the committed tables unchanged."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lmbench.errors import LMBenchError
+from reports import pipeline
+from reports.build import build_report, load_results
+from reports.claims import check_claims
+from reports.experiments import KINDS, Row, brown_rows, energy_rows, network
+from reports.records import upgrade_row
+from reports.tables import comparison
+from tests.lm_checks import make_corpus
+from tests.test_kneser_ney import markov_text
+from tests.test_reports import fake_results
+
+REPORTS = Path(__file__).resolve().parent.parent / "reports"
+
+
+def reproduce(tmp_path, monkeypatch, rows: list[Row]) -> dict:
+    corpus = make_corpus(markov_text(2000, 60, 1), markov_text(300, 60, 2), markov_text(300, 60, 3))
+    monkeypatch.setitem(pipeline.ROWS, "brown", lambda: list(rows))
+    monkeypatch.setattr(pipeline.Reproduction, "load_corpus", lambda self: corpus)
+    return pipeline.Reproduction(pipeline.default_settings("brown", False), tmp_path / "work",
+                                 tmp_path / "report").run()
+
+
+def test_every_kind_has_a_runner():
+    assert tuple(pipeline.RUNNERS) == KINDS
+    assert {row.kind for row in brown_rows() + energy_rows()} == set(KINDS)
+
+
+def test_a_kind_runs_through_its_entry_of_the_runner_table(tmp_path, monkeypatch):
+    """A kind planted in the table runs its own runner, at its stage, and mixes like any other row."""
+    def uniform(reproduction, row, extra):
+        size = len(reproduction.corpus.vocab)
+        extra["planted"] = True
+        return {split: np.full(len(reproduction.corpus.split(split)), -np.log(size)) for split in ("valid", "test")}
+
+    monkeypatch.setitem(pipeline.RUNNERS, "uniform", pipeline.Runner(1, uniform))
+    rows = [Row("flat", "uniform", "uniform"), Row("kn3", "ngram", "KN", n=3, method="kneser-ney"),
+            Row("kn3-flat", "mix", "KN + uniform", mix="EM", parts=("kn3", "flat"))]
+    run = reproduce(tmp_path, monkeypatch, rows)
+    results = {row["id"]: row for row in run["rows"]}
+    assert results["flat"]["planted"] and results["flat"]["test_ppl"] == pytest.approx(run["corpus_summary"]["vocab_size"])
+    assert results["kn3-flat"]["valid_ppl"] <= results["kn3"]["valid_ppl"] * (1 + 1e-9)
+
+
+def test_a_row_of_an_unknown_kind_fails_in_one_line(tmp_path, monkeypatch):
+    with pytest.raises(LMBenchError) as caught:
+        reproduce(tmp_path, monkeypatch, [Row("kn3", "ngram", "KN", n=3, method="kneser-ney"),
+                                          Row("holo", "hologram", "a planted kind")])
+    message = str(caught.value)
+    assert len(message.splitlines()) == 1
+    assert "'holo'" in message and "'hologram'" in message and "ngram, network, mix" in message
+
+
+PAPER_NUMBERS = {"mlp1": 260, "mlp2": 250, "mlp3": 300, "mlp4": 290, "mlp5": 270, "mlp6": 260, "mlp7": 290,
+                 "mlp8": 280, "mlp9": 265, "mlp10": 255, "del-int": 340, "kn-backoff-3": 330, "kn-backoff-5": 325,
+                 "kn-interp-5": 320}
+
+
+def _with_numbers(record: dict, test: float) -> dict:
+    return {**record, "train_ppl": None, "valid_ppl": test * 1.05, "test_ppl": test, "seconds": 1.0}
+
+
+def another_family() -> list[dict]:
+    """A network of a family other than the paper's, far below every paper row, alone and mixed."""
+    lstm = network("lstm1", "LSTM", (5, 50, 60, True), "lstm")
+    return [_with_numbers(lstm.to_dict(), 120.0),
+            _with_numbers(Row("lstm1-del-int", "mix", "LSTM + Del. Int.", mix="0.5/0.5",
+                              parts=("lstm1", "del-int")).to_dict(), 110.0),
+            _with_numbers(Row("lstm1-kn-interp-5-em", "mix", "LSTM + KN 5", mix="EM",
+                              parts=("lstm1", "kn-interp-5")).to_dict(), 100.0)]
+
+
+@pytest.mark.parametrize("corpus", ["brown", "ap"])
+def test_the_paper_claims_ignore_rows_of_another_family(corpus):
+    results = fake_results(PAPER_NUMBERS if corpus == "brown" else {"mlp-ap": 80, "mlp10": 72, "del-int": 92,
+                                                                      "kn-interp-5": 73.5}, corpus)
+    claims = check_claims(results)
+    results["rows"] += another_family()
+    assert check_claims(results) == claims
+
+
+def test_the_paper_claims_ignore_an_old_energy_row(tmp_path):
+    """An energy row in the fields of results.json before rows named their family (kind "nplm",
+    network "energy"), far below every paper row: the claims built from the file do not see it."""
+    results = fake_results(PAPER_NUMBERS)
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    claims = build_report(tmp_path)["claims"]
+    energy = {"id": "energy1", "kind": "nplm", "model": "Energy network", "n": 5, "classes": None, "h": 50, "m": 60,
+              "direct": True, "mix": None, "method": None, "min_ngram_count": 1, "cluster_passes": 20,
+              "epochs": 9, "objective": None, "network": "energy", "valid_tokens": 20000, "parts": [],
+              "paper_model": None, "config": {"model": "energy", "n": 5, "h": 50, "m": 60, "direct": True}}
+    results["rows"].append(_with_numbers(energy, 120.0))
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    assert build_report(tmp_path)["claims"] == claims
+
+
+def test_an_old_row_is_upgraded_to_its_family_and_config():
+    old = {"id": "mlp1-nce", "kind": "nplm", "model": "MLP1, nce objective", "n": 5, "classes": None, "h": 50,
+           "m": 60, "direct": True, "mix": None, "method": None, "min_ngram_count": 1, "cluster_passes": 20,
+           "epochs": 12, "objective": "nce", "parts": [], "paper_model": None, "status": "not run"}
+    row = upgrade_row(old)
+    assert row["kind"] == "network" and row["family"] == "nplm" and row["n"] is None
+    assert row["config"] == {"n": 5, "h": 50, "m": 60, "direct": True, "objective": "nce"}
+    assert not {"h", "m", "direct", "objective", "network"} & set(row) and row["ours"] is False
+    mix = upgrade_row({**old, "id": "mlp2", "kind": "mix", "mix": "0.5/0.5", "parts": ["mlp1", "del-int"]})
+    assert mix["n"] is None and mix["family"] is None and mix["parts"] == ["mlp1", "del-int"]
+    assert upgrade_row(row) is row  # today's rows pass as they are
+
+
+@pytest.mark.parametrize("name", ["brown", "ap", "ap89-1m"])
+def test_committed_results_load_and_rebuild_their_committed_tables(name):
+    """The committed results.json files predate the family field: they load, every network row gets its
+    family, and the table built from them is the committed table.csv, number for number."""
+    results = load_results(REPORTS / name)
+    networks = {row["id"]: row["family"] for row in results["rows"] if row["kind"] == "network"}
+    assert networks and all(row["kind"] in KINDS for row in results["rows"])
+    assert set(networks.values()) <= {"nplm", "energy"}
+    if name == "brown":
+        assert networks["energy1"] == "energy" and networks["mlp1"] == "nplm"
+    rebuilt = comparison(results).drop(columns=["id"]).to_csv(index=False)
+    assert rebuilt == (REPORTS / name / "table.csv").read_text()
