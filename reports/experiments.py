@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from neural.config import NPLMConfig
+from neural.ours import ours_options
 
 PAPER_FAMILY = "nplm"  # the network of equation 1, the one the paper's claims are about
 KINDS = ("ngram", "network", "mix")  # the kinds of rows, each run by its entry of reports.pipeline.RUNNERS
@@ -146,6 +147,18 @@ def ap_rows() -> list[Row]:
     rows += [mixture("mlp-ap-del-int-em", "MLP + Del. Int.", "EM", ("mlp-ap", "del-int")),
              mixture("mlp-ap-del-int-bucketed", "MLP + Del. Int.", "EM per bucket", ("mlp-ap", "del-int"))]
     return rows + kn5_mixtures(rows)
+
+
+OURS = "ours"  # the id of NPLM (ours) among the networks a user's comparison can choose
+
+
+def ours_rows(corpus) -> list[Row]:
+    """NPLM (ours) (`neural.ours`: equation 1 with a wider context and dropout, its shape a rule of the
+    training split's length), alone and mixed by EM with interpolated KN 5: a row of every report."""
+    options = ours_options(corpus)
+    shape = tuple(options.pop(key) for key in ("n", "h", "m", "direct"))
+    ours = network("nplm-ours", "NPLM (ours)", shape, ours=True, **options)
+    return [ours, *kn5_mixtures([ours], lambda row: "NPLM (ours) + KN interpolated 5")]
 
 
 def class_counts(vocab_size: int) -> list[int]:

@@ -31,7 +31,7 @@ from lmbench.errors import LMBenchError
 from lmbench.files import DamagedFile, atomic_write_text, read_checked, set_aside, write_checked
 from lmbench.model import perplexity
 from mixing import saved
-from reports.experiments import EXTRA_ROWS, ROWS, Row, text_rows
+from reports.experiments import EXTRA_ROWS, OURS, ROWS, Row, ours_rows, text_rows
 
 log = logging.getLogger(__name__)
 
@@ -102,11 +102,16 @@ class Reproduction:
         self.digest = ""
 
     def table_rows(self) -> list[Row]:
+        """The table's rows, the optional groups asked for, and NPLM (ours) (on a user's corpus unless
+        --only ngram or a --networks list without it leaves it out)."""
         if self.text is not None:
-            return text_rows(len(self.corpus.vocab), self.text.networks, self.text.only)
+            rows = text_rows(len(self.corpus.vocab), self.text.networks, self.text.only)
+            if self.text.only == "ngram" or (self.text.networks is not None and OURS not in self.text.networks):
+                return rows
+            return rows + ours_rows(self.corpus)
         groups = EXTRA_ROWS.get(self.settings.corpus, {})
         rows = ROWS[self.settings.corpus]() + [row for name in self.extra for row in groups[name]()]
-        return [self._scaled(row) for row in rows]
+        return [self._scaled(row) for row in rows + ours_rows(self.corpus)]
 
     def _scaled(self, row: Row) -> Row:
         if self.settings.quick and row.classes:
