@@ -3,33 +3,17 @@ the files' content, with rows chosen by --only / --networks, and bad set-ups ref
 
 import json
 
-import numpy as np
 import pytest
 
 from lmbench_cli import main
 from reports.experiments import class_counts, text_rows
-
-
-def write_markov_text(path, tokens: int, seed: int) -> None:
-    """A stream from a fixed random Markov chain over 80 words, each allowing 4 successors (a bigram
-    model's perplexity is about 4, a unigram's about 80)."""
-    words = np.array([f"w{i}" for i in range(80)])
-    successors = np.random.default_rng(0).integers(0, len(words), size=(len(words), 4))  # one chain for all splits
-    choices = np.random.default_rng(seed).integers(0, 4, size=tokens)
-    stream = np.zeros(tokens, dtype=int)
-    for t in range(1, tokens):
-        stream[t] = successors[stream[t - 1], choices[t]]
-    path.write_text(" ".join(words[stream]) + "\n")
+from tests.helpers import chain_text, write_splits
 
 
 @pytest.fixture
 def corpus_files(tmp_path, monkeypatch):
     monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
-    files = {}
-    for split, tokens, seed in (("train", 6000, 1), ("valid", 800, 2), ("test", 800, 3)):
-        files[split] = tmp_path / f"{split}.txt"
-        write_markov_text(files[split], tokens, seed)
-    return files
+    return write_splits(tmp_path, train=chain_text(6000, 1), valid=chain_text(800, 2), test=chain_text(800, 3))
 
 
 def _argv(files, tmp_path, *more):
@@ -66,7 +50,7 @@ def test_quick_comparison_end_to_end(corpus_files, tmp_path, capsys):
     again = json.loads((tmp_path / "report" / "results.json").read_text())
     assert [r["test_ppl"] for r in again["rows"]] == [r["test_ppl"] for r in results["rows"]]
     assert [r["fingerprint"] for r in again["rows"]] == [r["fingerprint"] for r in results["rows"]]
-    write_markov_text(corpus_files["train"], 6000, seed=4)
+    corpus_files["train"].write_text(chain_text(6000, seed=4))
     assert main(_argv(corpus_files, tmp_path, "--only", "ngram")) == 0
     edited = {r["id"]: r for r in json.loads((tmp_path / "report" / "results.json").read_text())["rows"]}
     assert set(edited) == {row.id for row in text_rows(vocab_size, only="ngram")}

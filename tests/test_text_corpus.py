@@ -2,18 +2,11 @@ import pytest
 
 from corpora.text import load_text
 from lmbench.errors import LMBenchError
-
-
-def write(tmp_path, **texts):
-    paths = {}
-    for name, text in texts.items():
-        paths[name] = tmp_path / f"{name}.txt"
-        paths[name].write_bytes(text if isinstance(text, bytes) else text.encode())
-    return paths
+from tests.helpers import write_splits
 
 
 def test_lines_are_whitespace_and_vocab_from_train(tmp_path):
-    p = write(tmp_path, train="a b\nb c <unk>\n", valid="a\nz", test="c")
+    p = write_splits(tmp_path, train="a b\nb c <unk>\n", valid="a\nz", test="c")
     corpus = load_text(p["train"], p["valid"], p["test"], use_cache=False)
     assert corpus.vocab.words == ["<unk>", "b", "a", "c"]
     assert corpus.train.tolist() == [2, 1, 1, 3, 0]
@@ -25,7 +18,7 @@ def test_lines_are_whitespace_and_vocab_from_train(tmp_path):
 
 def test_raw_words_behind_unk_are_kept_and_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
-    p = write(tmp_path, train="a b b <unk>", valid="zebra a yak <unk> zebra", test="b")
+    p = write_splits(tmp_path, train="a b b <unk>", valid="zebra a yak <unk> zebra", test="b")
     for _ in range(2):  # prepared, then from the cache
         corpus = load_text(p["train"], p["valid"], p["test"])
         assert corpus.unk_words["valid"].tolist() == ["zebra", "yak", "<unk>", "zebra"]
@@ -34,14 +27,14 @@ def test_raw_words_behind_unk_are_kept_and_cached(tmp_path, monkeypatch):
 
 
 def test_min_count(tmp_path):
-    p = write(tmp_path, train="a a b", valid="a b", test="b")
+    p = write_splits(tmp_path, train="a a b", valid="a b", test="b")
     corpus = load_text(p["train"], p["valid"], p["test"], min_count=2, use_cache=False)
     assert corpus.vocab.words == ["<unk>", "a"]
 
 
 def test_cache_is_keyed_by_content(tmp_path, monkeypatch):
     monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
-    p = write(tmp_path, train="a b", valid="a", test="b")
+    p = write_splits(tmp_path, train="a b", valid="a", test="b")
     first = load_text(p["train"], p["valid"], p["test"])
     assert first.info["from_cache"] is False
     assert load_text(p["train"], p["valid"], p["test"]).info["from_cache"] is True
@@ -53,12 +46,12 @@ def test_cache_is_keyed_by_content(tmp_path, monkeypatch):
 @pytest.mark.parametrize("content, message", [(b"", "holds no tokens"),
                                               (b"caf\xe9 au lait", "not UTF-8")])
 def test_bad_files_are_refused_with_the_fix(tmp_path, content, message):
-    p = write(tmp_path, train=content, valid="a", test="a")
+    p = write_splits(tmp_path, train=content, valid="a", test="a")
     with pytest.raises(LMBenchError, match=message):
         load_text(p["train"], p["valid"], p["test"], use_cache=False)
 
 
 def test_missing_file(tmp_path):
-    p = write(tmp_path, valid="a", test="a")
+    p = write_splits(tmp_path, valid="a", test="a")
     with pytest.raises(LMBenchError, match="does not exist"):
         load_text(tmp_path / "nope.txt", p["valid"], p["test"], use_cache=False)
