@@ -55,3 +55,31 @@ def test_missing_file(tmp_path):
     p = write_splits(tmp_path, valid="a", test="a")
     with pytest.raises(LMBenchError, match="does not exist"):
         load_text(tmp_path / "nope.txt", p["valid"], p["test"], use_cache=False)
+
+
+def test_one_file_is_cut_by_lines_contiguous_train_first(tmp_path):
+    from corpora.text import line_cut, load_text_file
+    assert line_cut(10, (0.8, 0.1, 0.1)) == {"train": [0, 8], "valid": [8, 9], "test": [9, 10]}
+    assert line_cut(7, (0.5, 0.25, 0.25)) == {"train": [0, 4], "valid": [4, 5], "test": [5, 7]}
+    path = tmp_path / "all.txt"
+    path.write_text("".join(f"l{i} a\n" for i in range(10)))
+    corpus = load_text_file(path, use_cache=False)
+    decode = lambda split: corpus.vocab.decode(corpus.split(split).tolist())  # noqa: E731
+    assert decode("train")[::2] == [f"l{i}" for i in range(8)]
+    assert decode("valid") == ["<unk>", "a"] and corpus.unk_words["valid"].tolist() == ["l8"]
+    assert corpus.unk_words["test"].tolist() == ["l9"]
+    assert corpus.summary()["cut"] == {"split": [0.8, 0.1, 0.1], "lines": line_cut(10, (0.8, 0.1, 0.1))}
+    with pytest.raises(LMBenchError, match=r"all.txt: cut 80/10/10 by lines \(2 lines\), valid and test hold no"):
+        path.write_text("a\nb\n")
+        load_text_file(path, use_cache=False)
+
+
+def test_one_file_is_cached_by_content_and_cut(tmp_path):
+    from corpora.text import load_text_file
+    path = tmp_path / "all.txt"
+    path.write_text("".join(f"w{i % 7}\n" for i in range(40)))
+    assert load_text_file(path).info["from_cache"] is False
+    assert load_text_file(path).info["from_cache"] is True
+    assert load_text_file(path, (0.5, 0.25, 0.25)).info["from_cache"] is False  # another cut
+    path.write_text("".join(f"w{i % 5}\n" for i in range(40)))
+    assert load_text_file(path).info["from_cache"] is False  # another content
