@@ -44,6 +44,13 @@ def session_home(pytestconfig) -> Path:
     return pytestconfig.session_home
 
 
+def pytest_collection_modifyitems(config, items):
+    """A test on Brown (the `brown` fixture) is slow: it reads the real corpus."""
+    for item in items:
+        if "brown" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 def brown_available() -> bool:
     import nltk
     try:

@@ -92,6 +92,7 @@ def test_bad_setups_end_in_one_line(argv, message, capsys):
     assert message in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_one_corpus_file_is_cut_and_the_cut_recorded(tmp_path, capsys):
     lines = chain_text(4000, 1, words=30).split()
     corpus = tmp_path / "all.txt"

@@ -123,6 +123,7 @@ def test_damaged_corpus_cache_without_records_is_rebuilt(text_corpus, name, how,
     assert name in warning
 
 
+@pytest.mark.slow
 def test_two_processes_preparing_one_corpus_build_it_once(text_corpus, tmp_path):
     """Both start together; the build is slowed so that they overlap: one builds, the other waits
     for the lock and loads its entry."""

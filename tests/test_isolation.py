@@ -4,8 +4,13 @@ tests/conftest.py points every folder that defaults under ~ at the session's tem
 
 import os
 
+import pytest
+
 from tests.conftest import HOME_DEFAULTS
 from tests.helpers import chain_text, corpus_args, run_cli, write_splits
+
+
+pytestmark = pytest.mark.slow  # many runs of the command line
 
 
 def test_a_run_leaves_a_fake_home_untouched(tmp_path, monkeypatch, capsys, session_home):

@@ -119,6 +119,7 @@ def assert_close(actual, expected, what):
                                msg=lambda m: f"{what}: {m}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheme,objectives", [("data", ["softmax", "importance", "nce", "class"]),
                                                ("vocab", ["softmax", "importance", "nce"])])
 def test_loss_gradients_and_updates_equal_one_process(tmp_path, scheme, objectives):
@@ -159,6 +160,7 @@ def run_worker(rank, directory, scheme):
             "full_scores": net(torch.from_numpy(context_windows(stream, 3, start).copy())).detach()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheme", ["data", "vocab"])
 def test_run_learns_stops_resumes_and_evaluates_like_one_process(tmp_path, scheme):
     results = spawn(run_worker, tmp_path, scheme)
@@ -193,6 +195,7 @@ def test_run_learns_stops_resumes_and_evaluates_like_one_process(tmp_path, schem
 
 # -- launched by torchrun, through the command line ---------------------------------------------------
 
+@pytest.mark.slow
 def test_torchrun_cli_trains_and_one_process_evaluates(tmp_path):
     files = corpus_args(write_splits(tmp_path, train=TEXT, valid="the cat sat on the log .", test="a dog sat ."))
     out = tmp_path / "run"

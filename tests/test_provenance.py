@@ -52,6 +52,7 @@ def test_the_state_names_the_commit_and_a_dirty_tree(checkout):
     assert provenance.code_state(checkout.parent, root=checkout.parent) == {"commit": "unknown", "dirty": False}
 
 
+@pytest.mark.slow
 def test_report_into_a_committed_folder_needs_a_clean_tree_or_allow_dirty(checkout, capsys):
     brown = checkout / "reports" / "brown"
     commit = git(checkout, "rev-parse", "--short", "HEAD")
