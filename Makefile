@@ -17,7 +17,7 @@ AP_DIR ?= $(abspath ../shared/corpora/ap89)
 export AP_DIR
 endif
 
-.PHONY: install test bench reproduce-brown reproduce-ap compare report-check
+.PHONY: install test test-fast bench reproduce-brown reproduce-ap compare report-check
 
 install: $(VENV)/.installed
 
@@ -27,8 +27,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $@
 
+# Everything (CI too: .ci/run); test-fast leaves out the tests marked slow, for everyday work.
 test: install
 	$(PY) -m pytest -q
+
+test-fast: install
+	$(PY) -m pytest -q -m "not slow"
 
 # Benchmarks print figures (speed is never a timed test).
 bench: install
@@ -36,6 +40,7 @@ bench: install
 	$(PY) bench/cluster_bench.py
 	$(PY) bench/nplm_bench.py
 	$(PY) bench/parallel_bench.py
+	$(PY) bench/pipeline_bench.py
 
 # The paper's tables end to end; QUICK=1 runs the same pipeline on a small slice in a few minutes,
 # SKIP=network leaves out the rows of a kind (listed as not run); EXTRA=energy adds the named optional
@@ -46,12 +51,12 @@ reproduce-brown: install
 reproduce-ap: install
 	$(PY) -m lmbench_cli reproduce ap $(if $(QUICK),--quick) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA))
 
-# The same comparison on your own corpus: make compare TRAIN=a.txt VALID=b.txt TEST=c.txt [NAME=mine]
-# [NETWORKS=mlp1,mlp9] [ONLY=ngram] [MIN_COUNT=2] [VOCAB_SIZE=10000] [QUICK=1]; the report goes to
-# reports/NAME (default reports/text).
+# The same comparison on your own corpus: make compare TRAIN=a.txt VALID=b.txt TEST=c.txt, or one file cut
+# by lines, make compare CORPUS=all.txt [SPLIT=0.8,0.1,0.1]; [NAME=mine] [NETWORKS=mlp1,mlp9] [ONLY=ngram]
+# [MIN_COUNT=2] [VOCAB_SIZE=10000] [QUICK=1]; the report goes to reports/NAME (default reports/text).
 compare: install
-	@test -n "$(TRAIN)" -a -n "$(VALID)" -a -n "$(TEST)" || { echo "compare: give TRAIN=, VALID= and TEST= (files of whitespace-separated tokens)" >&2; exit 2; }
-	$(PY) -m lmbench_cli reproduce text --train $(TRAIN) --valid $(VALID) --test $(TEST) $(if $(NAME),--name $(NAME)) \
+	@test -n "$(CORPUS)" -o \( -n "$(TRAIN)" -a -n "$(VALID)" -a -n "$(TEST)" \) || { echo "compare: give CORPUS= (one file, cut by lines), or TRAIN=, VALID= and TEST= (files of whitespace-separated tokens)" >&2; exit 2; }
+	$(PY) -m lmbench_cli reproduce text $(if $(CORPUS),--corpus-file $(CORPUS) $(if $(SPLIT),--split $(SPLIT)),--train $(TRAIN) --valid $(VALID) --test $(TEST)) $(if $(NAME),--name $(NAME)) \
 		$(if $(NETWORKS),--networks $(NETWORKS)) $(if $(ONLY),--only $(ONLY)) $(if $(QUICK),--quick) \
 		$(if $(MIN_COUNT),--min-count $(MIN_COUNT)) $(if $(VOCAB_SIZE),--vocab-size $(VOCAB_SIZE))
 

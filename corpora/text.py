@@ -1,6 +1,9 @@
-"""Bring your own corpus: train/valid/test files of whitespace-separated tokens.
+"""Bring your own corpus: train/valid/test files of whitespace-separated tokens, or one file cut into
+the three by lines.
 
-Line breaks are whitespace; each file is one continuous stream. The vocabulary comes from train
+Line breaks are whitespace; each file is one continuous stream. One file (`load_text_file`) is cut by
+lines into three contiguous parts, train first (80/10/10 by default): the cut keeps documents whole as
+far as lines are documents, and keeps valid and test text the model never saw in train. The vocabulary comes from train
 (types counted >= min_count times, and at most the max_vocab most frequent of them, specials included);
 a literal `<unk>` in the files is the unknown symbol. A file that is missing, empty, not UTF-8 or holds
 NUL bytes (a binary or damaged file) is refused in one line naming it. The cache is keyed by the files'
@@ -19,7 +22,8 @@ from corpora.vocab import Vocabulary, count_types
 from lmbench.errors import LMBenchError
 
 
-def read_tokens(path: str | Path) -> list[str]:
+def read_text(path: str | Path) -> str:
+    """The file's text; a missing, binary (NUL bytes) or non-UTF-8 file is refused in one line."""
     path = Path(path)
     if not path.is_file():
         raise LMBenchError(f"corpus file {path} does not exist: give the path of a text file "
@@ -30,11 +34,14 @@ def read_tokens(path: str | Path) -> list[str]:
         raise LMBenchError(f"corpus file {path} holds a NUL byte at offset {nul} (a binary or damaged file?): "
                            "give a text file of whitespace-separated tokens")
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise LMBenchError(f"{path} is not UTF-8 (undecodable byte at offset {err.start}): convert it, "
                            f"e.g. iconv -f latin1 -t utf-8 {path} > {path}.utf8") from None
-    tokens = text.split()
+
+
+def read_tokens(path: str | Path) -> list[str]:
+    tokens = read_text(path).split()
     if not tokens:
         raise LMBenchError(f"corpus file {path} holds no tokens: give a non-empty file")
     return tokens
@@ -46,21 +53,60 @@ def _file_digest(path: Path) -> str:
 
 def load_text(train: str | Path, valid: str | Path, test: str | Path, *, min_count: int = 1,
               max_vocab: int | None = None, use_cache: bool = True) -> Corpus:
-    if min_count < 1:
-        raise LMBenchError(f"--min-count must be at least 1, not {min_count}")
-    if max_vocab is not None and max_vocab < 2:
-        raise LMBenchError(f"--vocab-size must be at least 2 (<unk> and one word), not {max_vocab}")
+    _check_vocab_options(min_count, max_vocab)
     paths = dict(zip(SPLITS, (Path(train), Path(valid), Path(test))))
     key = {"corpus": "text", "min_count": min_count, "max_vocab": max_vocab,
            "source": {s: f"{p.resolve()}:{_file_digest(p)}" for s, p in paths.items()}}
 
     def build() -> Corpus:
-        tokens = {s: read_tokens(p) for s, p in paths.items()}
-        vocab = Vocabulary.from_counts(*count_types(tokens["train"]), min_count=min_count, max_size=max_vocab)
-        ids = {s: vocab.encode(t) for s, t in tokens.items()}
-        unk_words = {s: np.asarray(tokens[s])[ids[s] == vocab.unk_id] for s in SPLITS}
-        return Corpus("text", vocab, info={"source": {s: str(p) for s, p in paths.items()}},
-                      unk_words=unk_words, **ids)
+        return _corpus({s: read_tokens(p) for s, p in paths.items()}, min_count, max_vocab,
+                       {"source": {s: str(p) for s, p in paths.items()}})
+
+    return cached(key, build, use_cache=use_cache)
+
+
+def _check_vocab_options(min_count: int, max_vocab: int | None) -> None:
+    if min_count < 1:
+        raise LMBenchError(f"--min-count must be at least 1, not {min_count}")
+    if max_vocab is not None and max_vocab < 2:
+        raise LMBenchError(f"--vocab-size must be at least 2 (<unk> and one word), not {max_vocab}")
+
+
+def _corpus(tokens: dict[str, list[str]], min_count: int, max_vocab: int | None, info: dict) -> Corpus:
+    """The corpus of three token lists, vocabulary from train, the raw word behind every <unk> kept."""
+    vocab = Vocabulary.from_counts(*count_types(tokens["train"]), min_count=min_count, max_size=max_vocab)
+    ids = {s: vocab.encode(t) for s, t in tokens.items()}
+    unk_words = {s: np.asarray(tokens[s])[ids[s] == vocab.unk_id] for s in SPLITS}
+    return Corpus("text", vocab, info=info, unk_words=unk_words, **ids)
+
+
+def line_cut(lines: int, split: tuple[float, float, float]) -> dict[str, list[int]]:
+    """The lines [start, stop) of train, valid and test: contiguous, in that order, the boundaries at
+    round(cumulative fraction * lines)."""
+    first = round(split[0] * lines)
+    second = round((split[0] + split[1]) * lines)
+    return {"train": [0, first], "valid": [first, second], "test": [second, lines]}
+
+
+def load_text_file(path: str | Path, split: tuple[float, float, float] = (0.8, 0.1, 0.1), *, min_count: int = 1,
+                   max_vocab: int | None = None, use_cache: bool = True) -> Corpus:
+    """One file cut by lines into train, valid and test (`line_cut`); the cut is in `info["cut"]`."""
+    _check_vocab_options(min_count, max_vocab)
+    path = Path(path)
+    key = {"corpus": "text-file", "min_count": min_count, "max_vocab": max_vocab, "split": list(split),
+           "source": f"{path.resolve()}:{_file_digest(path)}"}
+
+    def build() -> Corpus:
+        lines = read_text(path).splitlines()
+        cut = line_cut(len(lines), split)
+        tokens = {s: " ".join(lines[start:stop]).split() for s, (start, stop) in cut.items()}
+        empty = [s for s in SPLITS if not tokens[s]]
+        if empty:
+            raise LMBenchError(f"{path}: cut {'/'.join(f'{100 * f:g}' for f in split)} by lines ({len(lines)} "
+                               f"lines), {' and '.join(empty)} {'hold' if len(empty) > 1 else 'holds'} no tokens: give a file of more lines (each "
+                               f"part needs text), another --split, or three files (--train, --valid, --test)")
+        return _corpus(tokens, min_count, max_vocab,
+                       {"source": str(path), "cut": {"split": list(split), "lines": cut}})
 
     return cached(key, build, use_cache=use_cache)
 

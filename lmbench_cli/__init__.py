@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; returns the exit code (0, 2 for an expected error, 130 when interrupted)."""
     try:
         args = build_parser().parse_args(argv)
+        args.argv = list(sys.argv[1:] if argv is None else argv)  # the words, for a command that relaunches itself
         logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                             format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
         result = args.run(args)

@@ -134,18 +134,28 @@ def _device_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _parallel_options(parser: argparse.ArgumentParser, schemes, backends) -> None:
-    group = parser.add_argument_group("parallel (torchrun --nproc-per-node P -m lmbench_cli -- nplm ...)")
+    group = parser.add_argument_group("parallel (--nproc-per-node P, or torchrun --nproc-per-node P -m "
+                                      "lmbench_cli -- nplm ...)")
     group.add_argument("--parallel", choices=schemes, default=None,
                        help="data: each process a share of every minibatch (the minibatch is --batch-size "
                             "times the processes); vocab: each process a block of the output words "
                             "(the paper's section 3.2). Default: one process")
     group.add_argument("--backend", choices=backends, default="auto",
                        help="torch.distributed backend (default auto: nccl on CUDA, gloo on the CPU)")
+    group.add_argument("--nproc-per-node", type=integer(1), default=None,
+                       help="run on P processes of this machine: torchrun is started for you (neural/launch.py)")
+    group.add_argument("--nnodes", type=integer(1), default=1,
+                       help="with --nproc-per-node: machines running the same command (default 1)")
+    group.add_argument("--rdzv-endpoint", metavar="HOST:PORT", default=None,
+                       help="with --nnodes > 1: the rendezvous address, one of the machines")
 
 
 def run_train(args: argparse.Namespace) -> dict | None:
     from dataclasses import asdict, fields
     from neural.train import NPLMConfig, train_nplm
+    if args.nproc_per_node:
+        from neural.launch import launch
+        return launch(args)
     run_options = {f.name: getattr(args, f.name) for f in fields(NPLMConfig)[2:] if hasattr(args, f.name)}
     config = NPLMConfig(model=args.model, **_shape_options(args), **run_options)
     _check_launch(args)
@@ -187,6 +197,9 @@ def _require_run(run_dir: str) -> None:
 
 def run_eval(args: argparse.Namespace) -> dict | None:
     from neural.train import load_nplm
+    if args.nproc_per_node:
+        from neural.launch import launch
+        return launch(args)
     _check_launch(args)
     if not args.parallel:  # (on several machines, only rank 0's disk need hold the run)
         _require_run(args.dir)

@@ -18,6 +18,7 @@ from lmbench.files import read_checked
 from reports import summary
 from reports.claims import check_claims
 from reports.figures import draw_all
+from reports.provenance import code_state, stamp
 from reports.records import upgrade
 from reports.tables import PAPER_TABLE, _display, comparison, to_markdown, write_tables
 
@@ -120,9 +121,11 @@ def _headings(results: dict) -> dict:
             "note": OURS_NOTE, "claims": f"The paper's questions asked of {name}"}
 
 
-def _stamp(meta: dict) -> str:
-    return (f"commit {meta.get('commit', '?')}{' (with uncommitted changes)' if meta.get('dirty') else ''}, "
-            f"{meta.get('machine', '?')}, wall time of this run {meta.get('wall_seconds', 0) / 60:.1f} min "
+def _stamp(meta: dict, built: dict) -> str:
+    """The report's first line: the code that built it and the run of its rows (reports.provenance)."""
+    run = stamp(meta)
+    made = f"built from {stamp(built)}" + ("" if stamp(built) == run else f"; rows run at {run}")
+    return (f"{made[0].upper()}{made[1:]}; {meta.get('machine', '?')}, wall time of this run {meta.get('wall_seconds', 0) / 60:.1f} min "
             f"(all rows, cached ones included: {meta.get('rows_seconds', 0) / 60:.1f} min), "
             f"finished {meta.get('finished', '?')}")
 
@@ -166,9 +169,11 @@ def _figure_html(path: Path) -> str:
             f'</figcaption></figure>')
 
 
-def build_report(report_dir: Path) -> dict:
-    """Write table.*, claims.json, figures/*, report.md and report.html; return what was written."""
+def build_report(report_dir: Path, code: dict | None = None) -> dict:
+    """Write table.*, claims.json, figures/*, report.md and report.html; return what was written.
+    `code`: the state of the checkout building it (reports.provenance; default: as found now)."""
     results = load_results(report_dir)
+    code = code or code_state(report_dir)
     table = comparison(results)
     written = write_tables(table, report_dir)
     claims = check_claims(results)
@@ -183,7 +188,7 @@ def build_report(report_dir: Path) -> dict:
     headings = _headings(results)
     title = headings["title"]
 
-    md = [f"# {title}", "", _stamp(results["meta"]), "", f"## {summary.HEADING}", "", summary.NOTE, "",
+    md = [_stamp(results["meta"], code), "", f"# {title}", "", f"## {summary.HEADING}", "", summary.NOTE, "",
           across_frame.to_markdown(index=False), "", f"![summary](figures/{across_figure.name})", "",
           f"Corpus: {_tokens(results['corpus_summary'])}, |V| = {results['corpus_summary']['vocab_size']:,}."
           f" {headings['note']}", "",
@@ -216,12 +221,13 @@ def build_report(report_dir: Path) -> dict:
     body = "".join(f'<section id="{anchor}"><h2>{html.escape(heading)}</h2>{content}</section>'
                    for anchor, heading, content in sections)
     page = (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
-            f"<style>{STYLESHEET}</style></head><body><h1>{html.escape(title)}</h1>"
-            f'<p class="stamp">{html.escape(_stamp(results["meta"]))}</p>'
+            f'<style>{STYLESHEET}</style></head><body><p class="stamp">{html.escape(_stamp(results["meta"], code))}'
+            f"</p><h1>{html.escape(title)}</h1>"
             f"<p>Corpus: {html.escape(_tokens(results['corpus_summary']))}, |V| = "
             f"{results['corpus_summary']['vocab_size']:,}.</p>"
             f'<nav><h2>Contents</h2><ol>{contents}</ol></nav>{body}</body></html>\n')
     (report_dir / "report.html").write_text(page)
-    return {"tables": {k: str(v) for k, v in written.items()}, "figures": [str(p) for p in [across_figure, *figures]],
+    return {"commit": stamp(code), "tables": {k: str(v) for k, v in written.items()},
+            "figures": [str(p) for p in [across_figure, *figures]],
             "report": str(report_dir / "report.md"), "html": str(report_dir / "report.html"),
             "claims": claims}

@@ -42,15 +42,18 @@ def _claim(text: str, paper: str, holds: bool | None, ours: str) -> dict:
     return {"claim": text, "paper": paper, "ours": ours, "verdict": verdict}
 
 
-def _relative(a: float, b: float) -> float:
-    """How much a lies above b, in % of a (the paper: 'n-gram is 24% worse' means 1 - nplm/ngram)."""
-    return 100 * (1 - b / a)
+def gap(ours: float, other: float) -> float:
+    """How far `ours` lies above `other`, in % of `other` (negative: below; the paper's "24% lower"
+    is 1 - nplm / ngram)."""
+    return 100 * (ours / other - 1)
 
 
-def _lower(a: float, b: float) -> str:
-    """b against a in words: 'x% lower' or, when b is above a, 'x% higher'."""
-    gap = _relative(a, b)
-    return f"{abs(gap):.1f}% {'lower' if gap >= 0 else 'higher'}"
+def versus(ours: tuple[str, float], other: tuple[str, float]) -> str:
+    """The evidence of every claim comparing two rows, in one wording: 'mlp1 77.6 vs kn-interp-5 63.5:
+    22.2% higher' (or 'x% lower'), the percentage of `other`'s perplexity."""
+    difference = gap(ours[1], other[1])
+    return (f"{ours[0]} {ours[1]:.1f} vs {other[0]} {other[1]:.1f}: "
+            f"{abs(difference):.1f}% {'higher' if difference > 0 else 'lower'}")
 
 
 def check_claims(results: dict) -> list[dict]:
@@ -67,15 +70,9 @@ def check_claims(results: dict) -> list[dict]:
     if best_nplm and best_ngram:
         mixed_nplm = _best(rows, _network_mixed)
         nplm_id, nplm_ppl = min([best_nplm] + ([mixed_nplm] if mixed_nplm else []), key=lambda x: x[1])
-        gap = _relative(best_ngram[1], nplm_ppl)
         claims.append(_claim("The best NPLM has a lower test perplexity than the best n-gram model",
-                             paper_gap, gap > 0,
-                             f"{nplm_id} {nplm_ppl:.1f} vs {best_ngram[0]} {best_ngram[1]:.1f}: "
-                             f"{_lower(best_ngram[1], nplm_ppl)}"))
-        alone = _relative(best_ngram[1], best_nplm[1])
-        claims.append(_claim(alone_text, alone_paper, alone > 0,
-                             f"{best_nplm[0]} {best_nplm[1]:.1f} vs {best_ngram[0]} {best_ngram[1]:.1f}: "
-                             f"{_lower(best_ngram[1], best_nplm[1])}"))
+                             paper_gap, nplm_ppl < best_ngram[1], versus((nplm_id, nplm_ppl), best_ngram)))
+        claims.append(_claim(alone_text, alone_paper, best_nplm[1] < best_ngram[1], versus(best_nplm, best_ngram)))
     else:
         claims.append(_claim("The best NPLM has a lower test perplexity than the best n-gram model",
                              paper_gap, None, "missing rows"))
@@ -85,10 +82,9 @@ def check_claims(results: dict) -> list[dict]:
         if di and best_nplm:
             mixed = _best(rows, _network_mixed)
             best_id, best_ppl = min([best_nplm] + ([mixed] if mixed else []), key=lambda x: x[1])
-            above = 100 * (di / best_ppl - 1)
             claims.append(_claim("The deleted-interpolation trigram is far above the best NPLM",
-                                 "33% above (336 vs 252)", above > 10,
-                                 f"del-int {di:.1f} vs {best_id} {best_ppl:.1f}: {above:.1f}% above"))
+                                 "33% above (336 vs 252)", gap(di, best_ppl) > 10,
+                                 versus(("del-int", di), (best_id, best_ppl))))
         pairs = [("mlp1", "mlp2"), ("mlp3", "mlp4"), ("mlp5", "mlp6"), ("mlp7", "mlp8"), ("mlp9", "mlp10")]
     else:
         claims += _ap_claims(rows, di)
@@ -96,27 +92,23 @@ def check_claims(results: dict) -> list[dict]:
     done = [(a, b) for a, b in pairs if _test(rows, a) and _test(rows, b)]
     helped = [(a, b) for a, b in done if _test(rows, b) < _test(rows, a)]
     claims.append(_claim("Mixing the NPLM with the trigram always helps", "every mixed row is lower",
-                         None if not done else len(helped) == len(done),
-                         "; ".join(f"{a} {_test(rows, a):.1f} -> {b} {_test(rows, b):.1f}" for a, b in done)
-                         or "missing rows"))
+                         None if not done else len(helped) == len(done), _pairs(rows, done)))
     if corpus == "brown":
         for text, paper, better, worse in [
                 ("The hidden layer helps (MLP1 beats MLP3)", "268 vs 310", "mlp1", "mlp3"),
                 ("A longer context helps the NPLM (n = 5, MLP5, beats n = 3, MLP7)", "279 vs 293", "mlp5", "mlp7")]:
             a, b = _test(rows, better), _test(rows, worse)
             claims.append(_claim(text, paper, None if not (a and b) else a < b,
-                                 "missing rows" if not (a and b) else f"{better} {a:.1f} vs {worse} {b:.1f}"))
+                                 "missing rows" if not (a and b) else versus((better, a), (worse, b))))
         kn = {n: _test(rows, f"kn-backoff-{n}") for n in (3, 5)}
         if all(kn.values()):
-            gain = 100 * (1 - kn[5] / kn[3])
             claims.append(_claim("Kneser-Ney gains little from n = 3 to n = 5", "323 -> 321 (0.6%)",
-                                 gain < 3, f"KN back-off 3 {kn[3]:.1f} -> 5 {kn[5]:.1f} ({gain:.1f}%)"))
+                                 gap(kn[5], kn[3]) > -3, versus(("kn-backoff-5", kn[5]), ("kn-backoff-3", kn[3]))))
         mlp1, kn5 = _test(rows, "mlp1"), _test(rows, "kn-interp-5")
         claims.append(_claim("MLP1 is at least 15% below the interpolated modified-KN 5-gram",
                              "268 vs KN back-off 321 (17% below)", None if not (mlp1 and kn5)
-                             else mlp1 <= 0.85 * kn5,
-                             "missing rows" if not (mlp1 and kn5)
-                             else f"mlp1 {mlp1:.1f} vs kn-interp-5 {kn5:.1f} ({100 * (1 - mlp1 / kn5):.1f}% below)"))
+                             else gap(mlp1, kn5) <= -15,
+                             "missing rows" if not (mlp1 and kn5) else versus(("mlp1", mlp1), ("kn-interp-5", kn5))))
     return claims
 
 
@@ -134,11 +126,11 @@ def _ap_claims(rows: dict, di: float | None) -> list[dict]:
              "no unmixed row in Table 2", "mlp-ap", alone)]:
         holds = None if not (ours and kn_ppl) else ours < kn_ppl
         claims.append(_claim(text, paper, holds, "missing rows" if holds is None else
-                             f"{ours_id} {ours:.1f} vs {kn_id} {kn_ppl:.1f}: {_lower(kn_ppl, ours)}"))
+                             versus((ours_id, ours), (kn_id, kn_ppl))))
     holds = None if not (di and kn_ppl and mixed) else di > max(kn_ppl, mixed)
     claims.append(_claim("The deleted-interpolation trigram is above both KN back-off and the mixed network",
                          "132 vs 117 and 109", holds, "missing rows" if holds is None else
-                         f"del-int {di:.1f} vs {kn_id} {kn_ppl:.1f} and mlp10 {mixed:.1f}"))
+                         f"{versus(('del-int', di), (kn_id, kn_ppl))}; {versus(('del-int', di), ('mlp10', mixed))}"))
     return claims
 
 
@@ -146,10 +138,14 @@ def _relation(text: str, better: tuple[str, float] | None, worse: tuple[str, flo
     """A claim on a user's corpus: row `better` has a lower test perplexity than row `worse`."""
     if not (better and worse):
         return {"claim": text, "ours": "missing rows", "verdict": "not run"}
-    holds = better[1] < worse[1]
-    return {"claim": text, "ours": f"{better[0]} {better[1]:.1f} vs {worse[0]} {worse[1]:.1f}: "
-                                   f"{_lower(worse[1], better[1])}",
-            "verdict": "holds" if holds else "does not hold"}
+    return {"claim": text, "ours": versus(better, worse),
+            "verdict": "holds" if better[1] < worse[1] else "does not hold"}
+
+
+def _pairs(rows: dict, pairs: list[tuple[str, str]]) -> str:
+    """The evidence of a claim over (network, its mixture) pairs: each mixture against its network."""
+    return "; ".join(versus((mixed, _test(rows, mixed)), (alone, _test(rows, alone))) for alone, mixed in pairs) \
+        or "missing rows"
 
 
 def _row(rows: dict, row_id: str) -> tuple[str, float] | None:
@@ -169,9 +165,7 @@ def relations(rows: dict) -> list[dict]:
               if r["mix"] == "0.5/0.5" and _mixed_with_trigram(r, rows)]
     done = [(a, b) for a, b in halves if _test(rows, a) and _test(rows, b)]
     helped = [(a, b) for a, b in done if _test(rows, b) < _test(rows, a)]
-    claims.append({"claim": "Mixing each network with the trigram (0.5/0.5) helps",
-                   "ours": "; ".join(f"{a} {_test(rows, a):.1f} -> {b} {_test(rows, b):.1f}" for a, b in done)
-                   or "missing rows",
+    claims.append({"claim": "Mixing each network with the trigram (0.5/0.5) helps", "ours": _pairs(rows, done),
                    "verdict": "not run" if not done else ("holds" if len(helped) == len(done) else "does not hold")})
     for family, short, long in [("Kneser-Ney back-off", "kn-backoff-3", "kn-backoff-5"),
                                 ("interpolated Kneser-Ney", "kn-interp-3", "kn-interp-5"),

@@ -27,6 +27,18 @@ def comma_list(allowed: list[str]):
     return parse
 
 
+def split_fractions(text: str) -> tuple[float, float, float]:
+    """--split 0.8,0.1,0.1: the fractions of the lines for train, valid and test."""
+    try:
+        parts = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        parts = ()
+    if len(parts) != 3 or not all(0 < part < 1 for part in parts) or abs(sum(parts) - 1) > 1e-6:
+        raise argparse.ArgumentTypeError(f"{text!r}: give three fractions above 0 that sum to 1, for train, "
+                                         "valid and test, e.g. 0.8,0.1,0.1")
+    return parts
+
+
 def folder_name(text: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", text):
         raise argparse.ArgumentTypeError(f"{text!r}: a folder name of letters, digits, '.', '_' or '-'")
@@ -36,6 +48,12 @@ def folder_name(text: str) -> str:
 def _add_name(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", type=folder_name, default="text",
                         help="text: the report's name, written to reports/NAME (default: text)")
+
+
+def _add_allow_dirty(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--allow-dirty", action="store_true",
+                        help="write into a committed report folder (reports/brown, ...) although the checkout "
+                             "has uncommitted changes; the report's first line says so")
 
 
 def register(subparsers) -> None:
@@ -52,10 +70,17 @@ def register(subparsers) -> None:
                              "section 5.1's energy network in MLP1's shape, alone and mixed (about 20 minutes "
                              "more on 2 cores)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _add_allow_dirty(parser)
     text = parser.add_argument_group("your own corpus (reproduce text)")
     text.add_argument("--train", type=existing_file, help="training file of whitespace-separated tokens")
     text.add_argument("--valid", type=existing_file, help="validation file")
     text.add_argument("--test", type=existing_file, help="test file")
+    text.add_argument("--corpus-file", type=existing_file,
+                      help="instead of the three: one file, cut by lines into train, valid and test (contiguous, "
+                           "in that order; the cut is recorded in results.json)")
+    text.add_argument("--split", type=split_fractions, default=None,
+                      help="with --corpus-file: the fractions of its lines for train, valid, test (default "
+                           "0.8,0.1,0.1)")
     _add_name(text)
     text.add_argument("--min-count", type=integer(1), default=1, help="keep words seen at least this often in train")
     text.add_argument("--vocab-size", type=integer(2), default=None,
@@ -73,6 +98,7 @@ def register(subparsers) -> None:
     _add_name(parser)
     parser.add_argument("--report-dir", type=output_directory, help="default reports/NAME")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _add_allow_dirty(parser)
     parser.set_defaults(run=run_report)
 
 
@@ -81,18 +107,29 @@ def _text_corpus(args: argparse.Namespace):
     from reports.pipeline import TextCorpus
     files = {split: getattr(args, split) for split in ("train", "valid", "test")}
     if args.corpus != "text":
-        given = [f"--{option.replace('_', '-')}" for option in ("train", "valid", "test", "networks", "only",
-                                                                 "vocab_size") if getattr(args, option)]
+        given = [f"--{option.replace('_', '-')}" for option in ("train", "valid", "test", "corpus_file", "networks",
+                                                                 "only", "vocab_size") if getattr(args, option)]
         if given:
             raise LMBenchError(f"{', '.join(given)}: only for `lmbench reproduce text` (your own corpus); "
                                f"{args.corpus} follows the paper's protocol")
         return None
+    options = dict(name=args.name, min_count=args.min_count, vocab_size=args.vocab_size, networks=args.networks,
+                      only=args.only)
+    if args.corpus_file is not None:
+        given = [f"--{split}" for split, path in files.items() if path is not None]
+        if given:
+            raise LMBenchError(f"--corpus-file is cut into train, valid and test: drop {', '.join(given)} (or give "
+                               "the three files without --corpus-file)")
+        return TextCorpus(corpus_file=args.corpus_file, split=args.split or TextCorpus.split, **options)
+    if args.split is not None:
+        raise LMBenchError("--split cuts the one file of --corpus-file: drop it, or give --corpus-file F "
+                           "instead of --train, --valid and --test")
     missing = [f"--{split}" for split, path in files.items() if path is None]
     if missing:
         raise LMBenchError(f"reproduce text needs {', '.join(missing)}: the three files of whitespace-separated "
-                           "tokens (e.g. lmbench reproduce text --train a.txt --valid b.txt --test c.txt)")
-    return TextCorpus(**files, name=args.name, min_count=args.min_count, vocab_size=args.vocab_size,
-                      networks=args.networks, only=args.only)
+                           "tokens (e.g. lmbench reproduce text --train a.txt --valid b.txt --test c.txt), or one "
+                           "file to cut by lines, --corpus-file F")
+    return TextCorpus(**files, **options)
 
 
 def _report_dir(args: argparse.Namespace) -> Path:
@@ -104,8 +141,8 @@ def _report_dir(args: argparse.Namespace) -> Path:
 def run_reproduce(args: argparse.Namespace) -> dict:
     from reports.pipeline import reproduce
     summary = reproduce(args.corpus, args.quick, args.work_dir, _report_dir(args), frozenset(args.skip),
-                        _text_corpus(args), args.extra)
-    return {key: summary[key] for key in ("report_dir", "wall_seconds", "report", "html")} | {
+                        _text_corpus(args), args.extra, args.allow_dirty)
+    return {key: summary[key] for key in ("commit", "report_dir", "wall_seconds", "report", "html")} | {
         "claims": {c["claim"]: f"{c['verdict']}: {c['ours']}" for c in summary["claims"]}}
 
 
@@ -115,6 +152,8 @@ def run_report(args: argparse.Namespace) -> dict:
         written = write_summary(args.report_dir or Path("reports"))
         return {"summary": written["summary"], "figure": written["figure"]}
     from reports.build import build_report
-    built = build_report(_report_dir(args))
-    return {"report": built["report"], "html": built["html"], "figures": built["figures"],
+    from reports.provenance import checked_state
+    report_dir = _report_dir(args)
+    built = build_report(report_dir, checked_state(report_dir, args.allow_dirty))
+    return {"commit": built["commit"], "report": built["report"], "html": built["html"], "figures": built["figures"],
             "claims": {c["claim"]: f"{c['verdict']}: {c['ours']}" for c in built["claims"]}}

@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import platform
-import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ from lmbench.files import DamagedFile, atomic_write_text, read_checked, set_asid
 from lmbench.model import perplexity
 from mixing import saved
 from reports.experiments import EXTRA_ROWS, OURS, ROWS, Row, ours_rows, text_rows
+from reports.provenance import checked_state, code_state
 
 log = logging.getLogger(__name__)
 
@@ -64,11 +64,14 @@ QUICK_IGNORED = ("epochs", "valid_tokens")  # a row's own budget, which a quick 
 
 @dataclass(frozen=True)
 class TextCorpus:
-    """A user's corpus for `lmbench reproduce text`: three files of whitespace-separated tokens, the
-    vocabulary options of corpora/text.py, and which rows to run (see reports.experiments.text_rows)."""
-    train: Path
-    valid: Path
-    test: Path
+    """A user's corpus for `lmbench reproduce text`: three files of whitespace-separated tokens (or one,
+    `corpus_file`, cut by lines into `split`), the vocabulary options of corpora/text.py, and which rows
+    to run (see reports.experiments.text_rows)."""
+    train: Path | None = None
+    valid: Path | None = None
+    test: Path | None = None
+    corpus_file: Path | None = None
+    split: tuple[float, float, float] = (0.8, 0.1, 0.1)
     name: str = "text"                # the report's folder, reports/NAME
     min_count: int = 1
     vocab_size: int | None = None     # keep at most this many words (specials included)
@@ -91,8 +94,9 @@ def corpus_digest(corpus: Corpus) -> str:
 
 class Reproduction:
     def __init__(self, settings: Settings, work_dir: Path, report_dir: Path, text: TextCorpus | None = None,
-                 extra: tuple[str, ...] = ()):
+                 extra: tuple[str, ...] = (), code: dict | None = None):
         self.settings = settings
+        self.code = code or code_state(report_dir)  # the commit that runs, reports.provenance
         self.extra = extra  # the optional row groups to add (EXTRA_ROWS of the corpus)
         self.work = work_dir
         self.report_dir = report_dir
@@ -119,7 +123,11 @@ class Reproduction:
         return row
 
     def load_corpus(self) -> Corpus:
-        if self.text is not None:
+        if self.text is not None and self.text.corpus_file is not None:
+            from corpora.text import load_text_file
+            corpus = load_text_file(self.text.corpus_file, self.text.split, min_count=self.text.min_count,
+                                    max_vocab=self.text.vocab_size)
+        elif self.text is not None:
             from corpora.text import load_text
             corpus = load_text(self.text.train, self.text.valid, self.text.test, min_count=self.text.min_count,
                                max_vocab=self.text.vocab_size)
@@ -128,7 +136,10 @@ class Reproduction:
             corpus = load_default(self.settings.corpus)
         if self.settings.quick:
             s = self.settings.slice
+            cut = corpus.info.get("cut")  # one file's lines cut into the splits (corpora.text.load_text_file)
             corpus = slice_corpus(corpus, s["train"], s["valid"], s["test"], min_count=s["min_count"])
+            if cut:
+                corpus.info["cut"] = cut
         return corpus
 
     def fingerprint(self, row: Row) -> str:
@@ -273,7 +284,7 @@ class Reproduction:
             "name": self.text.name if self.text else self.settings.corpus,
             "settings": asdict(self.settings),
             "corpus_summary": self.corpus.summary(),
-            "meta": {**run_metadata(seconds),
+            "meta": {**run_metadata(seconds, self.code),
                      "rows_seconds": round(sum(r["seconds"] or 0 for r in rows), 1)},
             "rows": rows,
         }
@@ -309,20 +320,13 @@ def _read_curve(path: Path) -> list[dict]:
     return curve
 
 
-def run_metadata(seconds: float) -> dict:
-    """Commit, versions, machine and wall time, to stamp the results."""
+def run_metadata(seconds: float, code: dict) -> dict:
+    """Commit (and whether the tree was clean: `code`, reports.provenance), versions, machine and wall
+    time, to stamp the results."""
     import torch
 
-    def git(*args: str) -> str:
-        try:
-            return subprocess.run(["git", *args], capture_output=True, text=True, timeout=10,
-                                  cwd=Path(__file__).resolve().parent).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-
     return {
-        "lmbench": __version__, "commit": git("rev-parse", "--short", "HEAD") or "unknown",
-        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+        "lmbench": __version__, **code,
         "python": platform.python_version(), "numpy": np.__version__, "torch": torch.__version__,
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}, "
                    f"{'CUDA ' + torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU'}",
@@ -332,10 +336,12 @@ def run_metadata(seconds: float) -> dict:
 
 
 def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir: Path | None = None,
-              skip: frozenset[str] = frozenset(), text: TextCorpus | None = None, extra: tuple[str, ...] = ()) -> dict:
+              skip: frozenset[str] = frozenset(), text: TextCorpus | None = None, extra: tuple[str, ...] = (),
+              allow_dirty: bool = False) -> dict:
     """Run (or resume) the whole table and build the report; returns the report's summary.
     `skip`: kinds of rows (keys of RUNNERS) to leave out; `text`: the user's corpus when `corpus` is
-    "text"; `extra`: names of the corpus's optional row groups to add (EXTRA_ROWS)."""
+    "text"; `extra`: names of the corpus's optional row groups to add (EXTRA_ROWS); `allow_dirty`: write
+    into a committed report folder from a tree with uncommitted changes (reports.provenance)."""
     from reports.build import build_report
 
     if corpus not in ROWS and not (corpus == "text" and text is not None):
@@ -350,8 +356,9 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
     name = report_name(corpus, quick, text.name if text else None)
     work_dir = work_dir or Path("runs") / name
     report_dir = report_dir or Path("reports") / name
-    results = Reproduction(default_settings(corpus, quick), work_dir, report_dir, text, extra).run(skip)
-    built = build_report(report_dir)
+    code = checked_state(report_dir, allow_dirty)  # before any row runs
+    results = Reproduction(default_settings(corpus, quick), work_dir, report_dir, text, extra, code).run(skip)
+    built = build_report(report_dir, code)
     return {"report_dir": str(report_dir), "wall_seconds": results["meta"]["wall_seconds"], **built}
 
 

@@ -262,6 +262,7 @@ def ap_dir():
     return Path(directory)
 
 
+@pytest.mark.slow
 def test_real_ap_files_small_splits(ap_dir):
     """Only the first file is read for splits this small; everything is whole documents."""
     corpus = load(ap_dir, split_sizes=(20_000, 2_000, 2_000), vocab_size=2_000)

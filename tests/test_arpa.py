@@ -11,8 +11,8 @@ from baselines.katz import Katz
 from baselines.kneser_ney import KneserNey, KneserNeyBackoff
 from baselines.unigram import AddOneUnigram
 from lmbench.errors import LMBenchError
+from tests.helpers import markov_text
 from tests.lm_checks import assert_normalised, make_corpus
-from tests.test_kneser_ney import markov_text
 
 
 def section_lines(path):

@@ -1,5 +1,3 @@
-import time
-
 import numpy as np
 
 from corpora.brown import load_brown
@@ -21,13 +19,12 @@ def test_paper_protocol_counts(brown):
     assert brown.vocab.decode(brown.test[-1:].tolist()) == ["</d>"]
 
 
-def test_second_load_comes_from_cache_quickly(brown):
-    started = time.perf_counter()
+def test_second_load_comes_from_the_cache(brown):
+    """(How fast: bench/pipeline_bench.py.)"""
     again = load_brown()
     assert again.info["from_cache"] is True
     assert np.array_equal(again.valid, brown.valid)
     assert again.vocab.words == brown.vocab.words
-    assert time.perf_counter() - started < 5  # generous: the point is no re-tokenisation
 
 
 def test_vocabulary_from_train_only(brown):

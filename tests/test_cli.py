@@ -6,23 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from lmbench_cli import main
-
-
-def run_cli(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.helpers import run_cli, write_splits
 
 
 @pytest.fixture
 def text_files(tmp_path, monkeypatch):
     monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
-    files = {}
-    for name, text in {"train": "a b a c a b", "valid": "a b d", "test": "c a"}.items():
-        files[name] = tmp_path / f"{name}.txt"
-        files[name].write_text(text)
-    return files
+    return write_splits(tmp_path, train="a b a c a b", valid="a b d", test="c a")
 
 
 def test_corpus_text_json(capsys, text_files):

@@ -1,37 +1,46 @@
 """Every subcommand, given options drawn from valid and invalid values, ends with exit code 0 or 2 and
-never a traceback; an option refused by construction ends in 2 with one `lmbench: error:` line naming it.
+never a traceback; an option refused by construction ends in 2 with one `lmbench: error:` line naming it,
+and an argument list of valid values only exits 0 and prints (with --json) the fields it promises, every
+perplexity finite and within (1, |V|].
 
 Each drawn option is a pair (its words on the command line, the option's name when the value is invalid
 by construction, else None), drawn from a `Maker`: about half the examples take valid values only, so
-that the commands also run through. The corpora are tiny text files and the cache is a temporary folder, so
+that the commands also run through. The corpus is a bigram chain over 8 letters whose every one occurs in
+train, so that every model, even a network that has not trained (it starts from the unigram), is below
+the uniform |V|. The corpora are tiny text files and the cache is a temporary folder, so
 each command runs in milliseconds (an NPLM trains a few updates); `lmbench reproduce` with valid options
 calls a stand-in for the pipeline, which tests/test_reproduce.py runs end to end.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import random
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import math
+
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from lmbench_cli import main
+from tests.helpers import corpus_args, random_text, write_splits
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = settings(max_examples=50, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-WORDS = "the cat sat on a mat and the dog ran to it".split()
 NOT_INTEGERS = ["x", "1.5", "", "1e3", "nan"]
 NOT_NUMBERS = ["x", "", "nan", "-inf"]  # "-inf": taken for an option, so the value is missing
 ABSENT = st.just(([], None))
 Maker = Callable[[bool], st.SearchStrategy]  # valid values only? -> the strategy of (words, refused option)
+
+
+pytestmark = pytest.mark.slow  # many runs of the command line
 
 
 @dataclass(frozen=True)
@@ -52,10 +61,9 @@ def place(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LMBENCH_CACHE", str(root / "cache"))
         patch.delenv("AP_DIR", raising=False)  # an empty --ap-dir draw must not fall back to a real corpus
-        splits = {}
-        for split, length in (("train", 120), ("valid", 30), ("test", 30)):
-            splits[split] = root / f"{split}.txt"
-            splits[split].write_text(" ".join(random.Random(split).choices(WORDS, k=length)))
+        splits = write_splits(root, **{split: random_text(seed, length, "abcdefgh") for split, length, seed
+                                       in (("train", 200, 1), ("valid", 40, 2), ("test", 40, 3))})
+        assert len(set(splits["train"].read_text().split())) == 8
         (root / "empty").mkdir()
         here = Place(root, splits["train"], splits["valid"], splits["test"], root / "di.npz", root / "kn.npz",
                      root / "empty")
@@ -65,7 +73,10 @@ def place(tmp_path_factory):
 
 
 def text_corpus(place: Place) -> list[str]:
-    return ["--corpus", "text", "--train", str(place.train), "--valid", str(place.valid), "--test", str(place.test)]
+    return corpus_args({"train": place.train, "valid": place.valid, "test": place.test})
+
+
+VOCAB_SIZE = 9  # the chain's 8 words and <unk>
 
 
 def option(name: str, valid: st.SearchStrategy, invalid: st.SearchStrategy | None = None, *,
@@ -87,10 +98,15 @@ def merged(parts: tuple) -> tuple[list[str], str | None]:
     return [word for words, _ in parts for word in words], next((name for _, name in parts if name), None)
 
 
-def drawer(data) -> Callable[[Maker], tuple[list[str], str | None]]:
+class drawer:
     """The draw of one example's options: in about half the examples, valid values only."""
-    valid_only = data.draw(st.booleans(), label="valid values only")
-    return lambda make: data.draw(make(valid_only))
+
+    def __init__(self, data):
+        self.data = data
+        self.valid_only = data.draw(st.booleans(), label="valid values only")
+
+    def __call__(self, make: Maker) -> tuple[list[str], str | None]:
+        return self.data.draw(make(self.valid_only))
 
 
 def flag(name: str) -> Maker:
@@ -148,18 +164,24 @@ def corpus_options(place: Place) -> Maker:
                  st.sampled_from([str(place.root / "missing"), str(place.train)])),
           integers("--vocab-size", 5, 20000)]
     return lambda valid_only: st.one_of(st.tuples(*[make(valid_only) for make in options]).map(merged)
-                                        for options in (text, ap))
+                                        for options in ((text,) if valid_only else (text, ap)))
 
 
-def run(capsys, parts) -> None:
-    """Run `lmbench` on the drawn parts; check the exit code, and the error line for a refused option."""
+def in_range(perplexity) -> bool:
+    return isinstance(perplexity, float) and math.isfinite(perplexity) and 1 < perplexity <= VOCAB_SIZE
+
+
+def run(capsys, parts, promised: Callable[[dict], None] | None = None) -> None:
+    """Run `lmbench` on the drawn parts; check the exit code, the error line for a refused option, and
+    when `promised` is given (the options are all valid, --json among them) exit 0 and the figures
+    printed, which `promised` checks."""
     argv = [word for words, _ in parts for word in words]
     refused = [name for _, name in parts if name]
     try:
         code = main(argv)
     except SystemExit as exit:  # argparse's own exit: a usage block, not one line
         pytest.fail(f"lmbench {argv} exited through argparse with {exit.code}")
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     event(f"exit code {code}")  # pytest --hypothesis-show-statistics: how many runs got through
     assert code in (0, 2), (argv, err)
     assert "Traceback" not in err
@@ -167,8 +189,29 @@ def run(capsys, parts) -> None:
         assert "lmbench: error: " in err, (argv, err)
     if refused:
         assert code == 2, (argv, refused)
-        message = next(line for line in err.splitlines() if line.startswith("lmbench: error: "))
-        assert any(name in message for name in refused), (argv, message)
+        errors = [line for line in err.splitlines() if line.startswith("lmbench: error: ")]
+        assert len(errors) == 1 and any(name in errors[0] for name in refused), (argv, err)
+    elif promised is not None:
+        assert code == 0, (argv, err)
+        promised(json.loads(out))
+
+
+def promises(*fields: str, perplexities: tuple[str, ...] = ()) -> Callable[[dict], None]:
+    """The check of a --json result: these fields present, and these perplexities, like every other one
+    printed (a key ending in `perplexity`, at any depth), finite within (1, |V|]."""
+    def check(result: dict) -> None:
+        assert set(fields) | set(perplexities) <= set(result), (fields, result)
+        for name, value in result.items():
+            if isinstance(value, dict):
+                check_nested(value)
+            elif name.endswith("perplexity"):
+                assert in_range(value), (name, value)
+
+    def check_nested(result: dict) -> None:
+        for name, value in result.items():
+            if name.endswith("perplexity"):
+                assert in_range(value), (name, value)
+    return check
 
 
 @EXAMPLES
@@ -176,23 +219,36 @@ def run(capsys, parts) -> None:
 def test_corpus(place, capsys, data):
     draw = drawer(data)
     words, refused = draw(corpus_options(place))
-    run(capsys, [(["corpus", *words[1:]], refused), draw(flag("--json"))])  # the corpus is a positional name
+    run(capsys, [(["corpus", *words[1:]], refused), (["--json"], None)],  # the corpus is a positional name
+        promises("tokens", "unk_tokens", "vocab_size", "prepare_seconds") if draw.valid_only else None)
 
 
 @EXAMPLES
 @given(data=st.data())
 def test_ngram(place, capsys, data):
+    """The options a method refuses (an order outside its range, --classes missing for class, a count
+    cutoff for interpolated KN, --arpa of a model that is not back-off) are invalid by construction too."""
     from baselines.cli import METHODS
     draw = drawer(data)
-    run(capsys, [(["ngram"], None),
-                 data.draw(st.sampled_from(sorted(METHODS)).map(lambda method: (["--method", method], None))),
-                 draw(integers("--order", 1, 6, refused_above=6)),
-                 draw(integers("--classes", 2, 12)),
-                 draw(integers("--cluster-passes", 1, 5)),
-                 draw(integers("--min-ngram-count", 1, 3)),
-                 draw(output_file("--arpa", place)),
-                 draw(output_file("--save-logprobs", place)),
-                 draw(corpus_options(place))])
+    method = data.draw(st.sampled_from(sorted(METHODS)))
+    spec = METHODS[method]
+    arpa = output_file("--arpa", place)
+    if method not in ("katz", "kneser-ney", "kneser-ney-backoff"):
+        arpa = option("--arpa", st.nothing(), st.just(str(place.root / "out" / "a.arpa")))
+    classes = integers("--classes", 2, 6)
+    if method == "class":
+        classes = option("--classes", st.integers(2, 6).map(str), st.just("1"), may_be_absent=False)
+    cutoff = (option("--min-ngram-count", st.just("1"), st.integers(2, 3).map(str)) if method == "kneser-ney"
+              else integers("--min-ngram-count", 1, 3))
+    given = [(["ngram", "--method", method, "--json"], None),
+             draw(integers("--order", spec.min_order, spec.max_order, refused_above=6)),
+             draw(classes), draw(integers("--cluster-passes", 1, 5)), draw(cutoff), draw(arpa),
+             draw(output_file("--save-logprobs", place)), draw(corpus_options(place))]
+    words = merged(given)[0]
+    run(capsys, given, promises("method", "order", "vocab_size", *(["arpa"] if "--arpa" in words else []),
+                                *(["logprobs"] if "--save-logprobs" in words else []),
+                                perplexities=("train_perplexity", "valid_perplexity", "test_perplexity"))
+        if draw.valid_only else None)
 
 
 @EXAMPLES
@@ -203,20 +259,27 @@ def test_nplm_train(place, capsys, data, tmp_path_factory):
     draw = drawer(data)
     out = tmp_path_factory.mktemp("nplm-run")
     direct = data.draw(st.sampled_from(["--direct", "--no-direct"]))  # --h 0 needs --direct
-    run(capsys, [(["nplm", "train", "--device", "cpu", "--threads", "1", "--out", str(out)], None),
+    windowed = sorted(name for name, family in FAMILIES.items() if family.context == "window")
+    model = data.draw(st.sampled_from(windowed))  # the energy network: no class layer, dropout or --h 0
+    energy = model == "energy"
+    objectives = [objective for objective in OBJECTIVES if not (energy and objective == "class")]
+    max_steps = draw(integers("--max-steps", 0, 3))  # a speed run: perplexities only once an epoch is done
+    run(capsys, [(["nplm", "train", "--device", "cpu", "--threads", "1", "--out", str(out), "--json"], None),
                  draw(integers("--n", 2, 4)), draw(integers("--m", 1, 6)),
-                 ([direct], None), draw(integers("--h", 0 if direct == "--direct" else 1, 6)),
-                 draw(option("--objective", st.sampled_from(OBJECTIVES))),
-                 draw(option("--model", st.sampled_from(tuple(FAMILIES)), st.just("rbm"))),
+                 ([direct], None), draw(integers("--h", 0 if direct == "--direct" and not energy else 1, 6)),
+                 draw(option("--objective", st.sampled_from(objectives))),
+                 draw(option("--model", st.just(model), st.just("rbm"), may_be_absent=not energy)),
                  draw(option("--recipe", st.sampled_from(["sgd", "paper"]))),
                  draw(integers("--samples", 1, 20)), draw(integers("--epochs", 1, 2)),
                  draw(integers("--batch-size", 1, 64)),
-                 draw(integers("--max-steps", 0, 3)), draw(integers("--patience", 1, 2)),
+                 max_steps, draw(integers("--patience", 1, 2)),
                  draw(numbers("--lr", 1e-3, 1.0, refused_below=0.0, refused=tuple(NOT_NUMBERS))),
-                 draw(numbers("--dropout", 0.0, 0.5, refused_below=0.0, refused_above=1.0)),
+                 draw(numbers("--dropout", 0.0, 0.0 if energy else 0.5, refused_below=0.0, refused_above=1.0)),
                  draw(numbers("--weight-decay", 0.0, 1e-3, refused_below=0.0)),
                  draw(numbers("--checkpoint-minutes", 1e-3, 10.0, refused_below=0.0)),
-                 (text_corpus(place), None)])
+                 (text_corpus(place), None)],
+        promises("epochs", "seconds", "tokens_per_s", perplexities=() if max_steps[0] else
+                 ("train_perplexity", "valid_perplexity", "test_perplexity")) if draw.valid_only else None)
 
 
 @EXAMPLES
@@ -264,11 +327,13 @@ def test_reproduce_and_report(place, capsys, data):
     if command == "reproduce":
         parts += [draw(output_folder("--work-dir", place)),
                   draw(option("--skip", st.sampled_from(["ngram", "network", "mix"])))]
-    summary = {"report_dir": "r", "wall_seconds": 0.0, "report": "r/report.md", "html": "r/report.html",
-               "claims": []}
+    summary = {"commit": "commit abc (clean tree)", "report_dir": "r", "wall_seconds": 0.0, "report": "r/report.md",
+               "html": "r/report.html", "figures": [], "claims": []}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("reports.pipeline.reproduce", lambda *args: summary)
-        run(capsys, parts)
+        patch.setattr("reports.build.build_report", lambda *args: summary)
+        run(capsys, parts + [(["--json"], None)], promises("commit", "report", "html", "claims")
+            if draw.valid_only else None)
 
 
 @EXAMPLES

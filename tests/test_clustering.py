@@ -6,6 +6,7 @@ import pytest
 
 from baselines.clustering import Clustering, cached_cluster, cluster, exchange, objective, relabel
 from lmbench.errors import LMBenchError
+from tests.helpers import random_text
 from tests.lm_checks import make_corpus
 
 
@@ -18,17 +19,6 @@ def brute_force_objective(train, word_class) -> float:
     xlx = lambda x: x * math.log(x)  # noqa: E731
     return (sum(xlx(n) for n in pairs.values()) - sum(xlx(n) for n in left.values())
             - sum(xlx(n) for n in right.values()))
-
-
-def random_text(seed: int, n: int, words: str = "abcdefghij") -> str:
-    rng = np.random.default_rng(seed)
-    letters = np.array(list(words))
-    # a bigram chain with structure: word i tends to be followed by i + 1 or i + 3
-    ids = [0]
-    for _ in range(n - 1):
-        step = rng.choice([1, 3, int(rng.integers(10))], p=[0.5, 0.3, 0.2])
-        ids.append((ids[-1] + step) % len(letters))
-    return " ".join(letters[ids])
 
 
 def test_objective_matches_brute_force():

@@ -3,33 +3,18 @@ the files' content, with rows chosen by --only / --networks, and bad set-ups ref
 
 import json
 
-import numpy as np
 import pytest
 
 from lmbench_cli import main
 from reports.experiments import class_counts, text_rows
-
-
-def write_markov_text(path, tokens: int, seed: int) -> None:
-    """A stream from a fixed random Markov chain over 80 words, each allowing 4 successors (a bigram
-    model's perplexity is about 4, a unigram's about 80)."""
-    words = np.array([f"w{i}" for i in range(80)])
-    successors = np.random.default_rng(0).integers(0, len(words), size=(len(words), 4))  # one chain for all splits
-    choices = np.random.default_rng(seed).integers(0, 4, size=tokens)
-    stream = np.zeros(tokens, dtype=int)
-    for t in range(1, tokens):
-        stream[t] = successors[stream[t - 1], choices[t]]
-    path.write_text(" ".join(words[stream]) + "\n")
+from tests.helpers import chain_text, run_cli, write_splits
+from tests.test_reproduce import assert_mixtures_not_above_their_parts
 
 
 @pytest.fixture
 def corpus_files(tmp_path, monkeypatch):
     monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
-    files = {}
-    for split, tokens, seed in (("train", 6000, 1), ("valid", 800, 2), ("test", 800, 3)):
-        files[split] = tmp_path / f"{split}.txt"
-        write_markov_text(files[split], tokens, seed)
-    return files
+    return write_splits(tmp_path, train=chain_text(6000, 1), valid=chain_text(800, 2), test=chain_text(800, 3))
 
 
 def _argv(files, tmp_path, *more):
@@ -38,6 +23,7 @@ def _argv(files, tmp_path, *more):
             *[arg for split, path in files.items() for arg in (f"--{split}", str(path))], *more]
 
 
+@pytest.mark.slow
 def test_quick_comparison_end_to_end(corpus_files, tmp_path, capsys):
     assert main(_argv(corpus_files, tmp_path)) == 0
     summary = json.loads(capsys.readouterr().out)
@@ -47,7 +33,8 @@ def test_quick_comparison_end_to_end(corpus_files, tmp_path, capsys):
     assert list(rows) == [row.id for row in text_rows(vocab_size)]
     assert {f"class-3-{c}" for c in class_counts(vocab_size)} <= set(rows)
     for row in rows.values():
-        assert 1 < row["test_ppl"] < vocab_size, row["id"]
+        assert 1 < row["test_ppl"] <= vocab_size and 1 < row["valid_ppl"] <= vocab_size, row["id"]
+    assert_mixtures_not_above_their_parts(rows)
     assert rows["kn-interp-3"]["test_ppl"] < 6  # the chain's 4 successors per word
     assert rows["mlp1"]["test_ppl"] < 70  # two quick epochs: below the uniform 80
     # EM-fitted mixture weights cannot lose to either part on valid
@@ -55,18 +42,24 @@ def test_quick_comparison_end_to_end(corpus_files, tmp_path, capsys):
     assert results["name"] == "markov"
     table = (tmp_path / "report" / "table.md").read_text()
     assert [line for line in table.splitlines() if "paper" in line] == [] and " test " in table.splitlines()[0]
-    claims = json.loads((tmp_path / "report" / "claims.json").read_text())
-    assert len(claims) == 6 and all("paper" not in claim for claim in claims)
-    assert all(claim["verdict"] in ("holds", "does not hold") for claim in claims)
+    claims = {c["claim"]: c for c in json.loads((tmp_path / "report" / "claims.json").read_text())}
+    assert len(claims) == 6 and all("paper" not in claim for claim in claims.values())
+    assert {c: f"{claims[c]['verdict']}: {claims[c]['ours']}" for c in claims} == summary["claims"]
+    # the headline recomputed from the rows: the best network alone against the best n-gram model
+    best = {kind: min((r["test_ppl"], r["id"]) for r in rows.values() if r["kind"] == kind) for kind in ("nplm", "ngram")}
+    claim = claims["The best network alone beats the best n-gram model"]
+    assert claim["verdict"] == ("holds" if best["nplm"] < best["ngram"] else "does not hold")
+    assert claim["ours"].startswith(f"{best['nplm'][1]} {best['nplm'][0]:.1f} vs {best['ngram'][1]} {best['ngram'][0]:.1f}")
+    assert all(claim["verdict"] in ("holds", "does not hold") for claim in claims.values())  # no row missing
     assert "markov" in (tmp_path / "report" / "report.html").read_text()
-    assert len(summary["claims"]) == 6
+    assert {"commit", "dirty"} <= set(results["meta"])
 
     # a second run re-uses every row; an edited training file re-runs them (the cache follows content)
     assert main(_argv(corpus_files, tmp_path)) == 0
     again = json.loads((tmp_path / "report" / "results.json").read_text())
     assert [r["test_ppl"] for r in again["rows"]] == [r["test_ppl"] for r in results["rows"]]
     assert [r["fingerprint"] for r in again["rows"]] == [r["fingerprint"] for r in results["rows"]]
-    write_markov_text(corpus_files["train"], 6000, seed=4)
+    corpus_files["train"].write_text(chain_text(6000, seed=4))
     assert main(_argv(corpus_files, tmp_path, "--only", "ngram")) == 0
     edited = {r["id"]: r for r in json.loads((tmp_path / "report" / "results.json").read_text())["rows"]}
     assert set(edited) == {row.id for row in text_rows(vocab_size, only="ngram")}
@@ -88,8 +81,28 @@ def test_rows_are_chosen_by_only_and_networks():
     (["reproduce", "brown", "--networks", "mlp1"], "--networks: only for `lmbench reproduce text`"),
     (["reproduce", "text", "--networks", "mlp2"], "give a comma-separated list of mlp1"),
     (["reproduce", "text", "--name", "../x"], "a folder name of letters"),
+    (["reproduce", "text", "--corpus-file", "pyproject.toml", "--train", "pyproject.toml"],
+     "--corpus-file is cut into train, valid and test: drop --train"),
+    (["reproduce", "text", "--split", "0.8,0.1,0.1"], "--split cuts the one file of --corpus-file"),
+    (["reproduce", "text", "--corpus-file", "pyproject.toml", "--split", "0.8,0.3"], "give three fractions above 0"),
+    (["reproduce", "brown", "--corpus-file", "pyproject.toml"], "--corpus-file: only for `lmbench reproduce text`"),
 ])
 def test_bad_setups_end_in_one_line(argv, message, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_one_corpus_file_is_cut_and_the_cut_recorded(tmp_path, capsys):
+    lines = chain_text(4000, 1, words=30).split()
+    corpus = tmp_path / "all.txt"
+    corpus.write_text("".join(" ".join(lines[i:i + 20]) + "\n" for i in range(0, len(lines), 20)))  # 200 lines
+    report = tmp_path / "report"
+    code, _, err = run_cli(capsys, "reproduce", "text", "--corpus-file", corpus, "--split", "0.7,0.15,0.15",
+                           "--only", "ngram", "--name", "one", "--work-dir", tmp_path / "work", "--report-dir", report)
+    assert code == 0, err
+    results = json.loads((report / "results.json").read_text())
+    assert results["corpus_summary"]["cut"] == {"split": [0.7, 0.15, 0.15],
+                                                "lines": {"train": [0, 140], "valid": [140, 170], "test": [170, 200]}}
+    assert results["corpus_summary"]["tokens"] == {"train": 2800, "valid": 600, "test": 600}

@@ -28,10 +28,9 @@ from lmbench_cli import main
 from mixing import saved
 from reports import pipeline
 from reports.experiments import Row
+from tests.helpers import markov_text, random_text, write_splits
 from tests.lm_checks import make_corpus
 from tests.test_ap import sgml
-from tests.test_clustering import random_text
-from tests.test_kneser_ney import markov_text
 from tests.test_reports import fake_results
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,11 +75,8 @@ def error_line(capsys, argv) -> str:
 @pytest.fixture
 def text_corpus(tmp_path, monkeypatch):
     monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
-    files = {}
-    for seed, split in enumerate(("train", "valid", "test")):
-        files[split] = tmp_path / f"{split}.txt"
-        files[split].write_text(random_text(seed, 3000 if split == "train" else 500, "abcdefghijklmnop") + "\n")
-    return files
+    return write_splits(tmp_path, **{split: random_text(seed, 3000 if split == "train" else 500, "abcdefghijklmnop")
+                                     + "\n" for seed, split in enumerate(("train", "valid", "test"))})
 
 
 def prepare(files):
@@ -127,6 +123,7 @@ def test_damaged_corpus_cache_without_records_is_rebuilt(text_corpus, name, how,
     assert name in warning
 
 
+@pytest.mark.slow
 def test_two_processes_preparing_one_corpus_build_it_once(text_corpus, tmp_path):
     """Both start together; the build is slowed so that they overlap: one builds, the other waits
     for the lock and loads its entry."""

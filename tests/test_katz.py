@@ -9,8 +9,9 @@ import pytest
 
 from baselines.katz import Katz, good_turing_ratios
 from lmbench.errors import LMBenchError
+from tests.helpers import markov_text
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
-from tests.test_kneser_ney import TEN, markov_text
+from tests.test_kneser_ney import TEN
 
 
 def test_good_turing_ratios_by_hand():

@@ -11,8 +11,8 @@ import pytest
 
 from baselines.kneser_ney import FALLBACK_DISCOUNTS, KneserNey, KneserNeyBackoff, adjusted_counts, kn_discounts
 from baselines.counts import count_ngrams
-from lmbench_cli import main
 from lmbench.errors import LMBenchError
+from tests.helpers import markov_text, run_cli, write_splits, zipf_text
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
 
 # Vocabulary from counts: <unk>=0, a=1 (5), b=2 (3), c=3 (2).
@@ -128,29 +128,6 @@ def reference_kn(train, V, N, interpolate, min_count=1):
     return prob
 
 
-def zipf_text(length, types, seed):
-    rng = np.random.default_rng(seed)
-    p = 1 / np.arange(1, types + 1)
-    ids = rng.choice(types, size=length, p=p / p.sum())
-    return " ".join(f"w{i}" for i in ids)
-
-
-def markov_text(length, types, seed):
-    """A first-order Markov source over `types` words with 3 likely successors each, plus 15% words
-    drawn from a Zipf law over 20 times as many: repeated trigrams and 4-grams, and a long tail of
-    rare words, as in real text."""
-    rng = np.random.default_rng(seed)
-    successors = rng.integers(0, types, size=(20 * types, 3))
-    zipf = 1 / np.arange(1, 20 * types + 1)
-    rare = rng.choice(20 * types, size=length, p=zipf / zipf.sum())
-    jump = rng.random(length) < 0.15
-    pick = rng.choice(3, size=length, p=[0.6, 0.3, 0.1])
-    words = [0]
-    for t in range(1, length):
-        words.append(int(rare[t]) if jump[t] else int(successors[words[-1], pick[t]]))
-    return " ".join(f"w{i}" for i in words)
-
-
 @pytest.mark.parametrize("cls, interpolate", [(KneserNey, True), (KneserNeyBackoff, False)])
 def test_matches_loop_reference(cls, interpolate):
     corpus = make_corpus(markov_text(4000, 150, 0), markov_text(200, 170, 1), markov_text(200, 170, 2))
@@ -214,17 +191,8 @@ def test_order_range():
 @pytest.fixture
 def text_files(tmp_path, monkeypatch):
     monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
-    files = {}
-    for name, seed in {"train": 7, "valid": 8, "test": 9}.items():
-        files[name] = tmp_path / f"{name}.txt"
-        files[name].write_text(zipf_text(1500 if name == "train" else 300, 30, seed))
-    return files
-
-
-def run_cli(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+    return write_splits(tmp_path, train=zipf_text(1500, 30, 7), valid=zipf_text(300, 30, 8),
+                        test=zipf_text(300, 30, 9))
 
 
 def test_cli_kneser_ney_with_arpa(capsys, text_files, tmp_path):

@@ -17,6 +17,7 @@ from neural.energy import EnergyNetwork
 from neural.lm import NPLMLanguageModel, context_windows
 from neural.model import NPLM
 from neural.train import train_nplm
+from tests.helpers import corpus_args, write_splits
 from tests.lm_checks import make_corpus
 from tests.test_nplm_train import TEXT, tiny
 
@@ -108,11 +109,8 @@ def test_class_networks_and_corpora_without_raw_words_are_refused():
 
 def test_cli_reports_both_conventions_and_the_neighbours_of_a_new_word(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
-    args = ["--corpus", "text"]
-    for split, text in (("train", TEXT), ("valid", "the zebra sat on the mat . a yak saw the zebra ."),
-                        ("test", "a dog sat on a zebra .")):
-        (tmp_path / f"{split}.txt").write_text(text)
-        args += [f"--{split}", str(tmp_path / f"{split}.txt")]
+    args = corpus_args(write_splits(tmp_path, train=TEXT, valid="the zebra sat on the mat . a yak saw the zebra .",
+                                    test="a dog sat on a zebra ."))
     out = tmp_path / "run"
     train_nplm(make_corpus(TEXT, "x", "y"), tiny(model="energy", epochs=1), out, progress=False, evaluate=False)
     assert main(["nplm", "eval", str(out), "--split", "valid", "--oov", "init", *args, "--json"]) == 0

@@ -25,6 +25,7 @@ from neural.lm import context_windows
 from neural.objectives import OBJECTIVES
 from neural.parallel import LAUNCH_ENV, Team, blocks, connect, leave_process_group
 from neural.train import BEST, CHECKPOINT, load_nplm, train_nplm
+from tests.helpers import corpus_args, write_splits
 from tests.lm_checks import make_corpus
 
 TEXT = ("the cat sat on the mat . the dog sat on the log . a cat and a dog saw the mat . "
@@ -119,6 +120,7 @@ def assert_close(actual, expected, what):
                                msg=lambda m: f"{what}: {m}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheme,objectives", [("data", ["softmax", "importance", "nce", "class"]),
                                                ("vocab", ["softmax", "importance", "nce"])])
 def test_loss_gradients_and_updates_equal_one_process(tmp_path, scheme, objectives):
@@ -159,6 +161,7 @@ def run_worker(rank, directory, scheme):
             "full_scores": net(torch.from_numpy(context_windows(stream, 2, start).copy())).detach()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheme", ["data", "vocab"])
 def test_run_learns_stops_resumes_and_evaluates_like_one_process(tmp_path, scheme):
     results = spawn(run_worker, tmp_path, scheme)
@@ -193,16 +196,14 @@ def test_run_learns_stops_resumes_and_evaluates_like_one_process(tmp_path, schem
 
 # -- launched by torchrun, through the command line ---------------------------------------------------
 
+@pytest.mark.slow
 def test_torchrun_cli_trains_and_one_process_evaluates(tmp_path):
-    files = []
-    for split, text in (("train", TEXT), ("valid", "the cat sat on the log ."), ("test", "a dog sat .")):
-        (tmp_path / f"{split}.txt").write_text(text)
-        files += [f"--{split}", str(tmp_path / f"{split}.txt")]
+    files = corpus_args(write_splits(tmp_path, train=TEXT, valid="the cat sat on the log .", test="a dog sat ."))
     out = tmp_path / "run"
     env = {**os.environ, "LMBENCH_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(WORLD),
                "--master-port", str(free_port()), "-m", "lmbench_cli", "--", "nplm", "train",
-               "--corpus", "text", *files, "--n", "3", "--m", "4", "--h", "5", "--epochs", "2", "--objective", "softmax",
+               *files, "--n", "3", "--m", "4", "--h", "5", "--epochs", "2", "--objective", "softmax",
                "--device", "cpu", "--threads", "1", "--parallel", "vocab", "--out", str(out), "--json"]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -212,7 +213,7 @@ def test_torchrun_cli_trains_and_one_process_evaluates(tmp_path):
     import io
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        assert main(["nplm", "eval", str(out), "--split", "test", "--corpus", "text", *files,
+        assert main(["nplm", "eval", str(out), "--split", "test", *files,
                      "--device", "cpu", "--json"]) == 0
     assert json.loads(printed.getvalue())["perplexity"] == pytest.approx(trained["test_perplexity"], rel=1e-6)
 

@@ -16,6 +16,7 @@ from lmbench.errors import LMBenchError
 from neural.model import NPLM
 from neural.recipe import anneal_threshold, apply_weight_decay, learning_rate, next_epoch_rate
 from neural.train import CHECKPOINT, NPLMConfig, load_nplm, train_nplm
+from tests.helpers import corpus_args, write_splits
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
 
 TEXT = "the cat sat on the mat . the dog sat on the log . a cat and a dog saw the mat . " * 12
@@ -166,12 +167,7 @@ def test_saved_best_scores_like_the_trained_network(tmp_path):
 
 def text_corpus_args(tmp_path) -> list[str]:
     """The tiny corpus written as three text files, and the options that load it."""
-    args = ["--corpus", "text"]
-    for split, text in (("train", TEXT), ("valid", "the cat sat on the log ."), ("test", "a dog sat .")):
-        path = tmp_path / f"{split}.txt"
-        path.write_text(text)
-        args += [f"--{split}", str(path)]
-    return args
+    return corpus_args(write_splits(tmp_path, train=TEXT, valid="the cat sat on the log .", test="a dog sat ."))
 
 
 def test_cli_train_eval_neighbors(tmp_path, monkeypatch, capsys):

@@ -1,4 +1,5 @@
 import json
+import re
 
 import numpy as np
 import pytest
@@ -6,13 +7,15 @@ import pytest
 from lmbench.errors import LMBenchError
 from reports.build import build_report
 from reports.claims import check_claims
-from reports.experiments import ROWS
+from reports.experiments import ROWS, text_rows
 from reports.tables import comparison, paper_rows
 
 
 def fake_results(test_ppl: dict, corpus: str = "brown") -> dict:
+    """Results of every row of the corpus's table (a user's corpus: the rows of a 1,000-word vocabulary),
+    of test perplexity `test_ppl[id]` (else 400)."""
     rows = []
-    for row in ROWS[corpus]():
+    for row in (ROWS[corpus]() if corpus in ROWS else text_rows(1000)):
         record = row.to_dict()
         test = test_ppl.get(row.id, 400.0)
         record.update(train_ppl=None, valid_ppl=test * 1.05, test_ppl=test, seconds=1.0)
@@ -79,6 +82,44 @@ def test_ap_claims_compare_the_mixed_network_with_kn_backoff():
     claims = {c["claim"]: c for c in check_claims(fake_results(numbers, "ap"))}
     assert claims["The deleted-interpolation trigram is above both KN back-off and the mixed network"][
         "verdict"] == "does not hold"
+
+
+# Each corpus's claims, on numbers where every claim holds and on numbers where every claim fails.
+CLAIM_NUMBERS = {
+    "brown": ({"mlp1": 260, "mlp2": 250, "mlp3": 300, "mlp4": 290, "mlp5": 270, "mlp6": 260, "mlp7": 290,
+               "mlp8": 280, "mlp9": 265, "mlp10": 255, "del-int": 340, "kn-backoff-3": 330, "kn-backoff-5": 325,
+               "kn-interp-5": 320},
+              {**{f"mlp{i}": 350 for i in (1, 3, 5, 7, 9)}, **{f"mlp{i}": 360 for i in (2, 4, 6, 8, 10)},
+               "mlp1-del-int-em": 360, "mlp1-del-int-bucketed": 360, "mlp1-kn-interp-5-em": 360,
+               "del-int": 340, "kn-backoff-5": 341, "kn-interp-5": 300}),
+    "ap": ({"mlp-ap": 70, "mlp10": 65, "del-int": 92, "kn-backoff-3": 90, "kn-backoff-4": 83, "kn-backoff-5": 82.8,
+            "kn-interp-5": 73.5},
+           {"mlp-ap": 90, "mlp10": 95, "del-int": 80, "kn-backoff-5": 82.8, "kn-interp-5": 73.5}),
+    "text": ({**{f"mlp{i}": 200 for i in (1, 3, 7, 9)}, "mlp5": 195,
+              **{f"mlp{i}-del-int{how}": 190 for i in (1, 3, 5, 7, 9) for how in ("", "-em", "-bucketed")},
+              "kn-backoff-5": 390, "kn-interp-3": 380, "kn-interp-5": 370},
+             {**{f"mlp{i}": 300 for i in (1, 3, 5, 7, 9)},
+              **{f"mlp{i}-del-int{how}": 310 for i in (1, 3, 5, 7, 9) for how in ("", "-em", "-bucketed")},
+              **{f"kn-{family}-{n}": 250 for family in ("backoff", "interp") for n in (3, 5)}}),
+}
+ROW_VS_ROW = re.compile(r"[\w.-]+ \d+\.\d vs [\w.-]+ \d+\.\d: \d+\.\d% (lower|higher)")
+
+
+@pytest.mark.parametrize("corpus", sorted(CLAIM_NUMBERS))
+def test_every_claim_holds_and_fails_and_is_worded_alike(corpus):
+    for numbers, verdict in zip(CLAIM_NUMBERS[corpus], ("holds", "does not hold")):
+        claims = check_claims(fake_results(numbers, corpus))
+        assert {c["claim"]: c["verdict"] for c in claims} == {c["claim"]: verdict for c in claims}
+        for claim in claims:  # every comparison in the one wording of reports.claims.versus
+            assert all(ROW_VS_ROW.fullmatch(part) for part in claim["ours"].split("; ")), claim["ours"]
+    assert len(claims) == {"brown": 8, "ap": 6, "text": 6}[corpus]
+
+
+def test_a_network_above_kn_is_worded_higher():
+    """The issue's example: MLP1 above interpolated KN 5 read "(-22.2% below)"."""
+    claims = {c["claim"]: c for c in check_claims(fake_results({"mlp1": 77.6, "kn-interp-5": 63.5}))}
+    claim = claims["MLP1 is at least 15% below the interpolated modified-KN 5-gram"]
+    assert claim["ours"] == "mlp1 77.6 vs kn-interp-5 63.5: 22.2% higher" and claim["verdict"] == "does not hold"
 
 
 def test_report_is_rebuilt_from_results_alone(tmp_path):

@@ -1,8 +1,10 @@
 """End to end: `lmbench reproduce brown --quick --extra energy` runs every row of Table 1 and the energy
 network's on a slice of Brown, caches the rows, and builds the report; a second run takes every row from
-the cache."""
+the cache. What is checked is what a reader of the report relies on: every row is there with a finite
+perplexity, no mixture is above both of its parts, and each claim's verdict follows from the rows."""
 
 import json
+import math
 
 import pytest
 
@@ -10,6 +12,21 @@ from lmbench_cli import main
 from reports.experiments import brown_rows, energy_rows
 
 
+def assert_mixtures_not_above_their_parts(rows: dict) -> None:
+    """p = sum_i w_i p_i per token, and -log is convex: a mixture's log-perplexity is at most the
+    weighted mean of its parts' (at most the larger of them), on valid and test alike."""
+    for row in rows.values():
+        if row["kind"] != "mix":
+            continue
+        for split in ("valid", "test"):
+            parts = [rows[part][f"{split}_ppl"] for part in row["parts"]]
+            assert row[f"{split}_ppl"] <= max(parts) * (1 + 1e-9), (row["id"], split, parts)
+            if row["mix"] == "0.5/0.5":
+                bound = math.exp(sum(math.log(ppl) for ppl in parts) / len(parts))
+                assert row[f"{split}_ppl"] <= bound * (1 + 1e-9), (row["id"], split, parts)
+
+
+@pytest.mark.slow
 @pytest.mark.usefixtures("brown")
 def test_quick_reproduction_end_to_end(tmp_path, capsys):
     work, report = tmp_path / "work", tmp_path / "report"
@@ -18,26 +35,42 @@ def test_quick_reproduction_end_to_end(tmp_path, capsys):
     assert main(argv) == 0
     summary = json.loads(capsys.readouterr().out)
     results = json.loads((report / "results.json").read_text())
+    vocab_size = results["corpus_summary"]["vocab_size"]
     rows = {row["id"]: row for row in results["rows"]}
-    assert list(rows) == [row.id for row in brown_rows() + energy_rows()]
+    assert list(rows) == [row.id for row in brown_rows() + energy_rows()]  # every row, none left out
     for row in rows.values():
-        assert 1 < row["test_ppl"] < results["corpus_summary"]["vocab_size"], row["id"]
+        splits = ("valid", "test") + (("train",) if row["train_ppl"] is not None else ())
+        for split in splits:
+            assert math.isfinite(row[f"{split}_ppl"]) and 1 < row[f"{split}_ppl"] <= vocab_size, (row["id"], split)
     assert rows["del-int"]["train_ppl"] < rows["del-int"]["valid_ppl"]
-    # mixing with the trigram: EM-fitted weights cannot lose to either part on valid
+    assert_mixtures_not_above_their_parts(rows)
+    # EM-fitted weights are fitted on valid: there the mixture cannot lose to either part
     assert rows["mlp1-del-int-em"]["valid_ppl"] <= min(rows["mlp1"]["valid_ppl"], rows["del-int"]["valid_ppl"]) + 1e-6
     assert rows["mlp1"]["curve"] and results["embedding"]["words"]
     assert rows["energy1"]["config"]["model"] == "energy" and rows["mlp1"]["config"]["model"] == "nplm"
     assert rows["energy1"]["family"] == "energy" and rows["mlp1"]["family"] == "nplm"
     assert rows["energy1"]["config"]["objective"] == rows["mlp1"]["config"]["objective"]
     assert (report / "report.html").exists() and (report / "figures" / "learning_curves.png").exists()
-    assert len(summary["claims"]) >= 6
+    assert {"commit", "dirty"} <= set(results["meta"])
 
-    # a second run re-uses every finished row
+    # the verdicts follow from the rows: two claims recomputed here
+    claims = {c["claim"]: c for c in json.loads((report / "claims.json").read_text())}
+    assert {c: f"{claims[c]['verdict']}: {claims[c]['ours']}" for c in claims} == summary["claims"]
+    mlp1, kn5 = rows["mlp1"]["test_ppl"], rows["kn-interp-5"]["test_ppl"]
+    claim = claims["MLP1 is at least 15% below the interpolated modified-KN 5-gram"]
+    assert claim["verdict"] == ("holds" if mlp1 <= 0.85 * kn5 else "does not hold")
+    assert claim["ours"].startswith(f"mlp1 {mlp1:.1f} vs kn-interp-5 {kn5:.1f}: ")
+    pairs = [(f"mlp{i}", f"mlp{i + 1}") for i in (1, 3, 5, 7, 9)]
+    helped = all(rows[mixed]["test_ppl"] < rows[alone]["test_ppl"] for alone, mixed in pairs)
+    assert claims["Mixing the NPLM with the trigram always helps"]["verdict"] == ("holds" if helped else "does not hold")
+    assert all(c["verdict"] in ("holds", "does not hold") for c in claims.values())  # no row is missing
+
+    # a second run re-uses every finished row (the same fingerprints and the same recorded seconds)
     assert main(argv) == 0
     capsys.readouterr()
     again = json.loads((report / "results.json").read_text())
-    assert [r["test_ppl"] for r in again["rows"]] == [r["test_ppl"] for r in results["rows"]]
-    assert again["meta"]["wall_seconds"] < 60
+    for field in ("test_ppl", "fingerprint", "seconds"):
+        assert [r[field] for r in again["rows"]] == [r[field] for r in results["rows"]], field
 
 
 def test_energy_rows_are_brown_only(tmp_path, capsys):

@@ -2,18 +2,11 @@ import pytest
 
 from corpora.text import load_text
 from lmbench.errors import LMBenchError
-
-
-def write(tmp_path, **texts):
-    paths = {}
-    for name, text in texts.items():
-        paths[name] = tmp_path / f"{name}.txt"
-        paths[name].write_bytes(text if isinstance(text, bytes) else text.encode())
-    return paths
+from tests.helpers import write_splits
 
 
 def test_lines_are_whitespace_and_vocab_from_train(tmp_path):
-    p = write(tmp_path, train="a b\nb c <unk>\n", valid="a\nz", test="c")
+    p = write_splits(tmp_path, train="a b\nb c <unk>\n", valid="a\nz", test="c")
     corpus = load_text(p["train"], p["valid"], p["test"], use_cache=False)
     assert corpus.vocab.words == ["<unk>", "b", "a", "c"]
     assert corpus.train.tolist() == [2, 1, 1, 3, 0]
@@ -25,7 +18,7 @@ def test_lines_are_whitespace_and_vocab_from_train(tmp_path):
 
 def test_raw_words_behind_unk_are_kept_and_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
-    p = write(tmp_path, train="a b b <unk>", valid="zebra a yak <unk> zebra", test="b")
+    p = write_splits(tmp_path, train="a b b <unk>", valid="zebra a yak <unk> zebra", test="b")
     for _ in range(2):  # prepared, then from the cache
         corpus = load_text(p["train"], p["valid"], p["test"])
         assert corpus.unk_words["valid"].tolist() == ["zebra", "yak", "<unk>", "zebra"]
@@ -34,14 +27,14 @@ def test_raw_words_behind_unk_are_kept_and_cached(tmp_path, monkeypatch):
 
 
 def test_min_count(tmp_path):
-    p = write(tmp_path, train="a a b", valid="a b", test="b")
+    p = write_splits(tmp_path, train="a a b", valid="a b", test="b")
     corpus = load_text(p["train"], p["valid"], p["test"], min_count=2, use_cache=False)
     assert corpus.vocab.words == ["<unk>", "a"]
 
 
 def test_cache_is_keyed_by_content(tmp_path, monkeypatch):
     monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
-    p = write(tmp_path, train="a b", valid="a", test="b")
+    p = write_splits(tmp_path, train="a b", valid="a", test="b")
     first = load_text(p["train"], p["valid"], p["test"])
     assert first.info["from_cache"] is False
     assert load_text(p["train"], p["valid"], p["test"]).info["from_cache"] is True
@@ -53,12 +46,40 @@ def test_cache_is_keyed_by_content(tmp_path, monkeypatch):
 @pytest.mark.parametrize("content, message", [(b"", "holds no tokens"),
                                               (b"caf\xe9 au lait", "not UTF-8")])
 def test_bad_files_are_refused_with_the_fix(tmp_path, content, message):
-    p = write(tmp_path, train=content, valid="a", test="a")
+    p = write_splits(tmp_path, train=content, valid="a", test="a")
     with pytest.raises(LMBenchError, match=message):
         load_text(p["train"], p["valid"], p["test"], use_cache=False)
 
 
 def test_missing_file(tmp_path):
-    p = write(tmp_path, valid="a", test="a")
+    p = write_splits(tmp_path, valid="a", test="a")
     with pytest.raises(LMBenchError, match="does not exist"):
         load_text(tmp_path / "nope.txt", p["valid"], p["test"], use_cache=False)
+
+
+def test_one_file_is_cut_by_lines_contiguous_train_first(tmp_path):
+    from corpora.text import line_cut, load_text_file
+    assert line_cut(10, (0.8, 0.1, 0.1)) == {"train": [0, 8], "valid": [8, 9], "test": [9, 10]}
+    assert line_cut(7, (0.5, 0.25, 0.25)) == {"train": [0, 4], "valid": [4, 5], "test": [5, 7]}
+    path = tmp_path / "all.txt"
+    path.write_text("".join(f"l{i} a\n" for i in range(10)))
+    corpus = load_text_file(path, use_cache=False)
+    decode = lambda split: corpus.vocab.decode(corpus.split(split).tolist())  # noqa: E731
+    assert decode("train")[::2] == [f"l{i}" for i in range(8)]
+    assert decode("valid") == ["<unk>", "a"] and corpus.unk_words["valid"].tolist() == ["l8"]
+    assert corpus.unk_words["test"].tolist() == ["l9"]
+    assert corpus.summary()["cut"] == {"split": [0.8, 0.1, 0.1], "lines": line_cut(10, (0.8, 0.1, 0.1))}
+    with pytest.raises(LMBenchError, match=r"all.txt: cut 80/10/10 by lines \(2 lines\), valid and test hold no"):
+        path.write_text("a\nb\n")
+        load_text_file(path, use_cache=False)
+
+
+def test_one_file_is_cached_by_content_and_cut(tmp_path):
+    from corpora.text import load_text_file
+    path = tmp_path / "all.txt"
+    path.write_text("".join(f"w{i % 7}\n" for i in range(40)))
+    assert load_text_file(path).info["from_cache"] is False
+    assert load_text_file(path).info["from_cache"] is True
+    assert load_text_file(path, (0.5, 0.25, 0.25)).info["from_cache"] is False  # another cut
+    path.write_text("".join(f"w{i % 5}\n" for i in range(40)))
+    assert load_text_file(path).info["from_cache"] is False  # another content

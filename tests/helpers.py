@@ -1,0 +1,86 @@
+"""What many test files need: running the `lmbench` command line in-process, and text corpora written
+as the three files of `--corpus text`.
+
+The cache every command writes to is the session's temporary folder (tests/conftest.py), never the
+user's; a test that wants a cache of its own sets LMBENCH_CACHE itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from lmbench_cli import main
+
+SPLITS = ("train", "valid", "test")
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    """`lmbench ARGV` in this process: its exit code, stdout and stderr."""
+    code = main([str(word) for word in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def write_splits(folder: Path, **texts: str | bytes) -> dict[str, Path]:
+    """Each text written as folder/<split>.txt (bytes as they are); returns split -> path."""
+    paths = {}
+    for split, text in texts.items():
+        paths[split] = Path(folder) / f"{split}.txt"
+        paths[split].write_bytes(text if isinstance(text, bytes) else text.encode())
+    return paths
+
+
+def corpus_args(paths: dict[str, Path]) -> list[str]:
+    """The options that load the files of `write_splits` as the text corpus."""
+    return ["--corpus", "text", *[word for split in SPLITS for word in (f"--{split}", str(paths[split]))]]
+
+
+def chain_text(tokens: int, seed: int, words: int = 80, successors: int = 4) -> str:
+    """A stream from a fixed random Markov chain over `words` words w0, w1, ..., each allowing
+    `successors` next words, chosen uniformly (a bigram model's perplexity is about `successors`, a
+    unigram's near `words`); the chain is the same for every seed, the walk differs."""
+    names = np.array([f"w{i}" for i in range(words)])
+    table = np.random.default_rng(0).integers(0, words, size=(words, successors))
+    choices = np.random.default_rng(seed).integers(0, successors, size=tokens)
+    stream = np.zeros(tokens, dtype=int)
+    for t in range(1, tokens):
+        stream[t] = table[stream[t - 1], choices[t]]
+    return " ".join(names[stream]) + "\n"
+
+
+def zipf_text(length: int, types: int, seed: int) -> str:
+    """Words w0 .. w{types-1} drawn independently from a Zipf law."""
+    rng = np.random.default_rng(seed)
+    p = 1 / np.arange(1, types + 1)
+    ids = rng.choice(types, size=length, p=p / p.sum())
+    return " ".join(f"w{i}" for i in ids)
+
+
+def markov_text(length: int, types: int, seed: int) -> str:
+    """A first-order Markov source over `types` words with 3 likely successors each, plus 15% words
+    drawn from a Zipf law over 20 times as many: repeated trigrams and 4-grams, and a long tail of
+    rare words, as in real text."""
+    rng = np.random.default_rng(seed)
+    successors = rng.integers(0, types, size=(20 * types, 3))
+    zipf = 1 / np.arange(1, 20 * types + 1)
+    rare = rng.choice(20 * types, size=length, p=zipf / zipf.sum())
+    jump = rng.random(length) < 0.15
+    pick = rng.choice(3, size=length, p=[0.6, 0.3, 0.1])
+    words = [0]
+    for t in range(1, length):
+        words.append(int(rare[t]) if jump[t] else int(successors[words[-1], pick[t]]))
+    return " ".join(f"w{i}" for i in words)
+
+
+def random_text(seed: int, n: int, words: str = "abcdefghij") -> str:
+    """A bigram chain over the letters of `words` with structure: word i tends to be followed by
+    i + 1 or i + 3."""
+    rng = np.random.default_rng(seed)
+    letters = np.array(list(words))
+    ids = [0]
+    for _ in range(n - 1):
+        step = rng.choice([1, 3, int(rng.integers(10))], p=[0.5, 0.3, 0.2])
+        ids.append((ids[-1] + step) % len(letters))
+    return " ".join(letters[ids])
