@@ -88,8 +88,9 @@ TABLE1_NETWORKS = {"MLP1": (5, 50, 60, True), "MLP3": (5, 0, 60, True), "MLP5": 
                    "MLP7": (3, 50, 30, True), "MLP9": (5, 100, 30, False)}
 
 
-def brown_rows() -> list[Row]:
-    """Table 1's rows, in the paper's order, then ours."""
+def brown_rows(corpus=None) -> list[Row]:
+    """Table 1's rows, in the paper's order, then ours (NPLM (ours) with the corpus: its shape follows
+    the training split)."""
     rows = []
     for name, shape in TABLE1_NETWORKS.items():
         number = int(name[3:])
@@ -110,7 +111,7 @@ def brown_rows() -> list[Row]:
                      objective=objective, epochs=epochs) for objective, epochs in OBJECTIVE_ROWS.items()]
     rows += [mixture("mlp1-del-int-em", "MLP1 + Del. Int.", "EM", ("mlp1", "del-int")),
              mixture("mlp1-del-int-bucketed", "MLP1 + Del. Int.", "EM per bucket", ("mlp1", "del-int"))]
-    return rows + kn5_mixtures(rows)
+    return rows + kn5_mixtures(rows) + (ours_rows(corpus) if corpus is not None else [])
 
 
 # Section 5.1's energy network in MLP1's shape, trained with MLP1's objective (the default, importance
@@ -137,8 +138,8 @@ EXTRA_ROWS = {"brown": {"energy": energy_rows}, "ap": {}}
 AP_NETWORK = (6, 60, 100, True)  # Table 2's network: n, h, m, direct
 
 
-def ap_rows() -> list[Row]:
-    """Table 2's rows, then ours."""
+def ap_rows(corpus=None) -> list[Row]:
+    """Table 2's rows, then ours (NPLM (ours) with the corpus, as in `brown_rows`)."""
     rows = [network("mlp-ap", "MLP", AP_NETWORK, word_vectors=True),
             mixture("mlp10", "MLP10", "0.5/0.5", ("mlp-ap", "del-int"), paper_model="MLP10"),
             Row("del-int", "ngram", "Del. Int.", n=3, method="deleted-interpolation", paper_model="Del. Int.")]
@@ -146,7 +147,7 @@ def ap_rows() -> list[Row]:
     rows += [Row(f"kn-interp-{n}", "ngram", "Kneser-Ney interpolated", n=n, method="kneser-ney") for n in (3, 4, 5)]
     rows += [mixture("mlp-ap-del-int-em", "MLP + Del. Int.", "EM", ("mlp-ap", "del-int")),
              mixture("mlp-ap-del-int-bucketed", "MLP + Del. Int.", "EM per bucket", ("mlp-ap", "del-int"))]
-    return rows + kn5_mixtures(rows)
+    return rows + kn5_mixtures(rows) + (ours_rows(corpus) if corpus is not None else [])
 
 
 OURS = "ours"  # the id of NPLM (ours) among the networks a user's comparison can choose

@@ -106,16 +106,16 @@ class Reproduction:
         self.digest = ""
 
     def table_rows(self) -> list[Row]:
-        """The table's rows, the optional groups asked for, and NPLM (ours) (on a user's corpus unless
-        --only ngram or a --networks list without it leaves it out)."""
+        """The table's rows (NPLM (ours) among them) and the optional groups asked for; on a user's corpus,
+        NPLM (ours) unless --only ngram or a --networks list without it leaves it out."""
         if self.text is not None:
             rows = text_rows(len(self.corpus.vocab), self.text.networks, self.text.only)
             if self.text.only == "ngram" or (self.text.networks is not None and OURS not in self.text.networks):
                 return rows
             return rows + ours_rows(self.corpus)
         groups = EXTRA_ROWS.get(self.settings.corpus, {})
-        rows = ROWS[self.settings.corpus]() + [row for name in self.extra for row in groups[name]()]
-        return [self._scaled(row) for row in rows + ours_rows(self.corpus)]
+        rows = ROWS[self.settings.corpus](self.corpus) + [row for name in self.extra for row in groups[name]()]
+        return [self._scaled(row) for row in rows]
 
     def _scaled(self, row: Row) -> Row:
         if self.settings.quick and row.classes:

@@ -188,7 +188,7 @@ ROWS = [Row("add1", "ngram", "add-one", n=1, method="add-one-unigram"),
 @pytest.fixture
 def reproduction(tmp_path, monkeypatch):
     corpus = make_corpus(markov_text(2000, 60, 1), markov_text(300, 60, 2), markov_text(300, 60, 3))
-    monkeypatch.setitem(pipeline.ROWS, "brown", lambda: list(ROWS))
+    monkeypatch.setitem(pipeline.ROWS, "brown", lambda corpus: list(ROWS))
     monkeypatch.setattr(pipeline.Reproduction, "load_corpus", lambda self: corpus)
 
     def run() -> dict:
@@ -227,7 +227,7 @@ def test_damaged_training_log_is_named_with_the_fix(tmp_path, monkeypatch, how):
     file and how to train the network again, never a JSON traceback."""
     corpus = make_corpus(markov_text(2000, 60, 1), markov_text(300, 60, 2), markov_text(300, 60, 3))
     network = Row("tiny", "network", "tiny NPLM", family="nplm", config=dict(n=3, h=8, m=4, direct=True, epochs=1))
-    monkeypatch.setitem(pipeline.ROWS, "brown", lambda: [network])
+    monkeypatch.setitem(pipeline.ROWS, "brown", lambda corpus: [network])
     monkeypatch.setattr(pipeline.Reproduction, "load_corpus", lambda self: corpus)
     settings = pipeline.default_settings("brown", False)
     reproduction = pipeline.Reproduction(settings, tmp_path / "work", tmp_path / "report")

@@ -37,7 +37,9 @@ def test_quick_reproduction_end_to_end(tmp_path, capsys):
     results = json.loads((report / "results.json").read_text())
     vocab_size = results["corpus_summary"]["vocab_size"]
     rows = {row["id"]: row for row in results["rows"]}
-    assert list(rows) == [row.id for row in brown_rows() + energy_rows()]  # every row, none left out
+    ours = ["nplm-ours", "nplm-ours-kn-interp-5-em"]  # NPLM (ours), shaped by the training split, and its mixture
+    assert list(rows) == [row.id for row in brown_rows()] + ours + [row.id for row in energy_rows()]  # every row
+    assert rows["nplm-ours"]["config"]["bag"] == 50 and rows["nplm-ours"]["config"]["dropout"] == 0.3
     for row in rows.values():
         splits = ("valid", "test") + (("train",) if row["train_ppl"] is not None else ())
         for split in splits:

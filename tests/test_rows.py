@@ -24,7 +24,7 @@ REPORTS = Path(__file__).resolve().parent.parent / "reports"
 
 def reproduce(tmp_path, monkeypatch, rows: list[Row]) -> dict:
     corpus = make_corpus(markov_text(2000, 60, 1), markov_text(300, 60, 2), markov_text(300, 60, 3))
-    monkeypatch.setitem(pipeline.ROWS, "brown", lambda: list(rows))
+    monkeypatch.setitem(pipeline.ROWS, "brown", lambda corpus: list(rows))
     monkeypatch.setattr(pipeline.Reproduction, "load_corpus", lambda self: corpus)
     return pipeline.Reproduction(pipeline.default_settings("brown", False), tmp_path / "work",
                                  tmp_path / "report").run()
