@@ -15,11 +15,16 @@ report (`lmbench report NAME`) and as reports/summary.md and reports/summary.png
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pandas as pd
 
+from lmbench.errors import LMBenchError
+
 from reports.records import by_id, paper_network
+
+log = logging.getLogger(__name__)
 
 HEADING = "Across corpora: the network against interpolated KN 5"
 NOT_RUN = "not run"
@@ -78,7 +83,11 @@ def gather(root: Path, report_dir: Path | None = None, current: dict | None = No
     for path in sorted(root.glob("*/results.json")):
         if report_dir is not None and path.parent.resolve() == report_dir.resolve():
             continue
-        results = load_results(path.parent)
+        try:
+            results = load_results(path.parent)
+        except LMBenchError as err:  # another corpus's report: left out of this summary, not fatal to it
+            log.warning("summary: %s is left out (%s)", path, err)
+            continue
         if not results.get("settings", {}).get("quick"):
             found[corpus_name(results)] = results
     if current is not None:
