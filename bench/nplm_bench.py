@@ -32,7 +32,7 @@ from neural.classes import frequency_classes  # noqa: E402
 from neural.config import NPLMConfig  # noqa: E402
 from neural.lm import score_stream  # noqa: E402
 from neural.model import NPLM  # noqa: E402
-from neural.objectives import OBJECTIVES  # noqa: E402
+from neural.objectives import make_objective  # noqa: E402
 from neural.recipe import apply_weight_decay, make_optimizer  # noqa: E402
 
 SHAPES = {"MLP1": dict(n=5, m=60, h=50, direct=True), "MLP9": dict(n=5, m=30, h=100, direct=False),
@@ -99,7 +99,7 @@ def main() -> None:
             net = NPLM(config.shape, args.vocab, output="class" if objective_name == "class" else "softmax",
                        structure=classes if objective_name == "class" else None).to(device)
             optimizer = make_optimizer(net, config)
-            objective = OBJECTIVES[objective_name](unigram, args.samples, torch.Generator(device=device))
+            objective = make_objective(objective_name, unigram, args.samples, torch.Generator(device=device))
             updates = [0]
 
             def train_step():
