@@ -38,6 +38,8 @@ OBJECTIVES = {o.name: o for o in (
     Objective("nce", "softmax", loss="neural.objectives:NoiseContrastive", summary="noise-contrastive estimation"),
     Objective("class", "class", layer="neural.output:ClassLayer", structure="neural.classes:word_classes",
               options=("classes", "class_source"), summary="the class-factored softmax (exact)"),
+    Objective("tree", "tree", layer="neural.tree:TreeLayer", structure="neural.tree:word_tree",
+              options=("classes", "class_source"), summary="the tree softmax over a Huffman tree (exact)"),
 )}
 
 
