@@ -3,7 +3,8 @@
 Prints, for the MLP1 (n=5, m=60, h=50, direct) and MLP9 (n=5, m=30, h=100, no direct) shapes at
 Brown's vocabulary size, training tokens/s of each objective (full softmax in fp32 and bf16,
 importance sampling and NCE with k samples (default the config's), the class-factored softmax with sqrt(V) frequency
-classes) with the default sgd recipe's minibatch and update
+classes, the tree softmax over the Huffman tree of the unigram; `--objectives` picks some) with the default sgd
+recipe's minibatch and update
 (forward, backward, the sparse SGD step and its amortised weight decay), the full-softmax training's
 achieved GFLOP/s, and the evaluation's (exact log-probabilities, fp32), beside the peak GFLOP/s of one
 large torch.mm measured in the same run. Random ids drawn from a Zipf unigram: no corpus needed. Timings are wall-clock and
@@ -29,12 +30,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from neural.classes import frequency_classes  # noqa: E402
-from neural.config import NPLMConfig  # noqa: E402
+from neural.config import OBJECTIVES, NPLMConfig  # noqa: E402
 from neural.lm import score_stream  # noqa: E402
 from neural.model import NPLM  # noqa: E402
-from neural.objectives import OBJECTIVES  # noqa: E402
+from neural.objectives import make_objective  # noqa: E402
 from neural.recipe import apply_weight_decay, make_optimizer  # noqa: E402
+from neural.tree import huffman_tree  # noqa: E402
 
+VARIANTS = {"softmax": ("softmax", False), "softmax-bf16": ("softmax", True), "importance": ("importance", False),
+            "nce": ("nce", False), "class": ("class", False), "tree": ("tree", False)}  # objective, bf16
 SHAPES = {"MLP1": dict(n=5, m=60, h=50, direct=True), "MLP9": dict(n=5, m=30, h=100, direct=False),
           "AP": dict(n=6, m=100, h=60, direct=True)}  # AP: the paper's AP News network (Table 2)
 
@@ -56,11 +60,51 @@ def timed(fn, seconds: float) -> tuple[int, float]:
     return calls, time.perf_counter() - started
 
 
+def timed_in_turn(fns: list, seconds: float) -> list[float]:
+    """Run the functions one after another, in rounds (after one warm-up call each), until each has
+    had about `seconds`: the seconds per call of each. Taking turns, they share a shared machine's
+    changing load alike, so their ratios hold when the absolute figures do not."""
+    for fn in fns:
+        fn()
+    spent, rounds = [0.0] * len(fns), 0
+    while sum(spent) < seconds * len(fns):
+        for i, fn in enumerate(fns):
+            started = time.perf_counter()
+            fn()
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            spent[i] += time.perf_counter() - started
+        rounds += 1
+    return [t / rounds for t in spent]
+
+
 def peak_gflops(device: torch.device, dtype: torch.dtype, size: int, seconds: float) -> float:
     a = torch.randn(size, size, device=device).to(dtype)
     b = torch.randn(size, size, device=device).to(dtype)
     calls, elapsed = timed(lambda: torch.mm(a, b), seconds)
     return 2.0 * size ** 3 * calls / elapsed / 1e9
+
+
+def train_step(variant, config, args, structures, unigram, contexts, targets, device):
+    """One sgd update of a fresh network with the variant's (objective, bf16): forward, backward, the
+    sparse SGD step and the weight decay every `decay_every` updates."""
+    objective_name, bf16 = variant
+    output = OBJECTIVES[objective_name].output
+    net = NPLM(config.shape, args.vocab, output=output, structure=structures.get(output)).to(device)
+    optimizer = make_optimizer(net, config)
+    objective = make_objective(objective_name, unigram, args.samples, torch.Generator(device=device))
+    updates = [0]
+
+    def step():
+        loss = objective.loss(net, net.features(contexts), targets, bf16=bf16)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        updates[0] += 1
+        if updates[0] % config.decay_every == 0:
+            apply_weight_decay(net, 1e-3, config.weight_decay, config.decay_every)
+        optimizer.step()
+        loss.item()
+    return step
 
 
 def main() -> None:
@@ -69,9 +113,12 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=NPLMConfig().batch, help="training minibatch")
     parser.add_argument("--samples", type=int, default=NPLMConfig().samples, help="k of the sampled objectives")
     parser.add_argument("--eval-batch", type=int, default=2048)
-    parser.add_argument("--seconds", type=float, default=6.0, help="time per measurement")
+    parser.add_argument("--seconds", type=float, default=6.0, help="time per measurement (the training "
+                                                                     "variants take turns)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    parser.add_argument("--objectives", nargs="+", default=list(VARIANTS), choices=list(VARIANTS),
+                        help="the training variants to time (default: all)")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     args = parser.parse_args()
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available()
@@ -85,9 +132,9 @@ def main() -> None:
                "peak_fp32_gflops": peak_gflops(device, torch.float32, 2048, args.seconds), "runs": []}
     unigram = 1.0 / torch.arange(1, args.vocab + 1, dtype=torch.float64)  # Zipf's law, as in text
     unigram = (unigram / unigram.sum()).float().to(device)
-    variants = [("softmax", False), ("softmax", True), ("importance", False), ("nce", False), ("class", False)]
-    classes = torch.from_numpy(frequency_classes((unigram.cpu().numpy() * 1e7).astype(np.int64),
-                                                 round(math.sqrt(args.vocab))))
+    counts = (unigram.cpu().numpy() * 1e7).astype(np.int64)  # a corpus's counts, from the unigram
+    structures = {"class": torch.from_numpy(frequency_classes(counts, round(math.sqrt(args.vocab)))),
+                  "tree": torch.from_numpy(huffman_tree(counts + 1.0))}  # word_tree's Huffman tree
     for name in args.shapes:
         shape = SHAPES[name]
         per_token = flops_per_token(args.vocab, **shape)
@@ -95,25 +142,11 @@ def main() -> None:
         contexts = torch.multinomial(unigram, args.batch * (shape["n"] - 1), replacement=True)
         contexts = contexts.view(args.batch, shape["n"] - 1)  # ids drawn from the unigram, like a corpus's
         targets = torch.multinomial(unigram, args.batch, replacement=True)
-        for objective_name, bf16 in variants:
-            net = NPLM(config.shape, args.vocab, output="class" if objective_name == "class" else "softmax",
-                       structure=classes if objective_name == "class" else None).to(device)
-            optimizer = make_optimizer(net, config)
-            objective = OBJECTIVES[objective_name](unigram, args.samples, torch.Generator(device=device))
-            updates = [0]
-
-            def train_step():
-                loss = objective.loss(net, net.features(contexts), targets, bf16=bf16)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                updates[0] += 1
-                if updates[0] % config.decay_every == 0:
-                    apply_weight_decay(net, 1e-3, config.weight_decay, config.decay_every)
-                optimizer.step()
-                loss.item()
-
-            calls, elapsed = timed(train_step, args.seconds)
-            tokens_per_s = calls * args.batch / elapsed
+        steps = [train_step(VARIANTS[variant], config, args, structures, unigram, contexts, targets, device)
+                 for variant in args.objectives]
+        for variant, seconds in zip(args.objectives, timed_in_turn(steps, args.seconds)):
+            objective_name, bf16 = VARIANTS[variant]
+            tokens_per_s = args.batch / seconds
             run = {"shape": name, "objective": objective_name + (" bf16" if bf16 else ""),
                    "train_tokens_per_s": tokens_per_s}
             if objective_name == "softmax":
@@ -141,10 +174,15 @@ def main() -> None:
         speed = r.get("train_tokens_per_s", r.get("eval_tokens_per_s"))
         gflops = r.get("train_gflops", r.get("eval_gflops"))
         pct = r.get("train_pct_of_fp32_peak", r.get("eval_pct_of_fp32_peak"))
-        ratio = f"{speed / softmax[r['shape']]:9.1f}" if "train_tokens_per_s" in r else ""
+        ratio = f"{speed / softmax[r['shape']]:9.1f}" if "train_tokens_per_s" in r and r["shape"] in softmax else ""
         print(f"{r['shape']:6} {r['objective']:20} {speed:10.0f} "
               f"{'' if gflops is None else f'{gflops:8.1f}':>8} {'' if pct is None else f'{pct:7.1f}%':>8} "
               f"{ratio}")
+    for shape in args.shapes:  # the tree against the class-factored softmax, both exact
+        speed = {r["objective"]: r["train_tokens_per_s"] for r in figures["runs"] if r["shape"] == shape
+                 and "train_tokens_per_s" in r}
+        if "tree" in speed and "class" in speed:
+            print(f"{shape}: tree / class training speed {speed['tree'] / speed['class']:.2f}")
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ import torch.multiprocessing as mp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from neural.config import NPLMConfig  # noqa: E402
-from neural.objectives import OBJECTIVES  # noqa: E402
+from neural.objectives import make_objective  # noqa: E402
 from neural.parallel import Team, connect  # noqa: E402
 from neural.recipe import apply_weight_decay, make_optimizer  # noqa: E402
 
@@ -115,7 +115,7 @@ def train_steps(team: Team, scheme_batch: int, objective: str, vocab: int, sampl
     unigram = (unigram / unigram.sum()).float()
     net.set_unigram_biases(unigram.double())
     optimizer = make_optimizer(net, config)
-    loss_fn = OBJECTIVES[objective](unigram, samples, torch.Generator().manual_seed(0))
+    loss_fn = make_objective(objective, unigram, samples, torch.Generator().manual_seed(0))
     contexts = torch.multinomial(unigram, scheme_batch * (MLP1["n"] - 1), replacement=True)
     contexts = contexts.view(scheme_batch, MLP1["n"] - 1)
     targets = torch.multinomial(unigram, scheme_batch, replacement=True)

@@ -9,10 +9,38 @@ from dataclasses import dataclass, fields, replace
 from lmbench.errors import LMBenchError
 from neural.families import NetworkShape, check_numbers, family
 
-OBJECTIVES = ("softmax", "importance", "nce", "class")  # neural/objectives.py implements each
 CLASS_SOURCES = ("frequency", "exchange")  # neural/classes.py makes each
 PARALLEL = ("data", "vocab")  # neural/parallel.py: minibatch shards, or blocks of output rows
 BACKENDS = ("auto", "gloo", "nccl")  # torch.distributed's; auto: nccl on CUDA, gloo on the CPU
+
+
+@dataclass(frozen=True)
+class Objective:
+    """One training objective (`neural.objectives`) and the output layer it trains (`neural.output`)."""
+    name: str
+    output: str  # the output layer the network gets: the name of the exact objective that trains it
+    layer: str | None = None  # an exact objective: "module:Class" of its output layer, whose loss it is
+    loss: str | None = None  # a sampled objective: "module:Class" of its loss over the softmax layer
+    structure: str | None = None  # "module:function"(corpus, config, progress=) -> the layer's word structure
+    options: tuple[str, ...] = ()  # the run's options it reads besides the common ones
+    summary: str = ""  # for --help
+
+    @property
+    def sampled(self) -> bool:
+        """A sampled objective's loss is not a log-likelihood (no train perplexity)."""
+        return self.loss is not None
+
+
+OBJECTIVES = {o.name: o for o in (
+    Objective("softmax", "softmax", layer="neural.output:SoftmaxLayer", summary="the full softmax (exact)"),
+    Objective("importance", "softmax", loss="neural.objectives:ImportanceSampling",
+              summary="importance sampling of the softmax gradient"),
+    Objective("nce", "softmax", loss="neural.objectives:NoiseContrastive", summary="noise-contrastive estimation"),
+    Objective("class", "class", layer="neural.output:ClassLayer", structure="neural.classes:word_classes",
+              options=("classes", "class_source"), summary="the class-factored softmax (exact)"),
+    Objective("tree", "tree", layer="neural.tree:TreeLayer", structure="neural.tree:word_tree",
+              options=("classes", "class_source"), summary="the tree softmax over a Huffman tree (exact)"),
+)}
 
 
 @dataclass(frozen=True)
@@ -91,16 +119,24 @@ class NPLMConfig:
             raise LMBenchError(f"unknown parallel scheme {self.parallel!r}: use one of {', '.join(PARALLEL)}")
         if self.backend not in BACKENDS:
             raise LMBenchError(f"unknown backend {self.backend!r}: use one of {', '.join(BACKENDS)}")
-        if self.parallel == "vocab" and self.objective == "class":
-            raise LMBenchError("--objective class does not compose with --parallel vocab (its classes cut "
-                               "across the blocks of output rows): train it with --parallel data, or "
-                               "--parallel vocab with --objective softmax, importance or nce")
+        objective = OBJECTIVES[self.objective]
+        outputs = self.shape.outputs
+        if outputs is not None and objective.output not in outputs:
+            usable = [o.name for o in OBJECTIVES.values() if o.output in outputs]
+            raise LMBenchError(f"--model {self.model} has no {objective.output} output layer (--objective "
+                               f"{self.objective}): train it with --objective {', '.join(usable)}")
+        if self.parallel == "vocab" and objective.output != "softmax":
+            raise LMBenchError(f"--objective {self.objective} does not compose with --parallel vocab (its "
+                               "output layer cuts across the blocks of output rows): train it with --parallel "
+                               "data, or --parallel vocab with --objective "
+                               f"{', '.join(o.name for o in OBJECTIVES.values() if o.output == 'softmax')}")
         if self.classes < 0 or self.classes == 1:
             raise LMBenchError(f"--classes {self.classes}: give at least 2 classes, or 0 for "
                                "round(sqrt(|V|))")
-        if self.objective != "class" and (self.classes or self.class_source != "frequency"):
-            raise LMBenchError("--classes and --class-source set the class layer of --objective class: drop "
-                               f"them or train with --objective class (not {self.objective})")
+        readers = [o.name for o in OBJECTIVES.values() if "classes" in o.options]
+        if "classes" not in objective.options and (self.classes or self.class_source != "frequency"):
+            raise LMBenchError(f"--classes and --class-source set the classes of --objective {' or '.join(readers)}: "
+                               f"drop them or train with --objective {' or '.join(readers)} (not {self.objective})")
         check_numbers([
                 ("--samples", self.samples, ">= 1", self.samples >= 1),
                 ("--epochs", self.epochs, ">= 1", self.epochs >= 1),

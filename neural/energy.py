@@ -45,7 +45,7 @@ from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
 from neural.families import EnergyShape
-from neural.model import log_softmax, softmax_parts
+from neural.output import log_softmax, softmax_parts
 
 BLOCK = 1 << 22  # elements of one (contexts x candidates x h) block: 16 MiB in fp32
 BLOCK_ROWS = 256  # at most this many contexts a block, so that a block spans many candidates
@@ -103,8 +103,8 @@ class EnergyNetwork(nn.Module):
         self.reset_parameters()
 
     @staticmethod
-    def saved_output(state: dict) -> tuple[str, None]:
-        return "softmax", None  # one output layer, the full softmax over -E
+    def saved_structure(state: dict) -> None:
+        return None  # one output layer, the full softmax over -E, with no word structure
 
     def reset_parameters(self) -> None:
         """C ~ U(-0.05, 0.05); H, v and W ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)); d = b = 0."""
@@ -188,12 +188,10 @@ class EnergyNetwork(nn.Module):
         """The scores y = -E + (the context's biases), shape (B, V); softmax(y) is P(. | context)."""
         return self.scores(self.features(context))
 
-    def softmax_nll(self, z: torch.Tensor, target: torch.Tensor, bf16: bool = False) -> torch.Tensor:
+    def loss(self, z: torch.Tensor, target: torch.Tensor, bf16: bool = False) -> torch.Tensor:
         """Mean over the batch of -log P(target | context), normalised over the whole vocabulary
         (the objective "softmax"): B V h tanh forward, recomputed block by block backward."""
         return F.cross_entropy(self.scores(z), target)
-
-    loss = softmax_nll  # the exact loss of its only output layer
 
     @torch.inference_mode()
     def log_probs(self, context: torch.Tensor, target: torch.Tensor | None = None, *, bf16: bool = False,
@@ -204,6 +202,6 @@ class EnergyNetwork(nn.Module):
     @torch.inference_mode()
     def log_softmax_parts(self, context: torch.Tensor, target: torch.Tensor | None = None,
                           bf16: bool = False):
-        """As `NPLM.log_softmax_parts`: y[target] (B,) (or y (B, V)), the row maxima (B,) and
+        """As `SoftmaxLayer.parts`: y[target] (B,) (or y (B, V)), the row maxima (B,) and
         sum_j exp(y_j - max) (B,); log P(target) = y[target] - max - log(sum)."""
         return softmax_parts(self(context), target)

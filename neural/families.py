@@ -11,9 +11,10 @@ A family is
   `model_args`) and the network is rebuilt from it (`neural.train.load_nplm`). Its fields are the command line's
   options of that family (`lmbench nplm train --model NAME --FIELD ...`): the default and the help text
   live once, in the field (`field(default=..., metadata={"help": ...})`). Its class variables
-  `objectives` and `parallel` list the objectives it trains with and the --parallel schemes it runs
-  under; `refuse` names, in one line, an option of the training run it cannot take (the base refuses
-  an objective or a scheme outside those lists; a family adds its own).
+  `outputs` and `parallel` list the output layers it can have (`neural.config.OBJECTIVES` names each
+  objective's; None: any) and the --parallel schemes it runs under; `refuse` names, in one line, an
+  option of the training run it cannot take (the base refuses a scheme outside `parallel`; a family
+  adds its own). An objective whose output layer is not in `outputs` is refused before that.
 - "module:Class", the network (torch), imported on first use (`network_class`). It implements `Network`.
 - `context`, what a network reads to predict a token, which picks the loop that trains it and the code
   that scores it:
@@ -58,19 +59,16 @@ class NetworkShape:
     command line's help text) and check their values in __post_init__ (an LMBenchError naming the
     option, `check_numbers`)."""
 
-    objectives: ClassVar[tuple[str, ...]] = ("softmax", "importance", "nce")  # those it trains with
+    outputs: ClassVar[tuple[str, ...] | None] = ("softmax",)  # its output layers; None: any of them
     parallel: ClassVar[tuple[str, ...]] = ()  # the --parallel schemes it runs under
 
     def refuse(self, run) -> str | None:
         """One line naming an option of the training run `run` (a `neural.config.NPLMConfig`) that this
-        network cannot take, and what to do instead; None when it takes them all. The base refuses an
-        objective outside `objectives` and a scheme outside `parallel`."""
-        name = run.model
-        if run.objective not in self.objectives:
-            return (f"--model {name} trains with --objective {', '.join(self.objectives)}, not "
-                    f"{run.objective}")
+        network cannot take, and what to do instead; None when it takes them all. (An objective whose
+        output layer is not in `outputs` is refused by the run itself.) The base refuses a scheme
+        outside `parallel`."""
         if run.parallel is not None and run.parallel not in self.parallel:
-            return self.refuse_parallel(name, run.parallel)
+            return self.refuse_parallel(run.model, run.parallel)
         return None
 
     def refuse_parallel(self, name: str, scheme: str) -> str:
@@ -159,16 +157,17 @@ class Network(Protocol):
 
     Building and the checkpoint
       __init__(shape, vocab_size, *, output="softmax", structure=None, dropout=0.0): built from its
-        family's shape dataclass over `vocab_size` words, with the output layer `output` ("softmax": the
-        full softmax; "class": class-factored, `structure` its (V,) word -> class map; the objectives
-        name theirs) and dropout on its features while training where it has a place for it (its
-        shape's `refuse` refuses what it cannot take, in one line, before anything is built).
+        family's shape dataclass over `vocab_size` words, with the output layer `output` (the `output`
+        of the run's objective in `neural.config.OBJECTIVES`: "softmax", "class", "tree"; one of its
+        shape's `outputs`) over the word structure it needs (`structure`: the word -> class map, the
+        tree; None for the softmax), and dropout on its features while training where it has a place
+        for it (its shape's `refuse` refuses what it cannot take, in one line, before anything is built).
       shape, vocab_size: what it was built from. The checkpoint keeps the family name and
-        `dataclasses.asdict(shape)` (in the run's config), |V| and the state_dict.
-      saved_output(state) (staticmethod) -> (output, structure): the output layer of a saved state
-        (its structure is a buffer of the state), so that family + shape + |V| + state rebuild it.
+        `dataclasses.asdict(shape)` and the objective (in the run's config), |V| and the state_dict.
+      saved_structure(state) (staticmethod): the output layer's word structure a saved state holds
+        (None without), so that family + shape + objective + |V| + state rebuild the network.
       load_state_dict(state): torch's, refusing (LMBenchError, one line) a state of another output
-        structure.
+        layer or structure.
 
     Exact probabilities (`neural.lm`, the contract of `lmbench.model.LanguageModel`)
       log_probs(context, target=None, *, bf16=False, full_softmax=False) -> float64 log P(target |
@@ -193,7 +192,8 @@ class Network(Protocol):
         those it spares (the biases); together every parameter.
 
     The vocabulary (`neural.oov`)
-      WORD_TABLES: names of the parameters with one row per word. `neural.oov.widen` builds the same
+      WORD_TABLES: names (as in named_parameters) of the parameters with one row per word; a network
+        whose output layer has a word structure has no place for a new word. `neural.oov.widen` builds the same
         family and shape over V + N words and loads the state with these tables grown (the new rows
         the expectation of the old under P(. | h)); C is the (V, m) feature table (nearest neighbours).
     """
@@ -205,7 +205,7 @@ class Network(Protocol):
     WORD_TABLES: ClassVar[tuple[str, ...]]
 
     @staticmethod
-    def saved_output(state: dict) -> tuple[str, Any]: ...
+    def saved_structure(state: dict) -> Any: ...
     def features(self, context: "torch.Tensor") -> "torch.Tensor": ...
     def forward(self, context: "torch.Tensor") -> "torch.Tensor": ...
     def loss(self, z: "torch.Tensor", target: "torch.Tensor", bf16: bool = False) -> "torch.Tensor": ...
@@ -231,7 +231,7 @@ class NPLMShape(NetworkShape):
     bag: int = field(default=0, metadata={"help": "words before the n-1 nearest read as one more block of x, "
                                                   "their mean feature vector (0: none, the paper's)"})
 
-    objectives: ClassVar[tuple[str, ...]] = ("softmax", "importance", "nce", "class")
+    outputs: ClassVar[tuple[str, ...] | None] = None  # any output layer over its features z
     parallel: ClassVar[tuple[str, ...]] = ("data", "vocab")
 
     def __post_init__(self):
@@ -257,9 +257,6 @@ class EnergyShape(NetworkShape):
                                "the hidden units only")
 
     def refuse(self, run) -> str | None:
-        if run.objective == "class":
-            return ("--objective class factors the NPLM's output layer, which the energy network has not: "
-                    "use softmax, importance or nce")
         if run.dropout:
             return "--dropout acts on the NPLM's [tanh(d + Hx), x]: drop it for --model energy"
         if run.bf16:

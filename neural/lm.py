@@ -1,14 +1,12 @@
-"""The NPLM as a `lmbench.model.LanguageModel`: exact scoring in large batches.
+"""Any trained window network (`neural.families`) as a `lmbench.model.LanguageModel`: exact scoring
+in large batches.
 
-The full softmax: scores come from fp32 (or bf16) GEMMs; the normalisation is finished in float64:
-log P(w_t | context) = y[w_t] - max(y) - log(sum_j exp(y_j - max(y))), with y, max and the sum from
-the network and the subtraction and logarithm in float64. A network with a class layer is scored by
-its class-factored distribution instead (`NPLM.factored_log_probs`: the class log-softmax plus the
-log-softmax within the target's class, from the scores of the classes and of that class's words
-only), unless factored=False asks for the full softmax of its y. `distribution` runs the same code on
-the same kind of batch, so log distribution(context)[w] equals score to float64 rounding. The energy
-network of `neural.energy` is scored the same way, through its own `log_softmax_parts`.
-"""
+Every log-probability is the network's `log_probs`: its output layer's exact distribution, finished in
+float64 (the full softmax: log P(w_t | context) = y[w_t] - max(y) - log(sum_j exp(y_j - max(y))) with
+y, max and the sum from fp32 (or bf16) GEMMs; the class-factored and tree layers from the scores of the
+classes and words, or nodes, they need only). factored=False scores a class layer by the full softmax
+of its y instead. `distribution` runs the same code on the same kind of batch, so log
+distribution(context)[w] equals score to float64 rounding."""
 
 from __future__ import annotations
 

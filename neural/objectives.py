@@ -1,9 +1,13 @@
-"""Training objectives over the NPLM's output layer: one small class per loss.
+"""Training objectives: one small class per loss, chosen by name from the registry
+`neural.config.OBJECTIVES` (`make_objective`).
 
 Every objective maps the features z of a minibatch (B, K) (the NPLM's z = [tanh(d + Hx), x]) and its
 targets (B,) to a scalar loss whose gradient trains the network. Evaluation never uses them: it is
-the exact full softmax of `neural.lm`, or, for a network with a class layer, its exact
-class-factored distribution.
+the exact distribution of the network's output layer (`neural.lm`).
+
+The exact objectives ("softmax", "class", "tree") are the losses of their output layers (`ExactLoss`
+calls the network's `loss`; the layers are in `neural.output` and `neural.tree`); the sampled ones
+train the full softmax layer through the network's `sampled_scores` hook:
 
 - `softmax`: the exact negative log-likelihood, -log softmax(y)[target], y = b + [U, W] z over all |V|
   words (the paper's). Costs 2 |V| K FLOPs per token forward, twice that backward.
@@ -22,29 +26,18 @@ class-factored distribution.
   a learned global normaliser would be a shift of every b_w, which b already learns), and a logistic
   classifier tells data words from k noise words drawn from q:
   loss = -log sigma(y_w - log(k q_w)) - sum_j log sigma(-(y_j - log(k q_j))).
-- `class`: the class-factored softmax (Goodman 2001) of a network with a class layer (`NPLM`):
-  P(w | h) = P(c(w) | h) P(w | c(w), h), s = b_c + [U_c, W_c] z over the C classes and y normalised
-  over the words of c(w) only: loss = -log softmax(s)[c(w)] - y_w + log sum_{j in c(w)} exp(y_j).
-  Exact (the loss is -log P of a normalised distribution); (C + |c(w)|) K multiply-adds per token
-  forward instead of |V| K.
+- `class`, `tree`: the class-factored softmax and the tree softmax, exact (`neural.output.ClassLayer`,
+  `neural.tree.TreeLayer`).
 
 The sampled objectives draw k words per minibatch, shared by its B examples, and ask the network for
 the scores of the targets and of the k words through its `sampled_scores` hook. The NPLM's are one
-(B, K) x (K, k) GEMM over the rows of [U, W] read through `NPLM.output_rows`, whose gradient is
+(B, K) x (K, k) GEMM over the rows of [U, W] read through `SoftmaxLayer.rows`, whose gradient is
 sparse: an update touches only the rows of the targets and the samples (and the rows of C in the
 contexts). The energy network (`neural.energy`; "softmax", "importance" and "nce") scores a candidate
 j by y_j = -E(context, j) up to the context's biases, with the same sparse updates. Draws come from
 the run's own generator, whose state is checkpointed, so a resumed run draws what the uninterrupted
 one would have.
 
-The class objective scores the classes with one (B, K) x (K, C) product. For the words it lays the
-batch out as runs, one per example, of the words of its class (T = sum_i |c(w_i)| entries; the CSR
-layout of the (B, V) mask [j in c(w_i)]), reads their rows of [U, W] through `NPLM.output_rows` (an
-update touches only the rows of the classes in the batch) and scores each entry with a sampled matrix
-product: T K multiply-adds, no padding to the largest class and no loop over classes. Measured on Brown
-(MLP1, frequency classes, batch 128, one thread): 4.2 ms an update, against 4.3 ms looping over the
-classes of the batch and 6-8 ms gathering rows per entry through autograd; padding to the largest class
-(1,292 words, against 42 a token on average) would do some 30 times the work.
 """
 
 from __future__ import annotations
@@ -54,14 +47,14 @@ import math
 import torch
 from torch.nn import functional as F
 
-from lmbench.errors import LMBenchError
-from neural.model import NPLM
+from neural.config import OBJECTIVES
+from neural.families import load
 
 
 class Objective:
     """Base: `loss(net, z, target)` -> mean loss over the batch."""
 
-    name = ""
+    name = ""  # its name in `neural.config.OBJECTIVES` (set by `make_objective`)
     sampled = False
 
     def __init__(self, unigram: torch.Tensor, samples: int, generator: torch.Generator):
@@ -74,14 +67,13 @@ class Objective:
         """(k,) word ids drawn from q with replacement, from the run's generator."""
         return torch.multinomial(self.unigram, self.samples, replacement=True, generator=self.generator)
 
-    def loss(self, net: NPLM, z: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    def loss(self, net, z: torch.Tensor, target: torch.Tensor, bf16: bool = False) -> torch.Tensor:
         raise NotImplementedError
 
 
-class FullSoftmax(Objective):
-    """-log softmax(y)[target] over the whole vocabulary (equation 1 of the paper)."""
-
-    name = "softmax"
+class ExactLoss(Objective):
+    """The exact -log P(target | context) of the network's own output layer (the full softmax of
+    equation 1, the class-factored or the tree softmax)."""
 
     def loss(self, net, z, target, bf16: bool = False):
         return net.loss(z, target, bf16=bf16)
@@ -110,8 +102,6 @@ class SampledObjective(Objective):
 class ImportanceSampling(SampledObjective):
     """Biased self-normalised importance sampling of the softmax gradient's negative phase."""
 
-    name = "importance"
-
     def loss_with(self, net, z, target, sample):
         """The loss for a given sample (k,) of word ids:
         mean_i [log(exp(y_i,w_i) + sum_{j: s_j != w_i} exp(y_i,s_j - log(k q_s_j))) - y_i,w_i]."""
@@ -125,8 +115,6 @@ class ImportanceSampling(SampledObjective):
 class NoiseContrastive(SampledObjective):
     """NCE with k noise words from q and the normaliser fixed at 1."""
 
-    name = "nce"
-
     def loss_with(self, net, z, target, noise):
         """mean_i [-log sigma(y_i,w_i - log(k q_w_i)) - sum_j log sigma(-(y_i,s_j - log(k q_s_j)))]."""
         log_k = math.log(len(noise))
@@ -136,16 +124,10 @@ class NoiseContrastive(SampledObjective):
         return -(F.logsigmoid(positive).sum() + F.logsigmoid(-negative).sum()) / len(target)
 
 
-class ClassFactored(Objective):
-    """-log P(c(w) | h) - log P(w | c(w), h), exact, through the network's class layer."""
-
-    name = "class"
-
-    def loss(self, net, z, target, bf16: bool = False):
-        if not net.num_classes:
-            raise LMBenchError("the class objective needs a network with a class layer: build it with "
-                               "output='class' (train_nplm does for objective 'class')")
-        return net.loss(z, target)
-
-
-OBJECTIVES = {cls.name: cls for cls in (FullSoftmax, ImportanceSampling, NoiseContrastive, ClassFactored)}
+def make_objective(name: str, unigram: torch.Tensor, samples: int, generator: torch.Generator) -> Objective:
+    """The objective `name` of `neural.config.OBJECTIVES`, over the proposal q = unigram (V,) with k =
+    samples draws from `generator` (the sampled ones)."""
+    entry = OBJECTIVES[name]
+    objective = (load(entry.loss) if entry.sampled else ExactLoss)(unigram, samples, generator)
+    objective.name = name
+    return objective

@@ -36,7 +36,7 @@ import torch
 from corpora.vocab import UNK
 from lmbench.errors import LMBenchError
 from neural.lm import EVAL_BATCH, context_windows, nearest_rows
-from neural.model import softmax_parts
+from neural.output import softmax_parts
 
 
 @dataclass
@@ -68,8 +68,9 @@ def widen(net: torch.nn.Module, extra: int) -> torch.nn.Module:
 def grow(net: torch.nn.Module, corpus, split: str) -> GrownVocabulary:
     """The network of `net` with every word outside V that `split` holds added, each initialised
     from the context where it is first met (the module docstring)."""
-    if net.num_classes:
-        raise LMBenchError("a class-factored network has no class for a new word: score it with --oov unk "
+    if net.saved_structure(net.state_dict()) is not None:
+        raise LMBenchError("an output layer over a word structure has no place for a new word (a "
+                           "class-factored network no class, a tree no leaf): score it with --oov unk "
                            "(the default)")
     if corpus.unk_words is None:
         raise LMBenchError(f"corpus {corpus.name!r} keeps no raw words of its <unk> tokens: --oov init needs "
@@ -100,7 +101,7 @@ def initialise(grown: GrownVocabulary) -> None:
     net, base = grown.net, grown.base_size
     device = next(net.parameters()).device
     contexts = torch.from_numpy(context_windows(grown.stream, net.history)[grown.first].copy()).to(device)  # (N, n-1)
-    tables = [getattr(net, name) for name in net.WORD_TABLES if getattr(net, name) is not None]
+    tables = [p for name, p in net.named_parameters() if name in net.WORD_TABLES]
     for i, context in enumerate(contexts):
         size = base + i  # the words the context's distribution is over
         p = torch.softmax(net(context[None])[0, :size].double(), dim=0)  # (size,) P(. | h)

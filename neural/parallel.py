@@ -54,11 +54,12 @@ from torch.nn import functional as F
 from lmbench.errors import LMBenchError
 from neural.families import family, load
 from neural.lm import score_stream
-from neural.model import NPLM, SoftmaxNLL, at_least_fp32
+from neural.model import NPLM, upgraded
+from neural.output import SoftmaxLayer, SoftmaxNLL, at_least_fp32
 from neural.recipe import resolve_device
 
 LAUNCH_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")  # set by torchrun
-SLICED = ("out", "b")  # the parameters a vocabulary-parallel process holds a block of
+SLICED = ("output.out", "output.b")  # the parameters a vocabulary-parallel process holds a block of
 T = TypeVar("T")
 
 
@@ -205,8 +206,8 @@ class Team:
         if self.mode != "vocab":
             return entry.network_class()(shape, vocab_size, output=output, structure=structure, dropout=dropout)
         if output != "softmax":
-            raise LMBenchError("a network with a class layer is not vocabulary-parallel: evaluate it with "
-                               "--parallel data or on one process")
+            raise LMBenchError(f"a network with the {output} output layer is not vocabulary-parallel: "
+                               "evaluate it with --parallel data or on one process")
         return load(entry.vocab_slice)(shape, vocab_size, dropout=dropout, team=self)
 
     def state_dict(self, net: NPLM) -> dict | None:
@@ -271,7 +272,7 @@ class Team:
     def score_stream(self, net: NPLM, stream: np.ndarray, start: int, **options) -> np.ndarray:
         """`neural.lm.score_stream` on the processes of the run: data-parallel, each scores its share of
         the tokens and they are gathered; vocabulary-parallel, each takes its block of every softmax
-        (`VocabSlice.log_softmax_parts`). The same float64 log-probabilities on every process."""
+        (`SoftmaxBlock.parts`). The same float64 log-probabilities on every process."""
         if self.mode != "data":
             return score_stream(net, stream, start, **options)
         edges = blocks(len(stream) - start, self.world)
@@ -281,24 +282,32 @@ class Team:
 
 
 class VocabSlice(NPLM):
-    """One process's NPLM in a vocabulary-parallel run: C, H and d whole, and the block of rows
-    [start, stop) of [U, W] (`out`, (V_r, K)) and b (V_r,). Built as the whole network (so it starts
-    as a single process would), then cut; `load_state_dict` takes the whole network's state. Every
-    method that reads the output layer crosses the processes (all of them must call it together)."""
+    """One process's NPLM in a vocabulary-parallel run: C, H and d whole, and as its output layer the
+    block of rows [start, stop) of [U, W] and b (`SoftmaxBlock`). Built as the whole network (so it
+    starts as a single process would), then cut; `load_state_dict` takes the whole network's state."""
 
     def __init__(self, shape, vocab_size: int, *, dropout: float = 0.0, team: Team):
         super().__init__(shape, vocab_size, dropout=dropout)
-        self.team = team
-        self.start, self.stop = team.rows[team.rank], team.rows[team.rank + 1]
-        self.out = nn.Parameter(self.out.detach()[self.start: self.stop].clone())  # (V_r, K)
-        self.b = nn.Parameter(self.b.detach()[self.start: self.stop].clone())  # (V_r,)
+        self.output = SoftmaxBlock(self.output, team)
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         """Load the whole network's state (a single-process checkpoint), keeping this block."""
-        state = dict(state_dict)
+        state = dict(upgraded(state_dict))
         for name in SLICED:
-            state[name] = state[name][self.start: self.stop]
+            state[name] = state[name][self.output.start: self.output.stop]
         return super().load_state_dict(state, strict, assign)
+
+
+class SoftmaxBlock(SoftmaxLayer):
+    """The rows [start, stop) of a softmax layer's [U, W] (`out`, (V_r, K)) and b (V_r,). Every method
+    that reads the output layer crosses the processes (all of them must call it together)."""
+
+    def __init__(self, whole: SoftmaxLayer, team: Team):
+        super().__init__(whole.vocab_size, whole.width)
+        self.team = team
+        self.start, self.stop = team.rows[team.rank], team.rows[team.rank + 1]
+        self.out = nn.Parameter(whole.out.detach()[self.start: self.stop].clone())  # (V_r, K)
+        self.b = nn.Parameter(whole.b.detach()[self.start: self.stop].clone())  # (V_r,)
 
     @torch.no_grad()
     def set_unigram_biases(self, unigram: torch.Tensor) -> None:
@@ -310,16 +319,16 @@ class VocabSlice(NPLM):
         owned = (local >= 0) & (local < self.stop - self.start)
         return local.clamp(0, self.stop - self.start - 1), owned
 
-    def forward(self, context: torch.Tensor) -> torch.Tensor:
+    def scores(self, z: torch.Tensor) -> torch.Tensor:
         """The whole scores y (B, V), the blocks gathered from every process."""
-        scores = super().forward(context)  # (B, V_r)
+        scores = super().scores(z)  # (B, V_r)
         return self.team.gather_rows(scores.t().contiguous(), self.team.row_sizes).t()
 
-    def softmax_nll(self, z: torch.Tensor, target: torch.Tensor, bf16: bool = False) -> torch.Tensor:
+    def loss(self, z: torch.Tensor, target: torch.Tensor, bf16: bool = False) -> torch.Tensor:
         dtype = torch.bfloat16 if bf16 else self.out.dtype
         return VocabParallelNLL.apply(z, self.out, self.b, target, dtype, self)
 
-    def output_rows(self, words: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def rows(self, words: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The rows of [U, W] (R, K) and b (R,) for any word ids (R,): each process puts in the rows it
         owns (zeros elsewhere) and one all-reduce sums them. Every process then computes the same loss,
         so the gradient of the sum reaching each process is already the whole one: the all-reduce's
@@ -330,15 +339,12 @@ class VocabSlice(NPLM):
         rows = SumOverProcesses.apply(mine, self.team)  # (R, K + 1)
         return rows[:, :-1], rows[:, -1]
 
-    @torch.inference_mode()
-    def log_softmax_parts(self, context: torch.Tensor, target: torch.Tensor | None = None,
-                          bf16: bool = False):
-        """`NPLM.log_softmax_parts` of the whole softmax from the blocks: each block's maximum and sum
-        of exp(y - its maximum) merge into the whole ones, sum_r total_r exp(max_r - max); the
-        target's score comes from the block that owns it (the whole y (B, V) gathered when target is
-        None)."""
+    def parts(self, z: torch.Tensor, target: torch.Tensor | None = None, bf16: bool = False):
+        """`SoftmaxLayer.parts` of the whole softmax from the blocks: each block's maximum and sum of
+        exp(y - its maximum) merge into the whole ones, sum_r total_r exp(max_r - max); the target's
+        score comes from the block that owns it (the whole y (B, V) gathered when target is None)."""
         local, owned = (None, None) if target is None else self.local_ids(target)
-        picked, peak, total = super().log_softmax_parts(context, local, bf16)
+        picked, peak, total = super().parts(z, local, bf16)
         top = self.team.all_reduce(peak.clone(), "max")  # (B,)
         total = total * torch.exp(peak - top)
         if target is None:

@@ -33,11 +33,10 @@ import torch
 from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write, atomic_write_text
 from lmbench.model import perplexity
-from neural.classes import word_classes
-from neural.config import RECIPES, NPLMConfig
+from neural.config import OBJECTIVES, RECIPES, NPLMConfig
 from neural.families import NetworkShape, family, load
 from neural.lm import NPLMLanguageModel, StreamWindows
-from neural.objectives import OBJECTIVES
+from neural.objectives import make_objective
 from neural.parallel import Team, connect
 from neural.recipe import apply_weight_decay, learning_rate, make_optimizer, next_epoch_rate, resolve_device
 
@@ -94,13 +93,12 @@ def saved_network(config: dict) -> tuple[str, NetworkShape]:
 
 def build_network(config: NPLMConfig, corpus, team: Team, *, progress: bool = True):
     """The network of config.model and config.shape (`neural.families`) over corpus.vocab, with the
-    output layer of config.objective (the class-factored one over the word classes of train for
-    "class"); under --parallel vocab this process's block of it."""
-    output, structure = "softmax", None
-    if config.objective == "class":
-        output, structure = "class", word_classes(corpus, config, progress=progress)
-    return team.network(config.model, config.shape, len(corpus.vocab), output=output, structure=structure,
-                        dropout=config.dropout)
+    output layer of config.objective (`neural.config.OBJECTIVES`) over the word structure it makes from
+    train (the word classes, the tree); under --parallel vocab this process's block of it."""
+    objective = OBJECTIVES[config.objective]
+    structure = load(objective.structure)(corpus, config, progress=progress) if objective.structure else None
+    return team.network(config.model, config.shape, len(corpus.vocab), output=objective.output,
+                        structure=structure, dropout=config.dropout)
 
 
 def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool = False,
@@ -131,7 +129,7 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
     net.to(device)
     sampler = torch.Generator(device=device)
     sampler.manual_seed(config.seed)
-    objective = OBJECTIVES[config.objective](unigram.float().to(device), config.samples, sampler)
+    objective = make_objective(config.objective, unigram.float().to(device), config.samples, sampler)
     optimizer = make_optimizer(net, config)
     batch = team.batch(config.batch)  # windows per update, all processes together
     state = {"epoch": 0, "position": 0, "step": 0, "loss_sum": 0.0, "tokens": 0, "seconds": 0.0,
@@ -349,7 +347,8 @@ def load_nplm(out_dir: str | Path, corpus, *, device: str | torch.device = "auto
     if team is None:
         team = Team(device=device if isinstance(device, torch.device) else resolve_device(device, threads))
     model, shape = saved_network(saved["config"])
-    output, structure = family(model).network_class().saved_output(saved["model"])
+    output = OBJECTIVES[saved["config"].get("objective", "softmax")].output  # (no objective: before them)
+    structure = family(model).network_class().saved_structure(saved["model"])
     net = team.network(model, shape, saved["vocab_size"], output=output, structure=structure)
     net.load_state_dict(saved["model"])
     return NPLMLanguageModel(net.to(team.device), bf16=bf16, factored=factored).attach(corpus)

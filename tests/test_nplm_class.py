@@ -1,6 +1,6 @@
-"""The class-factored NPLM: the word -> class maps, the exact normalised distribution and its scores,
-the objective's loss and gradient against a dense reference, sparse updates, training, save and
-load, and the refusals."""
+"""The class-factored NPLM: the word -> class maps, the distribution against its definition, the
+objective's loss and gradient against a dense reference, sparse updates, training, and the refusals
+(normalisation, scores, the unigram start, save, load and resume: tests/test_nplm_families.py)."""
 
 import dataclasses
 import json
@@ -9,15 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from neural.families import NPLMShape
-
 from baselines.clustering import cluster
 from lmbench_cli import main
 from lmbench.errors import LMBenchError
 from neural.classes import frequency_classes, word_classes
+from neural.families import NPLMShape
 from neural.lm import NPLMLanguageModel
 from neural.model import NPLM
-from neural.objectives import ClassFactored
+from neural.objectives import make_objective
 from neural.train import BEST, CHECKPOINT, load_nplm, train_nplm
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution
 from tests.test_nplm_train import CORPUS, text_corpus_args, tiny
@@ -40,11 +39,11 @@ def reference_log_probs(net: NPLM, context: torch.Tensor) -> torch.Tensor:
     """log P(. | context) (B, V) from the definition, densely, with autograd: log softmax(s)[c(w)]
     + log softmax of y restricted to the words of c(w)."""
     z = net.features(context)
-    log_class = torch.log_softmax(z @ net.class_out.t() + net.class_b, dim=1)  # (B, C)
+    log_class = torch.log_softmax(z @ net.output.class_out.t() + net.output.class_b, dim=1)  # (B, C)
     y = net(context)  # (B, V)
-    same = net.word_class[None, :] == net.word_class[:, None]  # (V, V): w and j in one class
+    same = net.output.word_class[None, :] == net.output.word_class[:, None]  # (V, V): w and j in one class
     within = y - torch.logsumexp(y[:, None, :].masked_fill(~same, -torch.inf), dim=2)  # (B, V)
-    return log_class[:, net.word_class] + within
+    return log_class[:, net.output.word_class] + within
 
 
 def batch(seed=1, size=9):
@@ -71,34 +70,21 @@ def test_default_number_of_classes_and_exchange_source(tmp_path, monkeypatch):
         word_classes(CORPUS, tiny(objective="class", classes=40))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_factored_distribution_is_normalised_and_matches_scores(dtype):
-    net = class_net(dtype=dtype)
-    model = NPLMLanguageModel(net).attach(CORPUS)
-    assert_normalised(model, CORPUS)
-    assert_scores_match_distribution(model, CORPUS)
-    assert_scores_match_distribution(model, CORPUS, "test")
-    full = NPLMLanguageModel(net, factored=False).attach(CORPUS)  # the full softmax of the same y
-    assert_normalised(full, CORPUS)
-    assert_scores_match_distribution(full, CORPUS)
-    assert abs(full.perplexity("valid") - model.perplexity("valid")) > 1.0
-
-
 def test_factored_distribution_is_the_definition():
     net = class_net().eval()
     with torch.no_grad():  # the words of class 0 far below the others: exp underflows without per-class maxima
-        net.b[net.word_class == 0] -= 1000.0
+        net.output.b[net.output.word_class == 0] -= 1000.0
     context, target = batch()
     expected = reference_log_probs(net, context).detach()
-    torch.testing.assert_close(net.factored_log_probs(context), expected, rtol=0, atol=1e-12)
-    torch.testing.assert_close(net.factored_log_probs(context, target), expected[torch.arange(len(target)), target],
+    torch.testing.assert_close(net.log_probs(context), expected, rtol=0, atol=1e-12)
+    torch.testing.assert_close(net.log_probs(context, target), expected[torch.arange(len(target)), target],
                                rtol=0, atol=1e-12)
 
 
 def test_loss_and_gradient_are_those_of_the_factored_distribution():
     net = class_net(2)
     context, target = batch(3)
-    objective = ClassFactored(torch.full((V,), 1.0 / V), 1, torch.Generator())
+    objective = make_objective("class", torch.full((V,), 1.0 / V), 1, torch.Generator())
     loss = objective.loss(net, net.features(context), target)
     model = NPLMLanguageModel(net).attach(CORPUS)  # -log of distribution()[target], one context at a time
     expected = -np.mean([np.log(model.distribution(c.tolist())[w]) for c, w in zip(context, target.tolist())])
@@ -113,35 +99,23 @@ def test_loss_and_gradient_are_those_of_the_factored_distribution():
 def test_update_touches_only_the_rows_of_the_classes_in_the_batch():
     net = class_net(4, torch.float32)
     context, target = batch(5, size=3)
-    objective = ClassFactored(torch.full((V,), 1.0 / V), 1, torch.Generator())
+    objective = make_objective("class", torch.full((V,), 1.0 / V), 1, torch.Generator())
     objective.loss(net, net.features(context), target).backward()
-    assert net.out.grad.is_sparse and net.C.grad.is_sparse
-    batch_classes = set(net.word_class[target].tolist())
-    in_classes = {w for w in range(V) if int(net.word_class[w]) in batch_classes}
+    assert net.output.out.grad.is_sparse and net.C.grad.is_sparse
+    batch_classes = set(net.output.word_class[target].tolist())
+    in_classes = {w for w in range(V) if int(net.output.word_class[w]) in batch_classes}
     assert len(in_classes) < V  # some class is not in the batch
-    assert set(net.out.grad.coalesce().indices()[0].tolist()) == in_classes
-    assert set(torch.nonzero(net.b.grad)[:, 0].tolist()) <= in_classes
-    assert net.class_out.grad.shape == (net.num_classes, net.out.shape[1])
+    assert set(net.output.out.grad.coalesce().indices()[0].tolist()) == in_classes
+    assert set(torch.nonzero(net.output.b.grad)[:, 0].tolist()) <= in_classes
+    assert net.output.class_out.grad.shape == (net.num_classes, net.output.out.shape[1])
 
 
 def test_weight_decay_takes_the_class_weights_not_the_class_biases():
     net = class_net()
     decay, biases = net.decay_parameters(), net.bias_parameters()
-    assert any(p is net.class_out for p in decay) and not any(p is net.class_b for p in decay)
-    assert any(p is net.class_b for p in biases)
+    assert any(p is net.output.class_out for p in decay) and not any(p is net.output.class_b for p in decay)
+    assert any(p is net.output.class_b for p in biases)
     assert {id(p) for p in decay} | {id(p) for p in biases} == {id(p) for p in net.parameters()}
-
-
-def test_unigram_start_gives_the_unigram_in_every_context():
-    net = class_net()
-    unigram = torch.arange(1.0, V + 1, dtype=torch.float64)
-    unigram /= unigram.sum()
-    net.set_unigram_biases(unigram)
-    with torch.no_grad():
-        net.out.zero_()
-        net.class_out.zero_()
-    context, _ = batch()
-    torch.testing.assert_close(net.eval().factored_log_probs(context), unigram.log().expand(len(context), V))
 
 
 def test_training_lowers_valid_perplexity_and_the_saved_network_scores_alike(tmp_path):
@@ -160,23 +134,12 @@ def test_training_lowers_valid_perplexity_and_the_saved_network_scores_alike(tmp
     assert full.perplexity("valid") != pytest.approx(result["valid_perplexity"])
 
 
-def test_saved_and_loaded_network_scores_identically(tmp_path):
-    net = class_net(dtype=torch.float32)
-    torch.save(net.state_dict(), tmp_path / "net.pt")
-    state = torch.load(tmp_path / "net.pt")
-    loaded = NPLM(NPLMShape(n=3, m=4, h=5, direct=True), V, output="class", structure=state["word_class"])
-    loaded.load_state_dict(state)
-    for split in ("valid", "test"):
-        np.testing.assert_array_equal(NPLMLanguageModel(loaded).attach(CORPUS).logprobs(split),
-                                      NPLMLanguageModel(net).attach(CORPUS).logprobs(split))
-
-
 def test_another_class_map_is_refused(tmp_path):
     state = class_net().state_dict()
     other = CLASSES.clone()  # two words of two classes swapped: the same class sizes, another map
     first, second = 0, int(torch.nonzero(CLASSES != CLASSES[0])[0])
     other[[first, second]] = CLASSES[[second, first]]
-    for classes, message in ((other, "another word -> class map"), (None, r"\(4 classes\).*\(no class layer\)")):
+    for classes, message in ((other, "another output layer"), (None, r"\(4 classes\).*\(no class layer\)")):
         with pytest.raises(LMBenchError, match=message):
             NPLM(NPLMShape(n=3, m=4, h=5, direct=True), V, output="softmax" if classes is None else "class",
                  structure=classes).double().load_state_dict(state)
@@ -203,4 +166,4 @@ def test_cli_trains_a_class_network(tmp_path, monkeypatch, capsys):
                  "--device", "cpu", "--threads", "1", "--json"]) == 0
     trained = json.loads(capsys.readouterr().out)
     assert trained["objective"] == "class" and np.isfinite(trained["test_perplexity"])
-    assert int(torch.load(out / BEST, weights_only=False)["model"]["word_class"].max()) + 1 == 3
+    assert int(torch.load(out / BEST, weights_only=False)["model"]["output.structure"].max()) + 1 == 3

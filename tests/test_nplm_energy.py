@@ -1,7 +1,7 @@
 """The energy-minimisation network (section 5.1): its equations on a hand-set tiny network, the
 cancellation of the context biases, the batched candidate computation against a loop over
-candidates, the sampled and exact objectives through it, normalisation, training, save and load,
-and the refusals."""
+candidates, the exact loss in blocks, refused checkpoints, and the refusals (normalisation, scores,
+the sampled objectives' rows, the unigram start, save, load and resume: tests/test_nplm_families.py)."""
 
 import json
 
@@ -9,16 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from neural.families import EnergyShape
-
 import neural.energy
 from lmbench.errors import LMBenchError
 from lmbench_cli import main
 from neural.energy import EnergyNetwork
-from neural.lm import NPLMLanguageModel
-from neural.objectives import OBJECTIVES
+from neural.families import EnergyShape
 from neural.train import BEST, NPLMConfig, load_nplm, train_nplm
-from tests.lm_checks import assert_normalised, assert_scores_match_distribution
 from tests.test_nplm_train import CORPUS, text_corpus_args, tiny
 
 V = len(CORPUS.vocab)
@@ -118,47 +114,10 @@ def test_exact_softmax_in_blocks_has_the_dense_gradient(monkeypatch):
     reference_loss = torch.nn.functional.cross_entropy(net(context), target)
     reference = gradients(net, reference_loss)
     small_blocks(monkeypatch, 23)  # many blocks, each recomputed backward
-    loss = net.softmax_nll(net.features(context), target)
+    loss = net.loss(net.features(context), target)
     assert loss.item() == pytest.approx(reference_loss.item(), rel=1e-12)
     for g, r in zip(gradients(net, loss), reference):
         torch.testing.assert_close(g, r, rtol=1e-10, atol=1e-12)
-
-
-def test_importance_sampling_with_every_word_is_the_exact_gradient():
-    net = random_net(5)
-    context, target = torch.randint(0, V, (6, 2)), torch.randint(0, V, (6,))
-    uniform = torch.full((V,), 1.0 / V, dtype=torch.float64)
-    sampled = OBJECTIVES["importance"](uniform, V, torch.Generator()).loss_with(
-        net, net.features(context), target, torch.arange(V))
-    exact = net.softmax_nll(net.features(context), target)
-    assert sampled.item() == pytest.approx(exact.item(), rel=1e-12)
-    for g, r in zip(gradients(net, sampled), gradients(net, exact)):
-        torch.testing.assert_close(g, r, rtol=1e-9, atol=1e-12)
-
-
-@pytest.mark.parametrize("name", ["importance", "nce"])
-def test_sampled_update_touches_only_its_rows(name):
-    net = random_net(6)
-    context, target = torch.randint(0, V, (6, 2)), torch.randint(0, V, (6,))
-    unigram = torch.full((V,), 1.0 / V, dtype=torch.float64)
-    objective = OBJECTIVES[name](unigram, 3, torch.Generator().manual_seed(5))
-    objective.loss(net, net.features(context), target).backward()
-    sample = torch.multinomial(unigram, 3, replacement=True, generator=torch.Generator().manual_seed(5))
-    candidates = set(target.tolist()) | set(sample.tolist())
-    assert net.C.grad.is_sparse and net.W.grad.is_sparse
-    assert set(net.C.grad.coalesce().indices()[0].tolist()) == candidates | set(context.flatten().tolist())
-    assert set(net.W.grad.coalesce().indices()[0].tolist()) == candidates
-
-
-@pytest.mark.parametrize("direct", [True, False])
-def test_adapter_normalised_and_scores_match_distribution(monkeypatch, direct):
-    """fp32, as trained: every score is the same whatever the batch or block it is computed in."""
-    small_blocks(monkeypatch, 200)  # distribution() and score() split differently
-    torch.manual_seed(7)
-    model = NPLMLanguageModel(EnergyNetwork(EnergyShape(n=3, m=4, h=5, direct=direct), V)).attach(CORPUS)
-    assert_normalised(model, CORPUS)
-    assert_scores_match_distribution(model, CORPUS)
-    assert_scores_match_distribution(model, CORPUS, split="train")
 
 
 def test_parameter_count():
@@ -166,29 +125,6 @@ def test_parameter_count():
         net = EnergyNetwork(EnergyShape(n=5, m=60, h=50, direct=direct), 1000)
         count = sum(p.numel() for p in net.parameters())
         assert count == 1000 * (1 + 60) + 50 * (2 + 5 * 60) + (1000 * 4 * 60 if direct else 0)
-
-
-def test_unigram_start_gives_the_unigram_in_every_context():
-    net = EnergyNetwork(EnergyShape(n=3, m=4, h=5, direct=True), V).double()
-    with torch.no_grad():
-        net.v.zero_()
-        net.W.zero_()
-    unigram = torch.arange(1, V + 1, dtype=torch.float64)
-    net.set_unigram_biases(unigram / unigram.sum())
-    p = torch.softmax(net(torch.randint(0, V, (3, 2))), dim=1)
-    torch.testing.assert_close(p, (unigram / unigram.sum()).expand(3, V), rtol=1e-12, atol=0)
-
-
-@pytest.mark.parametrize("objective", ["importance", "softmax"])
-def test_training_learns_and_the_saved_network_scores_alike(tmp_path, objective):
-    result = train_nplm(CORPUS, tiny(model="energy", objective=objective, epochs=3), tmp_path, progress=False)
-    assert result["valid_perplexity"] < 0.5 * V  # it learned something
-    log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
-    assert result["valid_perplexity"] == min(r["valid_perplexity"] for r in log)  # reloaded from best.pt
-    model = load_nplm(tmp_path, CORPUS, device="cpu")
-    assert isinstance(model.net, EnergyNetwork)
-    assert_normalised(model, CORPUS)
-    assert_scores_match_distribution(model, CORPUS)
 
 
 def test_resume_and_load_refuse_another_model_or_vocabulary(tmp_path):

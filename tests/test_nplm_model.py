@@ -1,5 +1,6 @@
 """The NPLM network: equation (1) on a hand-set tiny case, the parameter count, the fused
-output layer, and the LanguageModel adapter's normalisation and scoring."""
+output layer, and the LanguageModel adapter's exact scoring (normalisation and score == log
+distribution for every family and output layer: tests/test_nplm_families.py)."""
 
 import numpy as np
 import pytest
@@ -7,10 +8,9 @@ import torch
 
 from lmbench.errors import LMBenchError
 from neural.families import NPLMShape
-
-from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
 from neural.lm import NPLMLanguageModel, StreamWindows, context_windows
 from neural.model import NPLM, PAD_ID, parameter_count
+from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
 
 TEXT = "the cat sat on the mat . the dog sat on the log . a cat and a dog ."
 CORPUS = make_corpus(TEXT * 3, "the cat sat on a log .", "a dog sat on the mat .")
@@ -25,23 +25,23 @@ def hand_net(h: int, direct: bool) -> NPLM:
             net.H.copy_(torch.tensor([[0.2, -0.1, 0.4, 0.3], [-0.5, 0.6, 0.1, -0.2]])[:h])
             net.d.copy_(torch.tensor([0.05, -0.1])[:h])
         width = 4 if direct else 0
-        net.out.copy_(torch.arange(4 * (h + width), dtype=torch.float32).reshape(4, h + width).sin())
-        net.b.copy_(torch.tensor([0.3, -0.3, 0.0, 0.1]))
+        net.output.out.copy_(torch.arange(4 * (h + width), dtype=torch.float32).reshape(4, h + width).sin())
+        net.output.b.copy_(torch.tensor([0.3, -0.3, 0.0, 0.1]))
     return net.double()
 
 
 @pytest.mark.parametrize("h,direct", [(2, True), (2, False), (0, True)])
 def test_equation_one_by_hand(h, direct):
     net = hand_net(h, direct)
-    C, b = net.C.detach().numpy(), net.b.detach().numpy()
+    C, b = net.C.detach().numpy(), net.output.b.detach().numpy()
     context = [2, 1]  # w_{t-2}, w_{t-1}
     x = np.concatenate([C[2], C[1]])
     y = b.copy()
     if h:
-        U = net.out.detach().numpy()[:, :h]
+        U = net.output.out.detach().numpy()[:, :h]
         y += U @ np.tanh(net.d.detach().numpy() + net.H.detach().numpy() @ x)
     if direct:
-        W = net.out.detach().numpy()[:, h:]
+        W = net.output.out.detach().numpy()[:, h:]
         y += W @ x
     expected = np.exp(y) / np.exp(y).sum()
     got = torch.softmax(net(torch.tensor([context])), dim=1)[0].detach().numpy()
@@ -70,7 +70,7 @@ def test_fused_loss_matches_autograd_cross_entropy(direct):
     net = NPLM(NPLMShape(n=4, m=3, h=6, direct=direct), 50).double()
     context, target = torch.randint(0, 50, (17, 3)), torch.randint(0, 50, (17,))
     reference = torch.nn.functional.cross_entropy(net(context), target)
-    fused = net.softmax_nll(net.features(context), target)
+    fused = net.loss(net.features(context), target)
     grads_ref = torch.autograd.grad(reference, list(net.parameters()))
     grads = torch.autograd.grad(fused * 1.0, list(net.parameters()))
     assert fused.item() == pytest.approx(reference.item(), rel=1e-12)
@@ -83,7 +83,7 @@ def test_fused_loss_bf16_close_to_fp32():
     net = NPLM(NPLMShape(n=3, m=8, h=16, direct=True), 300)
     context, target = torch.randint(0, 300, (64, 2)), torch.randint(0, 300, (64,))
     z = net.features(context)
-    assert net.softmax_nll(z, target, bf16=True).item() == pytest.approx(net.softmax_nll(z, target).item(),
+    assert net.loss(z, target, bf16=True).item() == pytest.approx(net.loss(z, target).item(),
                                                                          rel=2e-2)
 
 
@@ -91,15 +91,6 @@ def test_context_windows_left_pad():
     windows = context_windows(np.array([7, 8, 9, 10]), 2, start=0)
     np.testing.assert_array_equal(windows, [[PAD_ID, PAD_ID], [PAD_ID, 7], [7, 8], [8, 9]])
     np.testing.assert_array_equal(context_windows(np.array([7, 8, 9, 10]), 2, start=2), [[7, 8], [8, 9]])
-
-
-@pytest.mark.parametrize("h,direct", [(5, True), (5, False), (0, True)])
-def test_adapter_normalised_and_scores_match_distribution(h, direct):
-    torch.manual_seed(3)
-    model = NPLMLanguageModel(NPLM(NPLMShape(n=3, m=4, h=h, direct=direct), len(CORPUS.vocab))).attach(CORPUS)
-    assert_normalised(model, CORPUS)
-    assert_scores_match_distribution(model, CORPUS)
-    assert_scores_match_distribution(model, CORPUS, split="train")
 
 
 def test_score_is_exact_log_softmax():

@@ -8,12 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from neural.families import NPLMShape, EnergyShape
-
 from lmbench.errors import LMBenchError
 from lmbench_cli import main
 from neural import oov
 from neural.energy import EnergyNetwork
+from neural.families import EnergyShape, NPLMShape
 from neural.lm import NPLMLanguageModel, context_windows
 from neural.model import NPLM
 from neural.train import train_nplm
@@ -49,12 +48,12 @@ def test_initialisation_is_the_expectation_under_the_context_distribution(kind):
     assert stream.tolist().count(V) == 2 and stream.tolist().count(V + 1) == 1  # zebra reused
     assert stream.tolist().count(CORPUS.vocab.unk_id) == 1  # the literal <unk> stays <unk>
     contexts = torch.from_numpy(context_windows(grown.stream, 2)[grown.first].copy())
-    tables = [name for name in net.WORD_TABLES if getattr(net, name) is not None]
+    tables = [name for name, _ in net.named_parameters() if name in net.WORD_TABLES]
     # zebra: P over V from the original network; yak: over V + zebra, from the grown one
     for i, (model, size) in enumerate([(net, V), (grown.net, V + 1)]):
         p = torch.softmax(model(contexts[i: i + 1])[0, :size], dim=0)  # (size,) P(. | h)
         for name in tables:
-            table = getattr(grown.net, name).detach()
+            table = grown.net.get_parameter(name).detach()
             torch.testing.assert_close(table[V + i], p @ table[:size], rtol=1e-12, atol=1e-12)
     for name, value in net.state_dict().items():  # the rest of the network is unchanged
         grown_value = grown.net.state_dict()[name]
@@ -99,7 +98,7 @@ def test_splits_grow_apart_and_neighbours_come_from_the_vocabulary():
 
 def test_class_networks_and_corpora_without_raw_words_are_refused():
     classes = torch.from_numpy(np.arange(V) % 3)
-    with pytest.raises(LMBenchError, match="class-factored network has no class for a new word"):
+    with pytest.raises(LMBenchError, match="has no place for a new word"):
         oov.grow(NPLM(NPLMShape(n=3, m=4, h=5, direct=True), V, output="class", structure=classes), CORPUS, "valid")
     bare = make_corpus(TEXT, "a zebra", "a yak")
     bare.unk_words = None

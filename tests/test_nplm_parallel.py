@@ -22,7 +22,7 @@ from lmbench.model import perplexity
 from neural.classes import word_classes
 from neural.config import NPLMConfig
 from neural.lm import context_windows
-from neural.objectives import OBJECTIVES
+from neural.objectives import make_objective
 from neural.parallel import LAUNCH_ENV, Team, blocks, connect, leave_process_group
 from neural.train import BEST, CHECKPOINT, load_nplm, train_nplm
 from tests.helpers import corpus_args, write_splits
@@ -87,7 +87,7 @@ def batch_gradients(team: Team, objective_name: str) -> tuple[float, dict]:
     counts = np.bincount(CORPUS.train, minlength=V) + 1.0
     unigram = torch.from_numpy(counts / counts.sum())
     net.set_unigram_biases(unigram)
-    objective = OBJECTIVES[objective_name](unigram.float(), 8, torch.Generator().manual_seed(0))
+    objective = make_objective(objective_name, unigram.float(), 8, torch.Generator().manual_seed(0))
     contexts = torch.from_numpy(context_windows(CORPUS.train, 2).copy())
     targets = torch.from_numpy(CORPUS.train.astype(np.int64))
     ids = torch.from_numpy(np.random.default_rng(1).permutation(len(targets))[:BATCH])
@@ -97,7 +97,7 @@ def batch_gradients(team: Team, objective_name: str) -> tuple[float, dict]:
     value = team.sum_gradients(net, loss, share)
     grads = {name: p.grad.to_dense() for name, p in net.named_parameters()}
     if team.mode == "vocab":
-        grads.update({name: team.gather_rows(grads[name], team.row_sizes) for name in ("out", "b")})
+        grads.update({name: team.gather_rows(grads[name], team.row_sizes) for name in ("output.out", "output.b")})
     return value, grads
 
 
