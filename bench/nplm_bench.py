@@ -114,7 +114,8 @@ def main() -> None:
         contexts = contexts.view(args.batch, shape["n"] - 1)  # ids drawn from the unigram, like a corpus's
         targets = torch.multinomial(unigram, args.batch, replacement=True)
         for objective_name, bf16 in variants:
-            net = NPLM(args.vocab, **shape, classes=classes if objective_name == "class" else None).to(device)
+            net = NPLM(config.shape, args.vocab, output="class" if objective_name == "class" else "softmax",
+                       structure=classes if objective_name == "class" else None).to(device)
             optimizer = make_optimizer(net, config)
             objective = OBJECTIVES[objective_name](unigram, args.samples, torch.Generator(device=device))
             updates = [0]
@@ -138,7 +139,7 @@ def main() -> None:
                 run["train_pct_of_fp32_peak"] = 100 * run["train_gflops"] / figures["peak_fp32_gflops"]
             figures["runs"].append(run)
         stream = torch.randint(0, args.vocab, (args.eval_batch * 4,)).numpy()
-        plain = NPLM(args.vocab, **shape).to(device)  # the exact full softmax over all |V| words
+        plain = NPLM(config.shape, args.vocab).to(device)  # the exact full softmax over all |V| words
         calls, elapsed = timed(lambda: score_stream(plain, stream, 0, batch_size=args.eval_batch), args.seconds)
         eval_tokens_per_s = calls * len(stream) / elapsed
         figures["runs"].append({"shape": name, "objective": "evaluation (exact)",

@@ -110,7 +110,7 @@ def train_steps(team: Team, scheme_batch: int, objective: str, vocab: int, sampl
     collectives' seconds and bytes over them."""
     torch.manual_seed(0)
     config = NPLMConfig(**MLP1, objective=objective)
-    net = team.network(vocab, **MLP1)
+    net = team.network(config.model, config.shape, vocab)
     unigram = 1.0 / torch.arange(1, vocab + 1, dtype=torch.float64)  # Zipf's law, as in text
     unigram = (unigram / unigram.sum()).float()
     net.set_unigram_biases(unigram.double())

@@ -19,18 +19,11 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("nplm", help="the neural probabilistic language model")
     commands = parser.add_subparsers(dest="nplm_command", required=True)
 
-    from neural.config import BACKENDS, CLASS_SOURCES, MODELS, OBJECTIVES, PARALLEL, RECIPES, NPLMConfig
+    from neural.config import BACKENDS, CLASS_SOURCES, OBJECTIVES, PARALLEL, RECIPES, NPLMConfig
     defaults = NPLMConfig()
     train = commands.add_parser("train", help="train a network and report its perplexities")
     add_corpus_options(train)
-    shape = train.add_argument_group("network")
-    shape.add_argument("--model", choices=MODELS, default=defaults.model,
-                       help="nplm (equation 1; default) or energy (the energy-minimisation network, section 5.1)")
-    shape.add_argument("--n", type=int, default=5, help="order: n-1 context words (default 5)")
-    shape.add_argument("--m", type=int, default=60, help="word feature size (default 60)")
-    shape.add_argument("--h", type=int, default=50, help="hidden units, 0 for none (default 50)")
-    shape.add_argument("--direct", action=argparse.BooleanOptionalAction, default=True,
-                       help="direct connections W from x to the output (default: on, as MLP1)")
+    _network_options(train.add_argument_group("network"), defaults.model)
     run_group = train.add_argument_group("training")
     run_group.add_argument("--recipe", choices=tuple(RECIPES), default=defaults.recipe,
                            help="paper: one example per update, eps0/(1+rt), early stopping; sgd "
@@ -56,10 +49,11 @@ def register(subparsers) -> None:
     run_group.add_argument("--anneal-gain", type=float, default=None,
                            help="sgd: start halving once an epoch improves valid by less than this fraction "
                                 "(default: --min-gain; AP's table uses 0.03)")
-    run_group.add_argument("--weight-decay", type=float, default=1e-4,
+    run_group.add_argument("--weight-decay", type=float, default=defaults.weight_decay,
                            help="on the weights and C, not the biases (paper: 1e-4 Brown, 1e-5 AP)")
-    run_group.add_argument("--dropout", type=float, default=0.0,
-                           help="dropout on [tanh(d + Hx), x] while training (not in the paper; default 0)")
+    run_group.add_argument("--dropout", type=float, default=defaults.dropout,
+                           help="dropout on the features while training (NPLM: [tanh(d + Hx), x]; not in the "
+                                f"paper; default {defaults.dropout})")
     run_group.add_argument("--patience", type=int, default=defaults.patience,
                            help="paper recipe: early-stopping patience in epochs")
     run_group.add_argument("--max-steps", type=int, default=None, help="stop after this many updates")
@@ -67,9 +61,10 @@ def register(subparsers) -> None:
                            help="validate after each epoch (rate, best model, early stop) on the first this "
                                 "many tokens of valid; the final figures score all of it (default: all; "
                                 "for --model energy, whose exact scoring is slow)")
-    run_group.add_argument("--checkpoint-minutes", type=float, default=5.0)
-    run_group.add_argument("--seed", type=int, default=0)
-    run_group.add_argument("--out", default=None, help="run directory (default runs/nplm-n5-h50-m60-d...)")
+    run_group.add_argument("--checkpoint-minutes", type=float, default=defaults.checkpoint_minutes)
+    run_group.add_argument("--seed", type=int, default=defaults.seed)
+    run_group.add_argument("--out", default=None, help="run directory (default runs/MODEL-CORPUS-n5-m60-h50-"
+                                                        "direct-RECIPE-OBJECTIVE-sSEED)")
     run_group.add_argument("--resume", action="store_true", help="continue the run in --out")
     _device_options(train)
     _parallel_options(train, PARALLEL, BACKENDS)
@@ -101,6 +96,34 @@ def register(subparsers) -> None:
     neighbors.set_defaults(run=run_neighbors, device="cpu", bf16=False)
 
 
+def _network_options(group, default_model: str) -> None:
+    """--model and the options of every family's shape (`neural.families`): each field once, its
+    default left to the family (argparse's None: not given)."""
+    from dataclasses import fields
+    from neural.families import FAMILIES
+    group.add_argument("--model", choices=tuple(FAMILIES), default=default_model,
+                       help="; ".join(f"{name}: {entry.summary}" for name, entry in FAMILIES.items()))
+    seen = {}
+    for entry in FAMILIES.values():
+        for f in fields(entry.shape):
+            seen.setdefault(f.name, (f, []))[1].append(f"{entry.name} {f.default}")
+    for name, (f, defaults) in seen.items():
+        flag = "--" + name.replace("_", "-")
+        help_text = f"{f.metadata.get('help', '')} (default: {', '.join(defaults)})"
+        if isinstance(f.default, bool):
+            group.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+        else:
+            group.add_argument(flag, type=type(f.default), default=None, help=help_text)
+
+
+def _shape_options(args: argparse.Namespace) -> dict:
+    """The shape options given on the command line, for NPLMConfig (those not given: the family's)."""
+    from dataclasses import fields
+    from neural.families import FAMILIES
+    names = {f.name for entry in FAMILIES.values() for f in fields(entry.shape)}
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+
+
 def _device_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="auto (CUDA when present, else all CPU cores), "
                                                          "cpu, cuda, cuda:N")
@@ -120,19 +143,15 @@ def _parallel_options(parser: argparse.ArgumentParser, schemes, backends) -> Non
 
 
 def run_train(args: argparse.Namespace) -> dict | None:
+    from dataclasses import asdict, fields
     from neural.train import NPLMConfig, train_nplm
-    config = NPLMConfig(model=args.model, n=args.n, m=args.m, h=args.h, direct=args.direct, recipe=args.recipe,
-                        objective=args.objective, samples=args.samples, classes=args.classes,
-                        class_source=args.class_source, min_gain=args.min_gain, anneal_gain=args.anneal_gain,
-                        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                        weight_decay=args.weight_decay, patience=args.patience, dropout=args.dropout, seed=args.seed,
-                        device=args.device, bf16=args.bf16, threads=args.threads, max_steps=args.max_steps,
-                        valid_tokens=args.valid_tokens, checkpoint_minutes=args.checkpoint_minutes,
-                        parallel=args.parallel, backend=args.backend)
+    run_options = {f.name: getattr(args, f.name) for f in fields(NPLMConfig)[2:] if hasattr(args, f.name)}
+    config = NPLMConfig(model=args.model, **_shape_options(args), **run_options)
     _check_launch(args)
     corpus = load_corpus(args)
-    out = args.out or (f"runs/{args.model}-{corpus.name}-n{args.n}-h{args.h}-m{args.m}"
-                       f"{'-direct' if args.direct else ''}-{args.recipe}-{args.objective}-s{args.seed}")
+    shape = "-".join((k if v else f"no-{k}") if isinstance(v, bool) else f"{k}{v}"
+                     for k, v in asdict(config.shape).items())
+    out = args.out or f"runs/{args.model}-{corpus.name}-{shape}-{args.recipe}-{args.objective}-s{args.seed}"
     team = _connect(args, corpus)
     try:
         result = train_nplm(corpus, config, out, resume=args.resume, team=team)

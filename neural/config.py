@@ -4,11 +4,11 @@ line can offer the choices without importing it). `neural.recipe` carries them o
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 from lmbench.errors import LMBenchError
+from neural.families import NetworkShape, check_numbers, family
 
-MODELS = ("nplm", "energy")  # neural/model.py (equation 1), neural/energy.py (section 5.1)
 OBJECTIVES = ("softmax", "importance", "nce", "class")  # neural/objectives.py implements each
 CLASS_SOURCES = ("frequency", "exchange")  # neural/classes.py makes each
 PARALLEL = ("data", "vocab")  # neural/parallel.py: minibatch shards, or blocks of output rows
@@ -24,16 +24,17 @@ class Recipe:
 
 RECIPES = {"paper": Recipe(batch=1, lr=1e-3, decay_every=1),
            "sgd": Recipe(batch=128, lr=1.0, decay_every=16)}
-SHAPE_FIELDS = ("model", "n", "m", "h", "direct")
 
 
-@dataclass
+@dataclass(init=False)
 class NPLMConfig:
-    model: str = "nplm"  # "nplm" (equation 1) or "energy" (the energy-minimisation network, section 5.1)
-    n: int = 5  # context of n-1 words
-    m: int = 60  # word feature size
-    h: int = 50  # hidden units (0: none)
-    direct: bool = True  # direct connections W from x to the output
+    """A training run: the network (its family `model` and its `shape`, `neural.families`) and how it is
+    trained. Built as NPLMConfig(model="energy", n=3, h=20, objective="nce", ...): the keywords that are
+    fields of the family's shape dataclass go into `shape` (the others keep its defaults), the rest are
+    the run's own fields below."""
+
+    model: str = "nplm"  # the family (neural/families.py): "nplm" (equation 1), "energy" (section 5.1)
+    shape: NetworkShape | None = None  # the family's shape dataclass (n, m, h, ...); None: its defaults
     recipe: str = "sgd"  # "paper" or "sgd"
     objective: str = "importance"  # "softmax", "importance", "nce" or "class" (neural/objectives.py)
     samples: int = 400  # k: words drawn per minibatch by a sampled objective (Brown: 400 vs 100, see README)
@@ -47,7 +48,7 @@ class NPLMConfig:
     anneal_gain: float | None = None  # sgd: start halving below this gain instead (None: min_gain)
     weight_decay: float = 1e-4  # on the weights and C, never the biases (paper: 1e-4 Brown, 1e-5 AP)
     patience: int = 2  # paper: stop after this many epochs without a better validation perplexity
-    dropout: float = 0.0  # dropout on [tanh(d + Hx), x] while training (not in the paper)
+    dropout: float = 0.0  # dropout on the features while training (not in the paper; NPLM: [tanh(d + Hx), x])
     seed: int = 0
     device: str = "auto"  # "auto" (cuda when present, else cpu), "cpu", "cuda", "cuda:1", ...
     bf16: bool = False  # the |V|-sized GEMMs in bfloat16
@@ -59,11 +60,28 @@ class NPLMConfig:
     parallel: str | None = None  # None (one process), "data" or "vocab", under torchrun (neural/parallel.py)
     backend: str = "auto"  # --parallel: "auto", "gloo" or "nccl"
 
-    def __post_init__(self):
+    def __init__(self, model: str = "nplm", shape: NetworkShape | dict | None = None, **options):
+        entry = family(model)
+        given = {k: options.pop(k) for k in entry.shape_fields() if k in options}
+        if shape is None:
+            shape = entry.shape(**given)
+        else:
+            shape = entry.shape_of(shape) if isinstance(shape, dict) else shape
+            if type(shape) is not entry.shape:
+                raise LMBenchError(f"the shape of a --model {model} network is a {entry.shape.__name__}, "
+                                   f"not a {type(shape).__name__}")
+            shape = replace(shape, **given)
+        self.model, self.shape = model, shape
+        for f in fields(self)[2:]:
+            setattr(self, f.name, options.pop(f.name, f.default))
+        if options:
+            raise LMBenchError(f"--model {model} has no option "
+                               f"{', '.join('--' + k.replace('_', '-') for k in options)}")
+        self.check()
+
+    def check(self) -> None:
         if self.recipe not in RECIPES:
             raise LMBenchError(f"unknown recipe {self.recipe!r}: use one of {', '.join(RECIPES)}")
-        if self.model not in MODELS:
-            raise LMBenchError(f"unknown model {self.model!r}: use one of {', '.join(MODELS)}")
         if self.objective not in OBJECTIVES:
             raise LMBenchError(f"unknown objective {self.objective!r}: use one of {', '.join(OBJECTIVES)}")
         if self.class_source not in CLASS_SOURCES:
@@ -83,12 +101,8 @@ class NPLMConfig:
         if self.objective != "class" and (self.classes or self.class_source != "frequency"):
             raise LMBenchError("--classes and --class-source set the class layer of --objective class: drop "
                                f"them or train with --objective class (not {self.objective})")
-        if self.h == 0 and not self.direct:
-            raise LMBenchError("h = 0 without direct connections has no path from the context to the "
-                               "output: give --h > 0 or --direct")
-        for option, value, allowed, ok in [
-                ("--n", self.n, ">= 2", self.n >= 2), ("--m", self.m, ">= 1", self.m >= 1),
-                ("--h", self.h, ">= 0", self.h >= 0), ("--samples", self.samples, ">= 1", self.samples >= 1),
+        check_numbers([
+                ("--samples", self.samples, ">= 1", self.samples >= 1),
                 ("--epochs", self.epochs, ">= 1", self.epochs >= 1),
                 ("--batch-size", self.batch_size, ">= 1", self.batch_size is None or self.batch_size >= 1),
                 ("--lr", self.lr, "finite and > 0", self.lr is None or 0 < self.lr < math.inf),
@@ -101,20 +115,10 @@ class NPLMConfig:
                 ("--threads", self.threads, ">= 1", self.threads is None or self.threads >= 1),
                 ("--max-steps", self.max_steps, ">= 0", self.max_steps is None or self.max_steps >= 0),
                 ("--valid-tokens", self.valid_tokens, ">= 1", self.valid_tokens is None or self.valid_tokens >= 1),
-                ("--checkpoint-minutes", self.checkpoint_minutes, "> 0", self.checkpoint_minutes > 0)]:
-            if not ok:
-                raise LMBenchError(f"{option} {value}: must be {allowed}")
-        if self.model == "energy":
-            for refused, message in [
-                    (self.objective == "class", "--objective class factors the NPLM's output layer, which the "
-                                                "energy network has not: use softmax, importance or nce"),
-                    (self.dropout, "--dropout acts on the NPLM's [tanh(d + Hx), x]: drop it for --model energy"),
-                    (self.bf16, "--bf16 runs the NPLM's |V|-sized GEMMs in bfloat16; the energy network has "
-                                "none: drop it for --model energy"),
-                    (self.h == 0, "--model energy needs --h >= 1: the output word enters the energy through "
-                                  "the hidden units only")]:
-                if refused:
-                    raise LMBenchError(message)
+                ("--checkpoint-minutes", self.checkpoint_minutes, "> 0", self.checkpoint_minutes > 0)])
+        refusal = self.shape.refuse(self)
+        if refusal:
+            raise LMBenchError(refusal)
 
     @property
     def batch(self) -> int:

@@ -44,7 +44,8 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
-from neural.model import softmax_parts
+from neural.families import EnergyShape
+from neural.model import log_softmax, softmax_parts
 
 BLOCK = 1 << 22  # elements of one (contexts x candidates x h) block: 16 MiB in fp32
 BLOCK_ROWS = 256  # at most this many contexts a block, so that a block spans many candidates
@@ -80,15 +81,18 @@ def hidden_energy(a: torch.Tensor, c: torch.Tensor, v: torch.Tensor) -> torch.Te
 class EnergyNetwork(nn.Module):
     """P(w_t | w_{t-n+1} .. w_{t-1}) = exp(-E) / sum exp(-E) over a vocabulary of `vocab_size` words."""
 
-    num_classes = 0  # no class layer (`neural.lm` asks)
+    num_classes = 0  # no class layer
     WORD_TABLES = ("C", "b", "W")  # the parameters with one row per word (`neural.oov` grows them)
 
-    def __init__(self, vocab_size: int, n: int, m: int, h: int, direct: bool):
+    def __init__(self, shape: EnergyShape, vocab_size: int, *, output: str = "softmax", structure=None,
+                 dropout: float = 0.0):
         super().__init__()
-        if n < 2 or m < 1 or h < 1:
-            raise ValueError(f"need n >= 2, m >= 1, h >= 1 (got n={n}, m={m}, h={h}): the output word "
-                             "enters the energy through the hidden units only")
-        self.vocab_size, self.n, self.m, self.h, self.direct = vocab_size, n, m, h, direct
+        if output != "softmax" or structure is not None or dropout:  # EnergyShape.refuse names them
+            raise ValueError("the energy network has the full softmax only, and no dropout")
+        self.shape, self.vocab_size = shape, vocab_size
+        n, m, h, direct = shape.n, shape.m, shape.h, shape.direct
+        self.n, self.m, self.h, self.direct = n, m, h, direct
+        self.history = n - 1  # the context: n-1 words
         self.width = (n - 1) * m  # size of x_ctx
         self.C = nn.Parameter(torch.empty(vocab_size, m))  # (V, m) the word feature table
         self.H = nn.Parameter(torch.empty(h, n * m))  # (h, n m) = [H_ctx, H_out]
@@ -97,6 +101,10 @@ class EnergyNetwork(nn.Module):
         self.b = nn.Parameter(torch.empty(vocab_size))  # (V,) word biases
         self.W = nn.Parameter(torch.empty(vocab_size, self.width)) if direct else None  # (V, (n-1)m)
         self.reset_parameters()
+
+    @staticmethod
+    def saved_output(state: dict) -> tuple[str, None]:
+        return "softmax", None  # one output layer, the full softmax over -E
 
     def reset_parameters(self) -> None:
         """C ~ U(-0.05, 0.05); H, v and W ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)); d = b = 0."""
@@ -184,6 +192,14 @@ class EnergyNetwork(nn.Module):
         """Mean over the batch of -log P(target | context), normalised over the whole vocabulary
         (the objective "softmax"): B V h tanh forward, recomputed block by block backward."""
         return F.cross_entropy(self.scores(z), target)
+
+    loss = softmax_nll  # the exact loss of its only output layer
+
+    @torch.inference_mode()
+    def log_probs(self, context: torch.Tensor, target: torch.Tensor | None = None, *, bf16: bool = False,
+                  full_softmax: bool = False) -> torch.Tensor:
+        """float64 log P(target | context) (B,), or log P(. | context) (B, V) when target is None."""
+        return log_softmax(*self.log_softmax_parts(context, target), target)
 
     @torch.inference_mode()
     def log_softmax_parts(self, context: torch.Tensor, target: torch.Tensor | None = None,

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from lmbench.model import LanguageModel
+from neural.families import family_of, load
 from neural.model import NPLM, PAD_ID
 
 EVAL_BATCH = 2048  # contexts per GEMM when scoring
@@ -25,11 +26,11 @@ MIN_ROWS = 64  # distribution() pads its one context to this many rows so the GE
 # (a one-row product goes through a matrix-vector kernel whose rounding differs in the last bit)
 
 
-def context_windows(stream: np.ndarray, n: int, start: int = 0) -> np.ndarray:
-    """(len(stream) - start, n-1) int64: row i holds the n-1 ids before stream[start + i], oldest
-    first, left-padded with PAD_ID where the stream has fewer."""
-    padded = np.concatenate([np.full(n - 1, PAD_ID, dtype=np.int64), np.asarray(stream, dtype=np.int64)])
-    windows = np.lib.stride_tricks.sliding_window_view(padded, n - 1)  # (len + 1, n-1)
+def context_windows(stream: np.ndarray, history: int, start: int = 0) -> np.ndarray:
+    """(len(stream) - start, history) int64: row i holds the `history` ids (n - 1) before
+    stream[start + i], oldest first, left-padded with PAD_ID where the stream has fewer."""
+    padded = np.concatenate([np.full(history, PAD_ID, dtype=np.int64), np.asarray(stream, dtype=np.int64)])
+    windows = np.lib.stride_tricks.sliding_window_view(padded, history)  # (len + 1, history)
     return windows[start: len(stream)]
 
 
@@ -38,20 +39,18 @@ def log_probs(net: NPLM, context: torch.Tensor, target: torch.Tensor | None, *, 
     """float64 log P(target | context) (B,), or log P(. | context) (B, V) when target is None: the
     class-factored distribution of a network with a class layer when `factored`, else the full
     softmax of y (bf16: its GEMM in bfloat16; the factored form has no |V|-sized GEMM and ignores it)."""
-    if factored and net.num_classes:
-        return net.factored_log_probs(context, target)
-    picked, peak, total = net.log_softmax_parts(context, target, bf16=bf16)
-    if target is None:
-        return picked.double() - peak.double()[:, None] - total.double().log()[:, None]
-    return picked.double() - peak.double() - total.double().log()
+    return net.log_probs(context, target, bf16=bf16, full_softmax=not factored)
 
 
 def score_stream(net: NPLM, stream: np.ndarray, start: int, *, batch_size: int = EVAL_BATCH,
                  bf16: bool = False, progress: bool = False, factored: bool = True) -> np.ndarray:
     """Natural-log P(stream[t] | stream[t-n+1:t]) for t >= start, float64, shape (len - start,), by
     `log_probs`."""
+    if net.history is None:  # a stream network: its family's scorer (`neural.families`)
+        return load(family_of(net.shape).scorer)(net, stream, start, batch_size=batch_size, bf16=bf16,
+                                                 progress=progress, factored=factored)
     device = next(net.parameters()).device
-    contexts = torch.from_numpy(context_windows(stream, net.n, start).copy()).to(device)
+    contexts = torch.from_numpy(context_windows(stream, net.history, start).copy()).to(device)
     targets = torch.from_numpy(np.asarray(stream[start:], dtype=np.int64)).to(device)
     result = torch.empty(len(targets), dtype=torch.float64, device=device)
     chunks = range(0, len(targets), batch_size)
@@ -74,7 +73,7 @@ class NPLMLanguageModel(LanguageModel):
 
     def __init__(self, net: NPLM, bf16: bool = False, factored: bool = True):
         self.net = net.eval()
-        self.order = net.n
+        self.order = net.history + 1
         self.vocab_size = net.vocab_size
         self.bf16 = bf16
         self.factored = factored
@@ -88,7 +87,7 @@ class NPLMLanguageModel(LanguageModel):
         return score_stream(self.net, stream, start, bf16=self.bf16, factored=self.factored)
 
     def distribution(self, context: Sequence[int]) -> np.ndarray:
-        width = self.net.n - 1
+        width = self.net.history
         recent = list(context)[-width:]
         row = [PAD_ID] * (width - len(recent)) + recent  # left-padded like context_windows
         device = next(self.net.parameters()).device

@@ -38,6 +38,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from lmbench.errors import LMBenchError
+from neural.families import NPLMShape
 
 PAD_ID = 0  # <unk>: what the model sees before the first token of a stream
 
@@ -47,17 +48,15 @@ class NPLM(nn.Module):
 
     WORD_TABLES = ("C", "out", "b")  # the parameters with one row per word (`neural.oov` grows them)
 
-    def __init__(self, vocab_size: int, n: int, m: int, h: int, direct: bool, dropout: float = 0.0,
-                 classes: torch.Tensor | None = None):
-        """classes: the (V,) class id of every word, ids 0 .. C-1 each used, for a class layer; None
-        for the paper's network."""
+    def __init__(self, shape: NPLMShape, vocab_size: int, *, output: str = "softmax",
+                 structure: torch.Tensor | None = None, dropout: float = 0.0):
+        """output: "softmax" (the paper's) or "class", whose `structure` is the (V,) class id of every
+        word, ids 0 .. C-1 each used. dropout: on z while training (not in the paper)."""
         super().__init__()
-        self.dropout = dropout  # training only: dropout on z = [tanh(d + Hx), x] (not in the paper)
-        if n < 2 or m < 1 or h < 0:
-            raise ValueError(f"need n >= 2, m >= 1, h >= 0 (got n={n}, m={m}, h={h})")
-        if h == 0 and not direct:
-            raise ValueError("h = 0 without direct connections leaves no path from the context")
-        self.vocab_size, self.n, self.m, self.h, self.direct = vocab_size, n, m, h, direct
+        self.shape, self.vocab_size, self.dropout = shape, vocab_size, dropout
+        n, m, h, direct = shape.n, shape.m, shape.h, shape.direct
+        self.n, self.m, self.h, self.direct = n, m, h, direct
+        self.history = n - 1  # the context: n-1 words
         width = (n - 1) * m  # size of x
         self.C = nn.Parameter(torch.empty(vocab_size, m))  # (V, m) the word feature table
         if h:
@@ -66,9 +65,16 @@ class NPLM(nn.Module):
         self.out = nn.Parameter(torch.empty(vocab_size, h + (width if direct else 0)))  # (V, K) = [U, W]
         self.b = nn.Parameter(torch.empty(vocab_size))  # (V,) output biases
         self.num_classes = 0  # C; 0: no class layer
-        if classes is not None:
-            self._add_class_layer(torch.as_tensor(classes))
+        if output == "class":
+            self._add_class_layer(torch.as_tensor(structure))
+        elif output != "softmax" or structure is not None:
+            raise ValueError(f"the NPLM's output layer is softmax or class (with its structure), not {output!r}")
         self.reset_parameters()
+
+    @staticmethod
+    def saved_output(state: dict) -> tuple[str, torch.Tensor | None]:
+        """The output layer and its structure that rebuild the network whose state is `state`."""
+        return ("class", state["word_class"]) if "word_class" in state else ("softmax", None)
 
     def _add_class_layer(self, classes: torch.Tensor) -> None:
         """The word -> class map (saved with the network), the class weights [U_c, W_c] (C, K) and
@@ -163,11 +169,36 @@ class NPLM(nn.Module):
         return torch.addmm(self.b, self.features(context), self.out.t())
 
     def softmax_nll(self, z: torch.Tensor, target: torch.Tensor, bf16: bool = False) -> torch.Tensor:
-        """Mean over the batch of -log P(target | context) for features z (B, K), through the fused
+        """Mean over the batch of -log softmax(y)[target] for features z (B, K), through the fused
         output layer. bf16: the two |V|-sized GEMMs (almost all the FLOPs) run in bfloat16, the
         softmax in fp32."""
         dtype = torch.bfloat16 if bf16 else self.out.dtype
         return SoftmaxNLL.apply(z, self.out, self.b, target, dtype)
+
+    def loss(self, z: torch.Tensor, target: torch.Tensor, bf16: bool = False) -> torch.Tensor:
+        """Mean over the batch of the exact -log P(target | context) of this network's output layer:
+        the full softmax (`softmax_nll`) or the class-factored one (`class_nll`)."""
+        return self.class_nll(z, target) if self.num_classes else self.softmax_nll(z, target, bf16)
+
+    def class_nll(self, z: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """-log P(c(w) | h) - log P(w | c(w), h), the mean over the batch: the scores of the C classes
+        and those of the words of each target's class only (`WithinClassNLL`)."""
+        classes = self.word_class[target]  # (B,)
+        words, runs = self.class_members(classes)  # (T,), (B + 1,)
+        rows, bias = self.output_rows(words)  # (T, K), (T,)
+        targets_at = runs[:-1] + self.class_position[target]  # (B,) each target's entry in its run
+        within = WithinClassNLL.apply(z, rows, bias, runs, targets_at)
+        return F.cross_entropy(self.class_scores(z), classes) + within
+
+    @torch.inference_mode()
+    def log_probs(self, context: torch.Tensor, target: torch.Tensor | None = None, *, bf16: bool = False,
+                  full_softmax: bool = False) -> torch.Tensor:
+        """float64 log P(target | context) (B,), or log P(. | context) (B, V) when target is None: the
+        class-factored distribution of a network with a class layer (unless `full_softmax`: the
+        softmax of its y), else the full softmax (bf16: its GEMM in bfloat16)."""
+        if self.num_classes and not full_softmax:
+            return self.factored_log_probs(context, target)
+        return log_softmax(*self.log_softmax_parts(context, target, bf16=bf16), target)
 
     def output_rows(self, words: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The rows of [U, W] (R, K) and of b (R,) for word ids (R,), for the sampled objectives:
@@ -257,6 +288,14 @@ def softmax_parts(scores: torch.Tensor, target: torch.Tensor | None):
     return picked, peak[:, 0], total
 
 
+def log_softmax(picked: torch.Tensor, peak: torch.Tensor, total: torch.Tensor,
+                target: torch.Tensor | None) -> torch.Tensor:
+    """float64 log P from `softmax_parts`: picked - max - log(total), (B,) for targets, (B, V) else."""
+    if target is None:
+        return picked.double() - peak.double()[:, None] - total.double().log()[:, None]
+    return picked.double() - peak.double() - total.double().log()
+
+
 def csr_matrix(runs: torch.Tensor, columns: torch.Tensor, values: torch.Tensor,
                shape: tuple[int, int]) -> torch.Tensor:
     """The sparse CSR matrix with row i's entries at columns[runs[i]:runs[i+1]] (ascending), without
@@ -291,6 +330,36 @@ def run_log_sum_exp(scores: torch.Tensor, runs: torch.Tensor):
 def at_least_fp32(scores: torch.Tensor) -> torch.Tensor:
     """bf16 scores become fp32 for the softmax; fp32 and fp64 stay as they are."""
     return scores.float() if scores.dtype in (torch.bfloat16, torch.float16) else scores
+
+
+class WithinClassNLL(torch.autograd.Function):
+    """loss = mean_i [log sum_{t in run i} exp(y_t) - y_{target_i}], y_t = bias_t + z_i . rows_t for the
+    T entries of the runs (B + 1,) (`NPLM.class_members`), rows (T, K), bias (T,), the target of
+    example i at entry targets_at[i].
+
+    dloss/dy_t = g_t = (exp(y_t) / sum_{run i} exp(y) - [t = targets_at[i]]) / B (T,), and with G the
+    (B, T) CSR matrix of g: dloss/dz = G rows (B, K), dloss/drows_t = g_t z_i (T, K), dloss/dbias = g.
+    The backward pass may run only once per forward."""
+
+    @staticmethod
+    def forward(ctx, z, rows, bias, runs, targets_at):
+        entries = torch.arange(len(rows), device=rows.device)  # (T,) run i's entries are its own rows
+        scores = member_scores(z, rows, bias, runs, entries)  # (T,) y
+        run, peak, exp, total = run_log_sum_exp(scores, runs)  # (T,), (B,), (T,), (B,)
+        batch = len(z)
+        loss = (peak + total.log() - scores[targets_at]).mean()
+        grad = exp.div_(total.index_select(0, run).mul_(batch))  # (T,) softmax within the run / B
+        grad[targets_at] -= 1.0 / batch
+        ctx.save_for_backward(z, rows, grad, runs, entries, run)
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_loss):
+        z, rows, grad, runs, entries, run = ctx.saved_tensors
+        grad = grad.mul_(grad_loss)  # (T,) g
+        grad_z = csr_matrix(runs, entries, grad, (len(z), len(rows))) @ rows  # (B, K)
+        grad_rows = z.index_select(0, run).mul_(grad[:, None])  # (T, K)
+        return grad_z, grad_rows, grad, None, None
 
 
 class SoftmaxNLL(torch.autograd.Function):

@@ -55,7 +55,7 @@ import torch
 from torch.nn import functional as F
 
 from lmbench.errors import LMBenchError
-from neural.model import NPLM, csr_matrix, member_scores, run_log_sum_exp
+from neural.model import NPLM
 
 
 class Objective:
@@ -84,7 +84,7 @@ class FullSoftmax(Objective):
     name = "softmax"
 
     def loss(self, net, z, target, bf16: bool = False):
-        return net.softmax_nll(z, target, bf16=bf16)
+        return net.loss(z, target, bf16=bf16)
 
 
 class SampledObjective(Objective):
@@ -144,43 +144,8 @@ class ClassFactored(Objective):
     def loss(self, net, z, target, bf16: bool = False):
         if not net.num_classes:
             raise LMBenchError("the class objective needs a network with a class layer: build it with "
-                               "NPLM(..., classes=word classes) (train_nplm does for objective 'class')")
-        classes = net.word_class[target]  # (B,)
-        words, runs = net.class_members(classes)  # (T,), (B + 1,)
-        rows, bias = net.output_rows(words)  # (T, K), (T,)
-        targets_at = runs[:-1] + net.class_position[target]  # (B,) each target's entry in its run
-        within = WithinClassNLL.apply(z, rows, bias, runs, targets_at)
-        return F.cross_entropy(net.class_scores(z), classes) + within
-
-
-class WithinClassNLL(torch.autograd.Function):
-    """loss = mean_i [log sum_{t in run i} exp(y_t) - y_{target_i}], y_t = bias_t + z_i . rows_t for the
-    T entries of the runs (B + 1,) (`NPLM.class_members`), rows (T, K), bias (T,), the target of
-    example i at entry targets_at[i].
-
-    dloss/dy_t = g_t = (exp(y_t) / sum_{run i} exp(y) - [t = targets_at[i]]) / B (T,), and with G the
-    (B, T) CSR matrix of g: dloss/dz = G rows (B, K), dloss/drows_t = g_t z_i (T, K), dloss/dbias = g.
-    The backward pass may run only once per forward."""
-
-    @staticmethod
-    def forward(ctx, z, rows, bias, runs, targets_at):
-        entries = torch.arange(len(rows), device=rows.device)  # (T,) run i's entries are its own rows
-        scores = member_scores(z, rows, bias, runs, entries)  # (T,) y
-        run, peak, exp, total = run_log_sum_exp(scores, runs)  # (T,), (B,), (T,), (B,)
-        batch = len(z)
-        loss = (peak + total.log() - scores[targets_at]).mean()
-        grad = exp.div_(total.index_select(0, run).mul_(batch))  # (T,) softmax within the run / B
-        grad[targets_at] -= 1.0 / batch
-        ctx.save_for_backward(z, rows, grad, runs, entries, run)
-        return loss
-
-    @staticmethod
-    def backward(ctx, grad_loss):
-        z, rows, grad, runs, entries, run = ctx.saved_tensors
-        grad = grad.mul_(grad_loss)  # (T,) g
-        grad_z = csr_matrix(runs, entries, grad, (len(z), len(rows))) @ rows  # (B, K)
-        grad_rows = z.index_select(0, run).mul_(grad[:, None])  # (T, K)
-        return grad_z, grad_rows, grad, None, None
+                               "output='class' (train_nplm does for objective 'class')")
+        return net.loss(z, target)
 
 
 OBJECTIVES = {cls.name: cls for cls in (FullSoftmax, ImportanceSampling, NoiseContrastive, ClassFactored)}

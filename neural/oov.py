@@ -55,10 +55,10 @@ class GrownVocabulary:
 
 
 def widen(net: torch.nn.Module, extra: int) -> torch.nn.Module:
-    """A copy of `net` (an `NPLM` or `EnergyNetwork`) over `extra` more words, their rows of the
-    word tables zero, on the same device and in the same dtype."""
+    """A copy of `net` (any `neural.families.Network` with the full softmax) over `extra` more words,
+    their rows of the word tables zero, on the same device and in the same dtype."""
     reference = next(net.parameters())
-    wide = type(net)(net.vocab_size + extra, net.n, net.m, net.h, net.direct)
+    wide = type(net)(net.shape, net.vocab_size + extra)
     wide.to(device=reference.device, dtype=reference.dtype)  # before loading: no rounding on the way
     wide.load_state_dict({name: torch.cat([value, value.new_zeros(extra, *value.shape[1:])])
                           if name in net.WORD_TABLES else value for name, value in net.state_dict().items()})
@@ -68,13 +68,13 @@ def widen(net: torch.nn.Module, extra: int) -> torch.nn.Module:
 def grow(net: torch.nn.Module, corpus, split: str) -> GrownVocabulary:
     """The network of `net` with every word outside V that `split` holds added, each initialised
     from the context where it is first met (the module docstring)."""
-    if getattr(net, "num_classes", 0):
+    if net.num_classes:
         raise LMBenchError("a class-factored network has no class for a new word: score it with --oov unk "
                            "(the default)")
     if corpus.unk_words is None:
         raise LMBenchError(f"corpus {corpus.name!r} keeps no raw words of its <unk> tokens: --oov init needs "
                            "the brown or text corpus (prepared again if cached by an older version: --no-cache)")
-    stream, start = corpus.stream_for(split, history=net.n - 1)
+    stream, start = corpus.stream_for(split, history=net.history)
     stream = stream.astype(np.int64)
     at = start + np.flatnonzero(stream[start:] == corpus.vocab.unk_id)  # (U,) the <unk> tokens of the split
     raw = corpus.unk_words[split]
@@ -99,7 +99,7 @@ def initialise(grown: GrownVocabulary) -> None:
     the V + i words before it, h its first context; P and the sums in float64."""
     net, base = grown.net, grown.base_size
     device = next(net.parameters()).device
-    contexts = torch.from_numpy(context_windows(grown.stream, net.n)[grown.first].copy()).to(device)  # (N, n-1)
+    contexts = torch.from_numpy(context_windows(grown.stream, net.history)[grown.first].copy()).to(device)  # (N, n-1)
     tables = [getattr(net, name) for name in net.WORD_TABLES if getattr(net, name) is not None]
     for i, context in enumerate(contexts):
         size = base + i  # the words the context's distribution is over
@@ -113,7 +113,7 @@ def masked_scores(grown: GrownVocabulary, lo: int, hi: int) -> torch.Tensor:
     yet met at each token's position."""
     net = grown.net
     device = next(net.parameters()).device
-    contexts = torch.from_numpy(context_windows(grown.stream[:hi], net.n, lo).copy()).to(device)  # (B, n-1)
+    contexts = torch.from_numpy(context_windows(grown.stream[:hi], net.history, lo).copy()).to(device)  # (B, n-1)
     scores = net(contexts)  # (B, V + N)
     position = torch.arange(lo, hi, device=device)
     first = torch.from_numpy(grown.first).to(device)

@@ -52,6 +52,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from lmbench.errors import LMBenchError
+from neural.families import family, load
 from neural.lm import score_stream
 from neural.model import NPLM, SoftmaxNLL, at_least_fp32
 from neural.recipe import resolve_device
@@ -194,15 +195,19 @@ class Team:
 
     # -- the network ----------------------------------------------------------------------------------
 
-    def network(self, vocab_size: int, n: int, m: int, h: int, direct: bool, dropout: float = 0.0,
-                classes: torch.Tensor | None = None) -> NPLM:
-        """This process's network: the whole NPLM, or under "vocab" its `VocabSlice`."""
+    def network(self, model: str, shape, vocab_size: int, *, output: str = "softmax",
+                structure: torch.Tensor | None = None, dropout: float = 0.0):
+        """This process's network of family `model` (`neural.families`): the whole network, or under
+        "vocab" the family's block of it (the NPLM's `VocabSlice`)."""
+        entry = family(model)
+        if self.mode is not None and self.mode not in shape.parallel:
+            raise LMBenchError(shape.refuse_parallel(model, self.mode))
         if self.mode != "vocab":
-            return NPLM(vocab_size, n, m, h, direct, dropout=dropout, classes=classes)
-        if classes is not None:
+            return entry.network_class()(shape, vocab_size, output=output, structure=structure, dropout=dropout)
+        if output != "softmax":
             raise LMBenchError("a network with a class layer is not vocabulary-parallel: evaluate it with "
                                "--parallel data or on one process")
-        return VocabSlice(vocab_size, n, m, h, direct, dropout, team=self)
+        return load(entry.vocab_slice)(shape, vocab_size, dropout=dropout, team=self)
 
     def state_dict(self, net: NPLM) -> dict | None:
         """The whole network's state on rank 0, in the single-process format (the blocks of [U, W]
@@ -281,9 +286,8 @@ class VocabSlice(NPLM):
     as a single process would), then cut; `load_state_dict` takes the whole network's state. Every
     method that reads the output layer crosses the processes (all of them must call it together)."""
 
-    def __init__(self, vocab_size: int, n: int, m: int, h: int, direct: bool, dropout: float = 0.0, *,
-                 team: Team):
-        super().__init__(vocab_size, n, m, h, direct, dropout)
+    def __init__(self, shape, vocab_size: int, *, dropout: float = 0.0, team: Team):
+        super().__init__(shape, vocab_size, dropout=dropout)
         self.team = team
         self.start, self.stop = team.rows[team.rank], team.rows[team.rank + 1]
         self.out = nn.Parameter(self.out.detach()[self.start: self.stop].clone())  # (V_r, K)

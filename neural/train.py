@@ -34,10 +34,10 @@ from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write, atomic_write_text
 from lmbench.model import perplexity
 from neural.classes import word_classes
-from neural.energy import EnergyNetwork
+from neural.config import RECIPES, NPLMConfig
+from neural.families import NetworkShape, family, load
 from neural.lm import NPLMLanguageModel, context_windows
 from neural.objectives import OBJECTIVES
-from neural.config import RECIPES, SHAPE_FIELDS, NPLMConfig
 from neural.parallel import Team, connect
 from neural.recipe import apply_weight_decay, learning_rate, make_optimizer, next_epoch_rate, resolve_device
 
@@ -65,11 +65,14 @@ def read_checkpoint(path: Path, fingerprint: str, config: NPLMConfig | None = No
                            "and corpus options it was trained with, or another --out directory")
     if config is not None:
         saved = state["config"]
-        diff = [f"{k}={saved_shape(saved, k)} (asked {getattr(config, k)})" for k in SHAPE_FIELDS
-                if saved_shape(saved, k) != getattr(config, k)]
+        model, shape = saved_network(saved)
+        diff = [f"model={model} (asked {config.model})"] if model != config.model else []
+        diff += [f"{k}={v} (asked {getattr(config.shape, k, None)})" for k, v in dataclasses.asdict(shape).items()
+                 if getattr(config.shape, k, None) != v]
         if diff:
             raise LMBenchError(f"checkpoint {path} has another network shape: {', '.join(diff)}; resume "
-                               "with the same --model/--n/--m/--h/--direct or use another --out directory")
+                               "with the same --model and shape options (--n, --h, ...) or use another --out "
+                               "directory")
         for key in ("recipe", "objective"):
             if saved.get(key) != getattr(config, key):
                 raise LMBenchError(f"checkpoint {path} was trained with {key} {saved.get(key)!r}, not "
@@ -78,27 +81,38 @@ def read_checkpoint(path: Path, fingerprint: str, config: NPLMConfig | None = No
     return state
 
 
-def saved_shape(config: dict, field: str):
-    """A shape field of a saved config; one missing from an older checkpoint has its default."""
-    return config.get(field, getattr(NPLMConfig, field))
+def saved_network(config: dict) -> tuple[str, NetworkShape]:
+    """The family and shape of a saved config (`dataclasses.asdict` of an NPLMConfig). A checkpoint
+    from before the families keeps the shape's fields beside the others (and one from before the energy
+    network has no model: an NPLM); a field it lacks has its default."""
+    entry = family(config.get("model", "nplm"))
+    values = config.get("shape")
+    if values is None:
+        values = {k: config[k] for k in entry.shape_fields() if k in config}
+    return entry.name, entry.shape_of(values)
 
 
-def build_network(config: NPLMConfig, vocab_size: int, team: Team, classes: torch.Tensor | None = None):
-    """The network of config.model: the NPLM of equation 1 (with a class layer over `classes`; under
-    --parallel vocab this process's block of it) or the energy network of section 5.1 (one process)."""
-    if config.model == "energy":
-        if team.mode is not None:
-            raise LMBenchError("the energy network trains and scores on one process: drop --parallel")
-        return EnergyNetwork(vocab_size, config.n, config.m, config.h, config.direct)
-    return team.network(vocab_size, config.n, config.m, config.h, config.direct, dropout=config.dropout,
-                        classes=classes)
+def build_network(config: NPLMConfig, corpus, team: Team, *, progress: bool = True):
+    """The network of config.model and config.shape (`neural.families`) over corpus.vocab, with the
+    output layer of config.objective (the class-factored one over the word classes of train for
+    "class"); under --parallel vocab this process's block of it."""
+    output, structure = "softmax", None
+    if config.objective == "class":
+        output, structure = "class", word_classes(corpus, config, progress=progress)
+    return team.network(config.model, config.shape, len(corpus.vocab), output=output, structure=structure,
+                        dropout=config.dropout)
 
 
 def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool = False,
                progress: bool = True, evaluate: bool = True, team: Team | None = None) -> dict:
     """Train on corpus.train, early-stop on corpus.valid, write the run into out_dir and return the
     figures: train/valid/test perplexity of the best model, tokens/s, seconds, epochs. `team`: the
-    processes of a parallel run (default: those config.parallel asks for, joined here)."""
+    processes of a parallel run (default: those config.parallel asks for, joined here). A family of
+    another context than "window" is trained by its own trainer (`neural.families`)."""
+    trainer = family(config.model).trainer
+    if trainer is not None:
+        return load(trainer)(corpus, config, out_dir, resume=resume, progress=progress, evaluate=evaluate,
+                             team=team)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     fingerprint = corpus.vocab.fingerprint()
@@ -110,8 +124,7 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
 
     torch.manual_seed(config.seed)  # the same on every process: the network starts the same everywhere
     np.random.seed(config.seed)
-    net = build_network(config, vocab_size, team, word_classes(corpus, config, progress=progress)
-                        if config.objective == "class" else None)
+    net = build_network(config, corpus, team, progress=progress)
     counts = np.bincount(corpus.train, minlength=vocab_size) + 1.0
     unigram = torch.from_numpy(counts / counts.sum())  # (V,) add-one unigram of train: q
     net.set_unigram_biases(unigram)  # start from the unigram: b = log q (b_c = log q(c); energy: b = -log q)
@@ -174,10 +187,10 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
         state["decay_pending"] = 0
 
     # (T, n-1) contexts and (T,) targets of the training stream, on the device once
-    contexts = torch.from_numpy(context_windows(corpus.train, config.n).copy()).to(device)
+    contexts = torch.from_numpy(context_windows(corpus.train, net.history).copy()).to(device)
     targets = torch.from_numpy(corpus.train.astype(np.int64)).to(device)
     steps_per_epoch = math.ceil(len(targets) / batch)
-    valid_stream, valid_start = corpus.stream_for("valid", history=config.n - 1)
+    valid_stream, valid_start = corpus.stream_for("valid", history=net.history)
     if config.valid_tokens is not None:  # the epochs' validation: a prefix of valid, the same every epoch
         valid_stream = valid_stream[:valid_start + config.valid_tokens]
 
@@ -308,7 +321,7 @@ def finish(corpus, config, state, out, team, evaluate: bool = True) -> dict:
     if evaluate:
         net = load_nplm(out, corpus, bf16=config.bf16, team=team).net
         for split in ("train", "valid", "test"):
-            stream, start = corpus.stream_for(split, history=config.n - 1)
+            stream, start = corpus.stream_for(split, history=net.history)
             logprobs = team.score_stream(net, stream, start, bf16=config.bf16)
             result[f"{split}_perplexity"] = perplexity(logprobs)
     result["best_epoch"] = int(np.argmin([r["valid_perplexity"] for r in history])) + 1
@@ -335,7 +348,8 @@ def load_nplm(out_dir: str | Path, corpus, *, device: str | torch.device = "auto
     saved = read() if team is None else team.from_rank0(read)
     if team is None:
         team = Team(device=device if isinstance(device, torch.device) else resolve_device(device, threads))
-    shape = NPLMConfig(**{k: saved_shape(saved["config"], k) for k in SHAPE_FIELDS})
-    net = build_network(shape, saved["vocab_size"], team, saved["model"].get("word_class"))
+    model, shape = saved_network(saved["config"])
+    output, structure = family(model).network_class().saved_output(saved["model"])
+    net = team.network(model, shape, saved["vocab_size"], output=output, structure=structure)
     net.load_state_dict(saved["model"])
     return NPLMLanguageModel(net.to(team.device), bf16=bf16, factored=factored).attach(corpus)

@@ -198,7 +198,8 @@ def test_ngram(place, capsys, data):
 @EXAMPLES
 @given(data=st.data())
 def test_nplm_train(place, capsys, data, tmp_path_factory):
-    from neural.config import MODELS, OBJECTIVES
+    from neural.config import OBJECTIVES
+    from neural.families import FAMILIES
     draw = drawer(data)
     out = tmp_path_factory.mktemp("nplm-run")
     direct = data.draw(st.sampled_from(["--direct", "--no-direct"]))  # --h 0 needs --direct
@@ -206,7 +207,7 @@ def test_nplm_train(place, capsys, data, tmp_path_factory):
                  draw(integers("--n", 2, 4)), draw(integers("--m", 1, 6)),
                  ([direct], None), draw(integers("--h", 0 if direct == "--direct" else 1, 6)),
                  draw(option("--objective", st.sampled_from(OBJECTIVES))),
-                 draw(option("--model", st.sampled_from(MODELS), st.just("rbm"))),
+                 draw(option("--model", st.sampled_from(tuple(FAMILIES)), st.just("rbm"))),
                  draw(option("--recipe", st.sampled_from(["sgd", "paper"]))),
                  draw(integers("--samples", 1, 20)), draw(integers("--epochs", 1, 2)),
                  draw(integers("--batch-size", 1, 64)),

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from neural.families import NPLMShape
+
 from baselines.clustering import cluster
 from lmbench_cli import main
 from lmbench.errors import LMBenchError
@@ -27,7 +29,7 @@ CLASSES = torch.from_numpy(frequency_classes(np.bincount(CORPUS.train, minlength
 def class_net(seed=0, dtype=torch.float64) -> NPLM:
     """A tiny class network with every parameter random (a peaked distribution, far from uniform)."""
     torch.manual_seed(seed)
-    net = NPLM(V, n=3, m=4, h=5, direct=True, classes=CLASSES).to(dtype)
+    net = NPLM(NPLMShape(n=3, m=4, h=5, direct=True), V, output="class", structure=CLASSES).to(dtype)
     with torch.no_grad():
         for p in net.parameters():
             p.normal_()
@@ -162,7 +164,7 @@ def test_saved_and_loaded_network_scores_identically(tmp_path):
     net = class_net(dtype=torch.float32)
     torch.save(net.state_dict(), tmp_path / "net.pt")
     state = torch.load(tmp_path / "net.pt")
-    loaded = NPLM(V, n=3, m=4, h=5, direct=True, classes=state["word_class"])
+    loaded = NPLM(NPLMShape(n=3, m=4, h=5, direct=True), V, output="class", structure=state["word_class"])
     loaded.load_state_dict(state)
     for split in ("valid", "test"):
         np.testing.assert_array_equal(NPLMLanguageModel(loaded).attach(CORPUS).logprobs(split),
@@ -176,7 +178,8 @@ def test_another_class_map_is_refused(tmp_path):
     other[[first, second]] = CLASSES[[second, first]]
     for classes, message in ((other, "another word -> class map"), (None, r"\(4 classes\).*\(no class layer\)")):
         with pytest.raises(LMBenchError, match=message):
-            NPLM(V, n=3, m=4, h=5, direct=True, classes=classes).double().load_state_dict(state)
+            NPLM(NPLMShape(n=3, m=4, h=5, direct=True), V, output="softmax" if classes is None else "class",
+                 structure=classes).double().load_state_dict(state)
     train_nplm(CORPUS, tiny(objective="class", classes=3, epochs=1), tmp_path, progress=False)
     with pytest.raises(LMBenchError, match=r"--classes"):
         train_nplm(CORPUS, tiny(objective="class", classes=4, epochs=2), tmp_path, resume=True, progress=False)

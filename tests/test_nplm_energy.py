@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from neural.families import EnergyShape
+
 import neural.energy
 from lmbench.errors import LMBenchError
 from lmbench_cli import main
@@ -24,7 +26,7 @@ V = len(CORPUS.vocab)
 
 def hand_net(direct: bool) -> EnergyNetwork:
     """V = 4, n = 3, m = 2, h = 2, with every weight set explicitly."""
-    net = EnergyNetwork(4, n=3, m=2, h=2, direct=direct)
+    net = EnergyNetwork(EnergyShape(n=3, m=2, h=2, direct=direct), 4)
     with torch.no_grad():
         net.C.copy_(torch.tensor([[0.1, -0.2], [0.5, 0.3], [-0.4, 0.8], [1.0, 0.0]]))
         net.H.copy_(torch.tensor([[0.2, -0.1, 0.4, 0.3, -0.6, 0.5], [-0.5, 0.6, 0.1, -0.2, 0.7, 0.9]]))
@@ -38,7 +40,7 @@ def hand_net(direct: bool) -> EnergyNetwork:
 
 def random_net(seed=0, direct=True, dtype=torch.float64, vocab=V) -> EnergyNetwork:
     torch.manual_seed(seed)
-    net = EnergyNetwork(vocab, n=3, m=4, h=5, direct=direct).to(dtype)
+    net = EnergyNetwork(EnergyShape(n=3, m=4, h=5, direct=direct), vocab).to(dtype)
     with torch.no_grad():
         for p in net.parameters():
             p.normal_()
@@ -153,7 +155,7 @@ def test_adapter_normalised_and_scores_match_distribution(monkeypatch, direct):
     """fp32, as trained: every score is the same whatever the batch or block it is computed in."""
     small_blocks(monkeypatch, 200)  # distribution() and score() split differently
     torch.manual_seed(7)
-    model = NPLMLanguageModel(EnergyNetwork(V, 3, 4, 5, direct)).attach(CORPUS)
+    model = NPLMLanguageModel(EnergyNetwork(EnergyShape(n=3, m=4, h=5, direct=direct), V)).attach(CORPUS)
     assert_normalised(model, CORPUS)
     assert_scores_match_distribution(model, CORPUS)
     assert_scores_match_distribution(model, CORPUS, split="train")
@@ -161,13 +163,13 @@ def test_adapter_normalised_and_scores_match_distribution(monkeypatch, direct):
 
 def test_parameter_count():
     for direct in (True, False):
-        net = EnergyNetwork(1000, n=5, m=60, h=50, direct=direct)
+        net = EnergyNetwork(EnergyShape(n=5, m=60, h=50, direct=direct), 1000)
         count = sum(p.numel() for p in net.parameters())
         assert count == 1000 * (1 + 60) + 50 * (2 + 5 * 60) + (1000 * 4 * 60 if direct else 0)
 
 
 def test_unigram_start_gives_the_unigram_in_every_context():
-    net = EnergyNetwork(V, 3, 4, 5, True).double()
+    net = EnergyNetwork(EnergyShape(n=3, m=4, h=5, direct=True), V).double()
     with torch.no_grad():
         net.v.zero_()
         net.W.zero_()

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 import torch
 
+from neural.families import NPLMShape
+
 from neural.config import OBJECTIVES as OBJECTIVE_NAMES
 from neural.model import NPLM
 from neural.objectives import OBJECTIVES, ImportanceSampling, NoiseContrastive
@@ -16,7 +18,7 @@ V = 12
 
 def setup(seed=0, direct=True):
     torch.manual_seed(seed)
-    net = NPLM(V, n=3, m=3, h=4, direct=direct).double()
+    net = NPLM(NPLMShape(n=3, m=3, h=4, direct=direct), V).double()
     with torch.no_grad():
         net.b.normal_()
         net.out.mul_(3.0)  # a peaked distribution, far from the proposal

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from neural.families import NPLMShape, EnergyShape
+
 from lmbench.errors import LMBenchError
 from lmbench_cli import main
 from neural import oov
@@ -25,7 +27,7 @@ V = len(CORPUS.vocab)
 
 def random_net(kind, seed=0):
     torch.manual_seed(seed)
-    net = (NPLM(V, 3, 4, 5, True) if kind == "nplm" else EnergyNetwork(V, 3, 4, 5, True)).double()
+    net = (NPLM(NPLMShape(n=3, m=4, h=5, direct=True), V) if kind == "nplm" else EnergyNetwork(EnergyShape(n=3, m=4, h=5, direct=True), V)).double()
     with torch.no_grad():
         for p in net.parameters():
             p.normal_()
@@ -45,7 +47,7 @@ def test_initialisation_is_the_expectation_under_the_context_distribution(kind):
     stream = grown.stream[grown.start:]
     assert stream.tolist().count(V) == 2 and stream.tolist().count(V + 1) == 1  # zebra reused
     assert stream.tolist().count(CORPUS.vocab.unk_id) == 1  # the literal <unk> stays <unk>
-    contexts = torch.from_numpy(context_windows(grown.stream, 3)[grown.first].copy())
+    contexts = torch.from_numpy(context_windows(grown.stream, 2)[grown.first].copy())
     tables = [name for name in net.WORD_TABLES if getattr(net, name) is not None]
     # zebra: P over V from the original network; yak: over V + zebra, from the grown one
     for i, (model, size) in enumerate([(net, V), (grown.net, V + 1)]):
@@ -80,7 +82,7 @@ def test_nplm_new_word_gets_one_over_the_perplexity_of_its_context():
     net = random_net("nplm", seed=2)
     grown = oov.grow(net, CORPUS, "valid")
     first = grown.first[0]
-    p = torch.softmax(net(torch.from_numpy(context_windows(grown.stream, 3)[first: first + 1].copy()))[0], 0)
+    p = torch.softmax(net(torch.from_numpy(context_windows(grown.stream, 2)[first: first + 1].copy()))[0], 0)
     unnormalised = torch.exp((p * p.log()).sum()).item()  # exp(-H)
     expected = np.log(unnormalised / (1 + unnormalised))
     assert oov.score(grown)[first - grown.start] == pytest.approx(expected, rel=1e-10)
@@ -97,7 +99,7 @@ def test_splits_grow_apart_and_neighbours_come_from_the_vocabulary():
 def test_class_networks_and_corpora_without_raw_words_are_refused():
     classes = torch.from_numpy(np.arange(V) % 3)
     with pytest.raises(LMBenchError, match="class-factored network has no class for a new word"):
-        oov.grow(NPLM(V, 3, 4, 5, True, classes=classes), CORPUS, "valid")
+        oov.grow(NPLM(NPLMShape(n=3, m=4, h=5, direct=True), V, output="class", structure=classes), CORPUS, "valid")
     bare = make_corpus(TEXT, "a zebra", "a yak")
     bare.unk_words = None
     with pytest.raises(LMBenchError, match="keeps no raw words"):

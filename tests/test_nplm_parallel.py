@@ -80,13 +80,14 @@ def batch_gradients(team: Team, objective_name: str) -> tuple[float, dict]:
     for a network and sampler started from the same seeds as `train_nplm` starts them."""
     config = tiny(objective=objective_name)
     torch.manual_seed(0)
-    net = team.network(V, 3, 4, 5, True, classes=word_classes(CORPUS, config, progress=False)
-                       if objective_name == "class" else None)
+    classes = objective_name == "class"
+    net = team.network("nplm", config.shape, V, output="class" if classes else "softmax",
+                       structure=word_classes(CORPUS, config, progress=False) if classes else None)
     counts = np.bincount(CORPUS.train, minlength=V) + 1.0
     unigram = torch.from_numpy(counts / counts.sum())
     net.set_unigram_biases(unigram)
     objective = OBJECTIVES[objective_name](unigram.float(), 8, torch.Generator().manual_seed(0))
-    contexts = torch.from_numpy(context_windows(CORPUS.train, 3).copy())
+    contexts = torch.from_numpy(context_windows(CORPUS.train, 2).copy())
     targets = torch.from_numpy(CORPUS.train.astype(np.int64))
     ids = torch.from_numpy(np.random.default_rng(1).permutation(len(targets))[:BATCH])
     mine, share = team.shard_batch(ids)
@@ -155,7 +156,7 @@ def run_worker(rank, directory, scheme):
     stream, start = CORPUS.stream_for("valid", history=2)
     return {"whole": whole, "stopped": stopped, "resumed": resumed,
             "distributed_valid": perplexity(team.score_stream(net, stream, start)),
-            "full_scores": net(torch.from_numpy(context_windows(stream, 3, start).copy())).detach()}
+            "full_scores": net(torch.from_numpy(context_windows(stream, 2, start).copy())).detach()}
 
 
 @pytest.mark.parametrize("scheme", ["data", "vocab"])
@@ -183,7 +184,7 @@ def test_run_learns_stops_resumes_and_evaluates_like_one_process(tmp_path, schem
     assert single.perplexity("valid") == pytest.approx(first["distributed_valid"], rel=1e-6)
     assert single.perplexity("valid") == pytest.approx(first["resumed"]["valid_perplexity"], rel=1e-6)
     stream, start_at = CORPUS.stream_for("valid", history=2)
-    expected = single.net(torch.from_numpy(context_windows(stream, 3, start_at).copy())).detach()
+    expected = single.net(torch.from_numpy(context_windows(stream, 2, start_at).copy())).detach()
     for result in results:
         assert_close(result["full_scores"], expected, "the gathered scores y")
     more = train_nplm(CORPUS, tiny(objective="softmax", epochs=13), run, resume=True, progress=False)

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from neural.families import NPLMShape
+
 from lmbench_cli import main
 from lmbench.errors import LMBenchError
 from neural.model import NPLM
@@ -29,7 +31,7 @@ def tiny(**overrides) -> NPLMConfig:
 
 def test_weight_decay_spares_biases_and_compounds():
     torch.manual_seed(0)
-    net = NPLM(20, 3, 4, 5, True)
+    net = NPLM(NPLMShape(n=3, m=4, h=5, direct=True), 20)
     before = {name: p.detach().clone() for name, p in net.named_parameters()}
     apply_weight_decay(net, 0.1, 0.01, updates=3)  # three SGD steps of decay with no data gradient
     for name, p in net.named_parameters():
@@ -46,13 +48,13 @@ def test_paper_recipe_decay_is_sgd_coupled_decay(tmp_path):
     train_nplm(CORPUS, config, tmp_path, progress=False)
     trained = torch.load(tmp_path / CHECKPOINT, weights_only=False)["model"]
     torch.manual_seed(config.seed)
-    net = NPLM(len(CORPUS.vocab), 3, 4, 5, True)
+    net = NPLM(NPLMShape(n=3, m=4, h=5, direct=True), len(CORPUS.vocab))
     counts = np.bincount(CORPUS.train, minlength=len(CORPUS.vocab)) + 1.0
     with torch.no_grad():
         net.b.copy_(torch.from_numpy(np.log(counts / counts.sum())))
     first = int(np.random.default_rng([config.seed, 0]).permutation(len(CORPUS.train))[0])
     from neural.lm import context_windows
-    context = torch.from_numpy(context_windows(CORPUS.train, 3)[first:first + 1].copy())
+    context = torch.from_numpy(context_windows(CORPUS.train, 2)[first:first + 1].copy())
     loss = torch.nn.functional.cross_entropy(net(context), torch.tensor([int(CORPUS.train[first])]))
     groups = [{"params": net.decay_parameters(), "weight_decay": 0.01},
               {"params": net.bias_parameters(), "weight_decay": 0.0}]

@@ -1,0 +1,272 @@
+"""The network families: a name, the dataclass of a network's shape, and the class that builds it, plus
+the protocol (`Network`) every network implements. No torch here: the command line reads this file to
+offer the families and their options, and imports a network only to train or load one.
+
+A family is
+
+    Family(name, Shape, "module:Class", context=..., summary=...)
+
+- `Shape`, a frozen dataclass (`NetworkShape`): everything that fixes the network's parameters (its n, m,
+  h, ... and nothing about training). A checkpoint keeps it (`dataclasses.asdict`, as nanoGPT keeps its
+  `model_args`) and the network is rebuilt from it (`neural.train.load_nplm`). Its fields are the command line's
+  options of that family (`lmbench nplm train --model NAME --FIELD ...`): the default and the help text
+  live once, in the field (`field(default=..., metadata={"help": ...})`). Its class variables
+  `objectives` and `parallel` list the objectives it trains with and the --parallel schemes it runs
+  under; `refuse` names, in one line, an option of the training run it cannot take (the base refuses
+  an objective or a scheme outside those lists; a family adds its own).
+- "module:Class", the network (torch), imported on first use (`network_class`). It implements `Network`.
+- `context`, what a network reads to predict a token, which picks the loop that trains it and the code
+  that scores it:
+    "window" (the NPLM, the energy network): the `history` tokens just before it (n-1 words,
+      left-padded with PAD_ID at the start of a stream). Trained by `neural.train` on shuffled windows,
+      scored by `neural.lm.score_stream`; every call they make on the network is in `Network`.
+    "stream" (for recurrent and attention networks): contiguous sequences of the stream, a state carried
+      from one to the next. Such a family names its own `trainer` and `scorer` ("module:function", with
+      the signatures of `neural.train.train_nplm` and `neural.lm.score_stream`), and implements the
+      parts of `Network` that do not read windows (building, checkpoint shape, output layer, weight
+      decay, vocabulary widening); `history` is None.
+- `vocab_slice`, "module:Class" of one process's block of the network under --parallel vocab, None
+  when the family has none (its shape's `parallel` then leaves "vocab" out).
+
+A new family is one file and one registration here: write the network in `neural/NAME.py` against
+`Network`, then add its shape dataclass below (subclassing `NetworkShape`) and the line
+
+    register(Family("NAME", NAMEShape, "neural.NAME:NAMENetwork", summary="..."))
+
+Nothing else names a family: `neural.train.build_network`, `load_nplm`, resume, `neural.oov` and
+`neural.parallel` go through `family(name)` and the protocol, and the command line offers the new
+family's options from its shape dataclass.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from lmbench.errors import LMBenchError
+
+if TYPE_CHECKING:  # for the protocol's annotations only
+    import torch
+
+CONTEXTS = ("window", "stream")
+
+
+@dataclass(frozen=True)
+class NetworkShape:
+    """Base of a family's shape dataclass. Subclasses add their fields (each with metadata["help"], the
+    command line's help text) and check their values in __post_init__ (an LMBenchError naming the
+    option, `check_numbers`)."""
+
+    objectives: ClassVar[tuple[str, ...]] = ("softmax", "importance", "nce")  # those it trains with
+    parallel: ClassVar[tuple[str, ...]] = ()  # the --parallel schemes it runs under
+
+    def refuse(self, run) -> str | None:
+        """One line naming an option of the training run `run` (a `neural.config.NPLMConfig`) that this
+        network cannot take, and what to do instead; None when it takes them all. The base refuses an
+        objective outside `objectives` and a scheme outside `parallel`."""
+        name = run.model
+        if run.objective not in self.objectives:
+            return (f"--model {name} trains with --objective {', '.join(self.objectives)}, not "
+                    f"{run.objective}")
+        if run.parallel is not None and run.parallel not in self.parallel:
+            return self.refuse_parallel(name, run.parallel)
+        return None
+
+    def refuse_parallel(self, name: str, scheme: str) -> str:
+        """The line refusing --parallel `scheme` (not in `parallel`) for family `name`."""
+        return (f"--model {name} does not run under --parallel {scheme}: "
+                + (f"use --parallel {' or '.join(self.parallel)}" if self.parallel
+                   else "it trains and scores on one process, drop --parallel"))
+
+
+def check_numbers(checks) -> None:
+    """Raise the LMBenchError of the first failed (option, value, allowed, ok) check."""
+    for option, value, allowed, ok in checks:
+        if not ok:
+            raise LMBenchError(f"{option} {value}: must be {allowed}")
+
+
+@dataclass(frozen=True)
+class Family:
+    """One registered family (the module docstring)."""
+    name: str
+    shape: type  # a NetworkShape subclass
+    network: str  # "module:Class"
+    context: str = "window"  # "window" or "stream"
+    summary: str = ""  # one line for --help
+    vocab_slice: str | None = None  # "module:Class" under --parallel vocab
+    trainer: str | None = None  # "stream": "module:function" that trains it (None: neural.train's windows)
+    scorer: str | None = None  # "stream": "module:function" that scores a stream (None: neural.lm's windows)
+
+    def network_class(self) -> type:
+        return load(self.network)
+
+    def shape_of(self, values: dict) -> NetworkShape:
+        """The shape from a saved dict (`asdict`); a field missing from an older checkpoint takes its
+        default, a field this family does not have is refused."""
+        unknown = sorted(set(values) - set(self.shape_fields()))
+        if unknown:
+            raise LMBenchError(f"--model {self.name} has no option {', '.join('--' + option_name(k) for k in unknown)}"
+                               f" (its options: {', '.join('--' + option_name(k) for k in self.shape_fields())})")
+        return self.shape(**values)
+
+    def shape_fields(self) -> list[str]:
+        return [f.name for f in fields(self.shape)]
+
+
+FAMILIES: dict[str, Family] = {}
+
+
+def register(entry: Family) -> Family:
+    if entry.name in FAMILIES:
+        raise ValueError(f"family {entry.name!r} is registered twice")
+    if entry.context not in CONTEXTS or not issubclass(entry.shape, NetworkShape):
+        raise ValueError(f"family {entry.name!r}: context must be one of {CONTEXTS} and shape a NetworkShape")
+    if any(entry.shape is other.shape for other in FAMILIES.values()):
+        raise ValueError(f"family {entry.name!r}: its shape dataclass must be its own")
+    if entry.context == "stream" and not (entry.trainer and entry.scorer):
+        raise ValueError(f"family {entry.name!r}: a stream family names its trainer and scorer")
+    FAMILIES[entry.name] = entry
+    return entry
+
+
+def family_of(shape: NetworkShape) -> Family:
+    """The family whose shape dataclass `shape` is (each family has its own)."""
+    return next(entry for entry in FAMILIES.values() if type(shape) is entry.shape)
+
+
+def family(name: str) -> Family:
+    """The family called `name`, or one line naming those there are."""
+    if name not in FAMILIES:
+        raise LMBenchError(f"unknown model {name!r}: use one of {', '.join(FAMILIES)}")
+    return FAMILIES[name]
+
+
+def load(target: str) -> Any:
+    """The object "module:attribute" names, imported."""
+    module, _, attribute = target.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def option_name(field_name: str) -> str:
+    return field_name.replace("_", "-")
+
+
+class Network(Protocol):
+    """What every network is (written down once; `neural.train`, `neural.lm`, `neural.objectives`,
+    `neural.oov` and `neural.parallel` call nothing else). A network is a torch.nn.Module.
+
+    Building and the checkpoint
+      __init__(shape, vocab_size, *, output="softmax", structure=None, dropout=0.0): built from its
+        family's shape dataclass over `vocab_size` words, with the output layer `output` ("softmax": the
+        full softmax; "class": class-factored, `structure` its (V,) word -> class map; the objectives
+        name theirs) and dropout on its features while training where it has a place for it (its
+        shape's `refuse` refuses what it cannot take, in one line, before anything is built).
+      shape, vocab_size: what it was built from. The checkpoint keeps the family name and
+        `dataclasses.asdict(shape)` (in the run's config), |V| and the state_dict.
+      saved_output(state) (staticmethod) -> (output, structure): the output layer of a saved state
+        (its structure is a buffer of the state), so that family + shape + |V| + state rebuild it.
+      load_state_dict(state): torch's, refusing (LMBenchError, one line) a state of another output
+        structure.
+
+    Exact probabilities (`neural.lm`, the contract of `lmbench.model.LanguageModel`)
+      log_probs(context, target=None, *, bf16=False, full_softmax=False) -> float64 log P(target |
+        context) (B,), or log P(. | context) (B, V) when target is None; normalised over V exactly for
+        every context, and a target's value the same whatever else is in the batch (to float64
+        rounding). full_softmax: a factored output layer scored by the plain softmax of its word
+        scores y instead (only where it has them).
+      forward(context) -> y (B, V): scores whose softmax is the full-softmax distribution (`neural.oov`
+        reads them); num_classes: C of a class-factored output layer, else 0.
+
+    Training (`neural.train`, `neural.objectives`)
+      history: how many tokens before the target a "window" network reads (n - 1; None for a
+        "stream" network); contexts are (B, history) int64, oldest first, PAD_ID-padded.
+      features(context) -> z (B, K): what the output layer and the objectives take.
+      loss(z, target, bf16=False) -> the mean exact -log P(target | context) of its output layer (the
+        objectives "softmax", "class").
+      sampled_scores(z, target, sample (k,)) -> (y of each target (B,), y of the k words for every
+        example (B, k)): the hook of the sampled objectives ("importance", "nce"), computing these only,
+        with sparse gradients on the rows of the word tables they read.
+      set_unigram_biases(q (V,)): start from P(w | h) = q_w for every h.
+      decay_parameters() / bias_parameters(): those weight decay applies to (the weights and C) and
+        those it spares (the biases); together every parameter.
+
+    The vocabulary (`neural.oov`)
+      WORD_TABLES: names of the parameters with one row per word. `neural.oov.widen` builds the same
+        family and shape over V + N words and loads the state with these tables grown (the new rows
+        the expectation of the old under P(. | h)); C is the (V, m) feature table (nearest neighbours).
+    """
+
+    shape: NetworkShape
+    vocab_size: int
+    history: int | None
+    num_classes: int
+    WORD_TABLES: ClassVar[tuple[str, ...]]
+
+    @staticmethod
+    def saved_output(state: dict) -> tuple[str, Any]: ...
+    def features(self, context: "torch.Tensor") -> "torch.Tensor": ...
+    def forward(self, context: "torch.Tensor") -> "torch.Tensor": ...
+    def loss(self, z: "torch.Tensor", target: "torch.Tensor", bf16: bool = False) -> "torch.Tensor": ...
+    def sampled_scores(self, z: "torch.Tensor", target: "torch.Tensor",
+                       sample: "torch.Tensor") -> tuple["torch.Tensor", "torch.Tensor"]: ...
+    def log_probs(self, context: "torch.Tensor", target: "torch.Tensor | None" = None, *, bf16: bool = False,
+                  full_softmax: bool = False) -> "torch.Tensor": ...
+    def set_unigram_biases(self, unigram: "torch.Tensor") -> None: ...
+    def decay_parameters(self) -> list: ...
+    def bias_parameters(self) -> list: ...
+
+
+# -- the families ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NPLMShape(NetworkShape):
+    """Equation (1) of the paper (`neural.model.NPLM`)."""
+    n: int = field(default=5, metadata={"help": "order: n-1 context words"})
+    m: int = field(default=60, metadata={"help": "word feature size"})
+    h: int = field(default=50, metadata={"help": "hidden units, 0 for none"})
+    direct: bool = field(default=True, metadata={"help": "direct connections W from x to the output (MLP1: on)"})
+
+    objectives: ClassVar[tuple[str, ...]] = ("softmax", "importance", "nce", "class")
+    parallel: ClassVar[tuple[str, ...]] = ("data", "vocab")
+
+    def __post_init__(self):
+        if self.h == 0 and not self.direct:
+            raise LMBenchError("h = 0 without direct connections has no path from the context to the "
+                               "output: give --h > 0 or --direct")
+        check_numbers([("--n", self.n, ">= 2", self.n >= 2), ("--m", self.m, ">= 1", self.m >= 1),
+                       ("--h", self.h, ">= 0", self.h >= 0)])
+
+
+@dataclass(frozen=True)
+class EnergyShape(NetworkShape):
+    """The energy-minimisation network of section 5.1 (`neural.energy.EnergyNetwork`)."""
+    n: int = field(default=5, metadata={"help": "order: n-1 context words"})
+    m: int = field(default=60, metadata={"help": "word feature size"})
+    h: int = field(default=50, metadata={"help": "hidden units (the output word enters through them)"})
+    direct: bool = field(default=True, metadata={"help": "direct connections W from the context to the output word"})
+
+    def __post_init__(self):
+        check_numbers([("--n", self.n, ">= 2", self.n >= 2), ("--m", self.m, ">= 1", self.m >= 1)])
+        if self.h < 1:
+            raise LMBenchError("--model energy needs --h >= 1: the output word enters the energy through "
+                               "the hidden units only")
+
+    def refuse(self, run) -> str | None:
+        if run.objective == "class":
+            return ("--objective class factors the NPLM's output layer, which the energy network has not: "
+                    "use softmax, importance or nce")
+        if run.dropout:
+            return "--dropout acts on the NPLM's [tanh(d + Hx), x]: drop it for --model energy"
+        if run.bf16:
+            return ("--bf16 runs the NPLM's |V|-sized GEMMs in bfloat16; the energy network has none: drop "
+                    "it for --model energy")
+        return super().refuse(run)
+
+
+register(Family("nplm", NPLMShape, "neural.model:NPLM", vocab_slice="neural.parallel:VocabSlice",
+                summary="equation 1 of the paper (default)"))
+register(Family("energy", EnergyShape, "neural.energy:EnergyNetwork",
+                summary="the energy-minimisation network, section 5.1"))
