@@ -13,7 +13,7 @@ The stream networks (`--families lstm transformer`, default both): training toke
 update (`neural.stream_train`: lanes x steps positions, AdamW, clipping) with the full softmax (fp32 and
 bf16) and importance sampling, and the exact scoring's tokens/s (`score_stream`: the LSTM in lanes
 warmed on the tokens before them, the Transformer's sliding window), for the default shapes of
-`neural.lstm.LSTMConfig` and `neural.transformer.TransformerConfig`.
+`neural.families.LSTMShape` and `neural.families.TransformerShape`.
 
 FLOPs counted per token for the full softmax: the output layer 2 V K (K = h + (n-1)m with direct
 connections, else h) and the hidden layer 2 h (n-1)m forward; three times that for training (forward,
@@ -40,7 +40,10 @@ from neural.lm import score_stream  # noqa: E402
 from neural.model import NPLM  # noqa: E402
 from neural.objectives import OBJECTIVES  # noqa: E402
 from neural.recipe import apply_weight_decay, make_optimizer  # noqa: E402
-from neural.stream_train import NETWORKS, StreamTrainConfig, build_stream_network, steps_of  # noqa: E402
+from neural.families import FAMILIES  # noqa: E402
+from neural.stream_train import StreamTrainConfig, build_stream_network, steps_of  # noqa: E402
+
+STREAM_FAMILIES = [name for name, entry in FAMILIES.items() if entry.context == "stream"]
 
 SHAPES = {"MLP1": dict(n=5, m=60, h=50, direct=True), "MLP9": dict(n=5, m=30, h=100, direct=False),
           "AP": dict(n=6, m=100, h=60, direct=True)}  # AP: the paper's AP News network (Table 2)
@@ -85,7 +88,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None, help="calls per measurement instead of --seconds")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
-    parser.add_argument("--families", nargs="*", default=list(NETWORKS), choices=list(NETWORKS),
+    parser.add_argument("--families", nargs="*", default=STREAM_FAMILIES, choices=STREAM_FAMILIES,
                         help="stream networks to time (default all; none: --families with no name)")
     parser.add_argument("--eval-tokens", type=int, default=8192, help="tokens scored by a stream network's timing")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of a table")
@@ -173,7 +176,7 @@ def stream_runs(family: str, args, unigram: torch.Tensor, device: torch.device) 
     config = StreamTrainConfig(samples=args.samples)
     for objective_name, bf16 in [("softmax", False), ("softmax", True), ("importance", False), ("importance", True)]:
         torch.manual_seed(0)
-        net = build_stream_network(family, args.vocab, NETWORKS[family][0]()).to(device)
+        net = build_stream_network(family, args.vocab, FAMILIES[family].shape()).to(device)
         steps = steps_of(net, config)
         inputs = torch.multinomial(unigram, config.lanes * (steps + 1), replacement=True).view(config.lanes, -1)
         optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)

@@ -21,14 +21,12 @@ the stream's start.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
-from lmbench.errors import LMBenchError
+from neural.families import LSTMShape
 from neural.model import PAD_ID
 from neural.stream import StreamNetwork, padded_inputs
 
@@ -37,33 +35,16 @@ EVAL_WARMUP = 2000  # tokens each piece reads before its first scored token
 EVAL_CHUNK = 256  # time steps per LSTM call when scoring
 
 
-@dataclass
-class LSTMConfig:
-    layers: int = 2  # stacked LSTM layers (1 or 2)
-    m: int = 256  # word vector size (E's columns)
-    h: int = 256  # units per layer (z's size)
-    dropout: float = 0.4  # on the embeddings, between layers and before the output (Zaremba et al.)
-    tied: bool = True  # O = E (needs m = h)
-
-    def __post_init__(self):
-        for option, value, ok in [("--layers", self.layers, self.layers in (1, 2)), ("--m", self.m, self.m >= 1),
-                                  ("--h", self.h, self.h >= 1), ("--dropout", self.dropout, 0 <= self.dropout < 1)]:
-            if not ok:
-                allowed = "1 or 2" if option == "--layers" else "in [0, 1)" if option == "--dropout" else ">= 1"
-                raise LMBenchError(f"{option} {value}: must be {allowed} for --model lstm")
-
-
 class LSTMNetwork(StreamNetwork):
     """P(w_t | all of w_<t) through a stacked LSTM; state: ((layers, B, h), (layers, B, h))."""
 
     family = "lstm"
 
-    def __init__(self, vocab_size: int, config: LSTMConfig):
-        super().__init__(vocab_size, config.m, config.h, config.tied)
-        self.config = config
-        self.drop = nn.Dropout(config.dropout)
-        self.lstm = nn.LSTM(config.m, config.h, config.layers, batch_first=True,
-                            dropout=config.dropout if config.layers > 1 else 0.0)
+    def __init__(self, shape: LSTMShape, vocab_size: int, *, output: str = "softmax", structure=None,
+                 dropout: float = 0.0):
+        super().__init__(shape, vocab_size, shape.m, shape.h, output, dropout)
+        self.lstm = nn.LSTM(shape.m, shape.h, shape.layers, batch_first=True,
+                            dropout=dropout if shape.layers > 1 else 0.0)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -78,10 +59,10 @@ class LSTMNetwork(StreamNetwork):
             else:
                 nn.init.zeros_(p)
                 if name.startswith("bias_ih"):
-                    p.data[self.config.h: 2 * self.config.h] = 1.0  # gate order i, f, g, o
+                    p.data[self.shape.h: 2 * self.shape.h] = 1.0  # gate order i, f, g, o
 
     def initial_state(self, batch: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
-        shape = (self.config.layers, batch, self.config.h)
+        shape = (self.shape.layers, batch, self.shape.h)
         device = device or self.embedding.device
         return (torch.zeros(shape, device=device, dtype=self.embedding.dtype),
                 torch.zeros(shape, device=device, dtype=self.embedding.dtype))
@@ -97,16 +78,13 @@ class LSTMNetwork(StreamNetwork):
     def detach_state(state):
         return None if state is None else tuple(s.detach() for s in state)
 
-    @torch.inference_mode()
-    def score_stream(self, stream: np.ndarray, start: int, *, bf16: bool = False, progress: bool = False,
+    def stream_scores(self, stream: np.ndarray, start: int, *, bf16: bool = False, progress: bool = False,
                      lanes: int | None = None, warmup: int | None = EVAL_WARMUP) -> np.ndarray:
         """log P(stream[t] | stream[:t]) for t >= start (float64): the targets cut into `lanes`
         contiguous pieces, piece j = targets [a_j, a_{j+1}) read from s_j = a_j - warmup (or from the
         stream's start, when that is nearer or warmup is None) with a fresh state, and scored side by
         side in chunks of EVAL_CHUNK steps, the state carried. lanes None: EVAL_LANES (on CUDA 8 times
         as many, to fill the device)."""
-        was_training = self.training
-        self.eval()
         inputs = padded_inputs(stream)  # (N + 1,) inputs[t] predicts stream[t]
         device = self.embedding.device
         count = len(stream) - start
@@ -137,15 +115,10 @@ class LSTMNetwork(StreamNetwork):
             mask = scored_t[:, lo:hi]
             if mask.any():
                 result[where[:, lo:hi][mask]] = self.score_positions(z[mask], targets_t[:, lo:hi][mask], bf16)
-        self.train(was_training)
         return result.cpu().numpy()
 
-    @torch.inference_mode()
-    def log_distribution(self, context: Sequence[int]) -> torch.Tensor:
+    def history_log_probs(self, context: list[int]) -> torch.Tensor:
         """log P(. | context) (V,) from the state after reading PAD and all of context."""
-        was_training = self.training
-        self.eval()
         inputs = torch.from_numpy(padded_inputs(np.asarray(context, dtype=np.int64))).to(self.embedding.device)
         z, _ = self.encode(inputs[None, :], None)  # (1, len + 1, h)
-        self.train(was_training)
         return self.log_probs(z[0, -1:])[0]

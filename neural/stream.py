@@ -50,13 +50,20 @@ class StreamNetwork(nn.Module):
     implements `encode`, `score_stream` and `log_distribution`."""
 
     family = ""
+    history = None  # the whole stream, not a window (`neural.families`)
+    num_classes = 0
+    WORD_TABLES = ("embedding", "output", "b")
 
-    def __init__(self, vocab_size: int, m: int, width: int, tied: bool):
+    def __init__(self, shape, vocab_size: int, m: int, width: int, output: str = "softmax", dropout: float = 0.0):
+        """Word tables for vectors of m and features of `width`; `dropout` the rate the encoder uses
+        (`self.drop`, training only)."""
         super().__init__()
-        if tied and m != width:
-            raise LMBenchError(f"tied input and output tables need the word vectors as wide as the features "
-                               f"(m = {m} vs {width}): give the same size or untie them (--no-tied)")
-        self.vocab_size, self.tied = vocab_size, tied
+        self.dropout, self.drop = dropout, nn.Dropout(dropout)
+        if output != "softmax":
+            raise LMBenchError(f"--model {self.family} has the full softmax output layer only: train it with "
+                               "--objective softmax, importance or nce")
+        tied = shape.tied
+        self.shape, self.vocab_size, self.tied = shape, vocab_size, tied
         self.embedding = nn.Parameter(torch.empty(vocab_size, m))  # (V, m) E
         self.output = None if tied else nn.Parameter(torch.empty(vocab_size, width))  # (V, K) O
         self.b = nn.Parameter(torch.zeros(vocab_size))  # (V,)
@@ -74,6 +81,19 @@ class StreamNetwork(nn.Module):
         """Features z (B, T, K) of inputs (B, T) and the state to carry to the next chunk (None for a
         network without one)."""
         raise NotImplementedError
+
+    @staticmethod
+    def saved_output(state: dict):
+        """The output layer of a saved state: always the full softmax."""
+        return "softmax", None
+
+    def features(self, context):
+        raise LMBenchError(f"a {self.family} network reads the stream, not windows: it is trained by "
+                           "neural.stream_train and scored by its score_stream")
+
+    def loss(self, z: torch.Tensor, target: torch.Tensor, bf16: bool = False) -> torch.Tensor:
+        """The exact objective of the output layer: the full softmax's mean -log P."""
+        return self.softmax_nll(z, target, bf16)
 
     @torch.no_grad()
     def set_unigram_biases(self, unigram: torch.Tensor) -> None:
@@ -118,14 +138,40 @@ class StreamNetwork(nn.Module):
         return torch.cat([self.log_probs(z[lo: lo + EVAL_ROWS], target[lo: lo + EVAL_ROWS], bf16)
                           for lo in range(0, len(z), EVAL_ROWS)]) if len(z) else z.new_zeros(0, dtype=torch.float64)
 
-    def score_stream(self, stream: np.ndarray, start: int, *, bf16: bool = False,
-                     progress: bool = False) -> np.ndarray:
-        """Natural-log P(stream[t] | stream[:t]) for t = start .. len - 1, float64."""
+    @torch.inference_mode()
+    def score_stream(self, stream: np.ndarray, start: int, *, bf16: bool = False, progress: bool = False,
+                     **options) -> np.ndarray:
+        """Natural-log P(stream[t] | stream[:t]) for t = start .. len - 1, float64, in eval mode (the
+        family's `stream_scores`, with its own options)."""
+        was_training = self.training
+        self.eval()
+        try:
+            return self.stream_scores(stream, start, bf16=bf16, progress=progress, **options)
+        finally:
+            self.train(was_training)
+
+    @torch.inference_mode()
+    def log_distribution(self, context: Sequence[int]) -> torch.Tensor:
+        """float64 log P(. | context) (V,), the history read as `score_stream` reads it, in eval mode."""
+        was_training = self.training
+        self.eval()
+        try:
+            return self.history_log_probs(list(context))
+        finally:
+            self.train(was_training)
+
+    def stream_scores(self, stream: np.ndarray, start: int, *, bf16: bool, progress: bool) -> np.ndarray:
         raise NotImplementedError
 
-    def log_distribution(self, context: Sequence[int]) -> torch.Tensor:
-        """float64 log P(. | context) (V,), the history scored as `score_stream` scores it."""
+    def history_log_probs(self, context: list[int]) -> torch.Tensor:
         raise NotImplementedError
+
+
+def score_family(net: StreamNetwork, stream: np.ndarray, start: int, *, batch_size: int | None = None,
+                 bf16: bool = False, progress: bool = False, factored: bool = True) -> np.ndarray:
+    """The scorer of the stream families (`neural.families`): `net.score_stream` (its batches are its
+    own: batch_size and factored, the window networks' options, do not apply)."""
+    return net.score_stream(stream, start, bf16=bf16, progress=progress)
 
 
 class StreamLanguageModel(LanguageModel):

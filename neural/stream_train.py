@@ -21,7 +21,8 @@ A checkpoint (checkpoint.pt, atomic, after every epoch and every `checkpoint_min
 the optimizer, the RNG states (torch, the sampler), the carried state of the lanes, the epoch, the
 position within it and the running sums, so a resumed run continues as the uninterrupted one would.
 A non-finite loss or validation perplexity stops the run in one line; the last good checkpoint stays.
-The best model goes to best.pt, per-epoch figures to log.jsonl, the final ones to result.json.
+The best model goes to best.pt, per-epoch figures to log.jsonl, the final ones to result.json, and the
+best model's log-probabilities of valid and test to logprobs.npz (`lmbench mix RUN/logprobs.npz KN.npz`).
 """
 
 from __future__ import annotations
@@ -40,16 +41,17 @@ import torch
 from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write_text
 from lmbench.model import perplexity
-from neural.lstm import LSTMConfig, LSTMNetwork
+from mixing.saved import save as save_logprobs, scored_splits
+from neural.families import family as family_entry
 from neural.objectives import OBJECTIVES
 from neural.recipe import resolve_device
 from neural.stream import StreamLanguageModel, StreamNetwork, padded_inputs
-from neural.train import BEST, CHECKPOINT, LOG, RESULT, atomic_save, nan_error
-from neural.transformer import TransformerConfig, TransformerNetwork
+from neural.train import BEST, CHECKPOINT, LOG, RESULT, atomic_save, nan_error, read_checkpoint
 
 log = logging.getLogger(__name__)
 
-NETWORKS = {"lstm": (LSTMConfig, LSTMNetwork), "transformer": (TransformerConfig, TransformerNetwork)}
+LOGPROBS = "logprobs.npz"  # the best model's per-token log-probabilities of valid and test (mixing.saved)
+
 STREAM_OBJECTIVES = ("softmax", "importance", "nce")  # the class objective needs a class layer
 
 
@@ -57,6 +59,7 @@ STREAM_OBJECTIVES = ("softmax", "importance", "nce")  # the class objective need
 class StreamTrainConfig:
     objective: str = "importance"  # "softmax", "importance" or "nce" (neural/objectives.py)
     samples: int = 1000  # k words drawn per update by a sampled objective
+    dropout: float | None = None  # the network's (neural/lstm.py, neural/transformer.py); None: 0.4 LSTM, 0.2 Transformer
     lanes: int = 32  # B: batch rows, each a contiguous piece of the stream
     steps: int | None = None  # inputs per lane per update; None: 35 (LSTM) or the context L (Transformer)
     epochs: int = 6  # the most epochs
@@ -78,6 +81,7 @@ class StreamTrainConfig:
             raise LMBenchError(f"--objective {self.objective} is not for the stream networks (it needs the "
                                f"NPLM's class layer): use one of {', '.join(STREAM_OBJECTIVES)}")
         for option, value, allowed, ok in [
+                ("--dropout", self.dropout, "in [0, 1)", self.dropout is None or 0 <= self.dropout < 1),
                 ("--samples", self.samples, ">= 1", self.samples >= 1), ("--lanes", self.lanes, ">= 1", self.lanes >= 1),
                 ("--steps", self.steps, ">= 1", self.steps is None or self.steps >= 1),
                 ("--epochs", self.epochs, ">= 1", self.epochs >= 1),
@@ -93,20 +97,24 @@ class StreamTrainConfig:
                 raise LMBenchError(f"{option} {value}: must be {allowed}")
 
 
-def build_stream_network(family: str, vocab_size: int, shape: dict | object) -> StreamNetwork:
-    """The network of `family` from its config (a dataclass or the dict a checkpoint keeps)."""
-    config_class, network_class = NETWORKS[family]
-    config = shape if isinstance(shape, config_class) else config_class(**shape)
-    return network_class(vocab_size, config)
+DROPOUT = {"lstm": 0.4, "transformer": 0.2}  # StreamTrainConfig.dropout None: the recipe's (README)
+
+
+def build_stream_network(family: str, vocab_size: int, shape, dropout: float = 0.0) -> StreamNetwork:
+    """The network of `family` (`neural.families`) from its shape (the dataclass, or the dict a
+    checkpoint keeps)."""
+    entry = family_entry(family)
+    shape = entry.shape_of(shape) if isinstance(shape, dict) else shape
+    return entry.network_class()(shape, vocab_size, dropout=dropout)
 
 
 def steps_of(net: StreamNetwork, config: StreamTrainConfig) -> int:
     if config.steps is not None:
-        if net.family == "transformer" and config.steps > net.config.context:
-            raise LMBenchError(f"--steps {config.steps} is longer than the Transformer's context "
-                               f"{net.config.context}: give at most that")
+        if net.history is None and getattr(net.shape, "context", config.steps) < config.steps:
+            raise LMBenchError(f"--steps {config.steps} is longer than the network's context "
+                               f"{net.shape.context}: give at most that")
         return config.steps
-    return 35 if net.family == "lstm" else net.config.context
+    return getattr(net.shape, "context", 35)  # a window network reads its context, a recurrent one 35
 
 
 def learning_rate(config: StreamTrainConfig, step: int, total: int) -> float:
@@ -130,19 +138,29 @@ def lane_layout(length: int, lanes: int, steps: int, offset: int) -> tuple[int, 
 
 def read_stream_checkpoint(path: Path, fingerprint: str, family: str | None = None,
                            shape: dict | None = None) -> dict:
-    """A checkpoint or best model, refused (one line) when made for another vocabulary or network."""
-    try:
-        saved = torch.load(path, map_location="cpu", weights_only=False)
-    except (OSError, RuntimeError, EOFError) as err:
-        raise LMBenchError(f"cannot read checkpoint {path}: {err}; train again or point at another run "
-                           "directory") from err
-    if saved.get("fingerprint") != fingerprint:
-        raise LMBenchError(f"checkpoint {path} was trained on another vocabulary: use the corpus and corpus "
-                           "options it was trained with, or another --out directory")
+    """A checkpoint or best model (`neural.train.read_checkpoint`: readable, of this vocabulary), refused
+    (one line) when made for another network than `family` of `shape`."""
+    saved = read_checkpoint(path, fingerprint)
     if family is not None and (saved.get("family"), saved.get("network")) != (family, shape):
         raise LMBenchError(f"checkpoint {path} holds a {saved.get('family')} network {saved.get('network')}, "
                            f"not the {family} {shape} asked: resume with its options or use another --out")
     return saved
+
+
+def train_family(corpus, config, out_dir: str | Path, *, resume: bool = False, progress: bool = True,
+                 evaluate: bool = True, team=None) -> dict:
+    """The trainer of the stream families (`neural.families`; `lmbench nplm train --model lstm`): the run
+    options of a `neural.config.NPLMConfig` as a StreamTrainConfig (--batch-size: the lanes; --lr
+    None: 2e-3; --dropout 0: the recipe's;
+    --valid-tokens None: 50,000), then `train_stream`. One process (`team` is unused)."""
+    stream = StreamTrainConfig(
+        objective=config.objective, samples=config.samples, epochs=config.epochs,
+        lanes=config.batch_size or StreamTrainConfig.lanes, lr=config.lr or StreamTrainConfig.lr,
+        weight_decay=config.weight_decay, dropout=config.dropout or None, seed=config.seed, device=config.device,
+        bf16=config.bf16, threads=config.threads, checkpoint_minutes=config.checkpoint_minutes,
+        max_steps=config.max_steps, valid_tokens=config.valid_tokens or StreamTrainConfig.valid_tokens)
+    return train_stream(corpus, config.model, config.shape, stream, out_dir, resume=resume, progress=progress,
+                        evaluate=evaluate)
 
 
 def train_stream(corpus, family: str, shape, config: StreamTrainConfig, out_dir: str | Path, *,
@@ -156,8 +174,9 @@ def train_stream(corpus, family: str, shape, config: StreamTrainConfig, out_dir:
     fingerprint = corpus.vocab.fingerprint()
     vocab_size = len(corpus.vocab)
     torch.manual_seed(config.seed)
-    net = build_stream_network(family, vocab_size, shape)
-    network_args = dataclasses.asdict(net.config)
+    dropout = DROPOUT[family] if config.dropout is None else config.dropout
+    net = build_stream_network(family, vocab_size, shape, dropout)
+    network_args = dataclasses.asdict(net.shape)
     counts = np.bincount(corpus.train, minlength=vocab_size) + 1.0
     unigram = torch.from_numpy(counts / counts.sum())  # (V,) add-one unigram of train: q
     net.set_unigram_biases(unigram)
@@ -311,9 +330,12 @@ def finish(corpus, config, state, out, evaluate: bool) -> dict:
     if evaluate:
         model = load_stream(out, corpus, device=config.device, bf16=config.bf16, threads=config.threads)
         started = time.perf_counter()
-        for split in ("valid", "test"):  # (train is not scored: as long as both together, and no row needs it)
-            result[f"{split}_perplexity"] = model.perplexity(split)
+        scores = scored_splits(model)  # (train is not scored: as long as both together, and no row needs it)
         result["eval_seconds"] = time.perf_counter() - started
+        for split, logprobs in scores.items():
+            result[f"{split}_perplexity"] = perplexity(logprobs)
+        save_logprobs(out / LOGPROBS, scores)  # the input of `lmbench mix`
+        result["logprobs"] = str(out / LOGPROBS)
     result["best_epoch"] = int(np.argmin([r["valid_perplexity"] for r in history])) + 1
     atomic_write_text(out / RESULT, json.dumps(result, indent=1))
     return result
@@ -326,6 +348,6 @@ def load_stream(out_dir: str | Path, corpus, *, device: str = "auto", bf16: bool
     if not path.exists():
         raise LMBenchError(f"no {which} in {out_dir}: train there first, or let the run finish one epoch")
     saved = read_stream_checkpoint(path, corpus.vocab.fingerprint())
-    net = build_stream_network(saved["family"], saved["vocab_size"], saved["network"])
+    net = build_stream_network(saved["family"], saved["vocab_size"], saved["network"])  # (dropout: training only)
     net.load_state_dict(saved["model"])
     return StreamLanguageModel(net.to(resolve_device(device, threads)), bf16=bf16).attach(corpus)

@@ -25,8 +25,6 @@ stream equals scoring each target's window alone (`log_distribution`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -34,43 +32,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from lmbench.errors import LMBenchError
+from neural.families import TransformerShape
 from neural.model import PAD_ID
 from neural.stream import StreamNetwork, padded_inputs
 
-POSITIONS = ("rotary", "learned")
 EVAL_WINDOWS = 32  # windows per forward pass when scoring (on CUDA 8 times as many)
-
-
-@dataclass
-class TransformerConfig:
-    layers: int = 4  # blocks
-    d: int = 256  # model width (word vectors, features)
-    heads: int = 4  # attention heads (d / heads each)
-    ff: int = 1024  # MLP width
-    context: int = 128  # L: inputs per window
-    positions: str = "rotary"  # "rotary" or "learned"
-    dropout: float = 0.2  # attention weights, residual branches, embeddings
-    tied: bool = True  # O = E
-
-    def __post_init__(self):
-        if self.positions not in POSITIONS:
-            raise LMBenchError(f"unknown positions {self.positions!r}: use one of {', '.join(POSITIONS)}")
-        for option, value, allowed, ok in [
-                ("--layers", self.layers, ">= 1", self.layers >= 1), ("--d", self.d, ">= 1", self.d >= 1),
-                ("--heads", self.heads, f"a divisor of --d {self.d}", self.heads >= 1 and self.d % self.heads == 0),
-                ("--ff", self.ff, ">= 1", self.ff >= 1),
-                ("--context", self.context, "even and >= 2", self.context >= 2 and self.context % 2 == 0),
-                ("--dropout", self.dropout, "in [0, 1)", 0 <= self.dropout < 1)]:
-            if not ok:
-                raise LMBenchError(f"{option} {value}: must be {allowed} for --model transformer")
-        if self.positions == "rotary" and (self.d // self.heads) % 2:
-            raise LMBenchError(f"rotary positions rotate pairs of a head's {self.d // self.heads} dimensions: "
-                               "give --d / --heads even, or --positions learned")
-
-    @property
-    def stride(self) -> int:
-        """S: the targets scored per window (each sees >= L - S = L / 2 tokens)."""
-        return self.context // 2
 
 
 def rotary_tables(length: int, dims: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -91,15 +57,15 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
 class Block(nn.Module):
     """x + Attn(LN(x)), then + MLP(LN(.)), for x (B, T, d)."""
 
-    def __init__(self, config: TransformerConfig):
+    def __init__(self, shape: TransformerShape, dropout: float):
         super().__init__()
-        self.heads, self.dropout = config.heads, config.dropout
-        self.rotary = config.positions == "rotary"
-        self.ln_attention, self.ln_mlp = nn.LayerNorm(config.d), nn.LayerNorm(config.d)
-        self.qkv = nn.Linear(config.d, 3 * config.d)
-        self.projection = nn.Linear(config.d, config.d)
-        self.mlp = nn.Sequential(nn.Linear(config.d, config.ff), nn.GELU(), nn.Linear(config.ff, config.d))
-        self.drop = nn.Dropout(config.dropout)
+        self.heads, self.dropout = shape.heads, dropout
+        self.rotary = shape.positions == "rotary"
+        self.ln_attention, self.ln_mlp = nn.LayerNorm(shape.d), nn.LayerNorm(shape.d)
+        self.qkv = nn.Linear(shape.d, 3 * shape.d)
+        self.projection = nn.Linear(shape.d, shape.d)
+        self.mlp = nn.Sequential(nn.Linear(shape.d, shape.ff), nn.GELU(), nn.Linear(shape.ff, shape.d))
+        self.drop = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         batch, length, width = x.shape
@@ -118,14 +84,14 @@ class TransformerNetwork(StreamNetwork):
 
     family = "transformer"
 
-    def __init__(self, vocab_size: int, config: TransformerConfig):
-        super().__init__(vocab_size, config.d, config.d, config.tied)
-        self.config = config
-        self.position = nn.Parameter(torch.empty(config.context, config.d)) if config.positions == "learned" else None
-        self.blocks = nn.ModuleList(Block(config) for _ in range(config.layers))
-        self.ln_final = nn.LayerNorm(config.d)
-        self.drop = nn.Dropout(config.dropout)
-        cos, sin = rotary_tables(config.context, config.d // config.heads)
+    def __init__(self, shape: TransformerShape, vocab_size: int, *, output: str = "softmax", structure=None,
+                 dropout: float = 0.0):
+        super().__init__(shape, vocab_size, shape.d, shape.d, output, dropout)
+        self.stride = shape.context // 2  # S: targets scored per window, each seeing >= L - S = L/2 tokens
+        self.position = nn.Parameter(torch.empty(shape.context, shape.d)) if shape.positions == "learned" else None
+        self.blocks = nn.ModuleList(Block(shape, dropout) for _ in range(shape.layers))
+        self.ln_final = nn.LayerNorm(shape.d)
+        cos, sin = rotary_tables(shape.context, shape.d // shape.heads)
         self.register_buffer("cos", cos.float(), persistent=False)  # (L, dh / 2)
         self.register_buffer("sin", sin.float(), persistent=False)
         self.reset_parameters()
@@ -139,16 +105,16 @@ class TransformerNetwork(StreamNetwork):
                 nn.init.zeros_(module.bias)
         for block in self.blocks:
             for projection in (block.projection, block.mlp[2]):
-                nn.init.normal_(projection.weight, 0.0, 0.02 / math.sqrt(2 * self.config.layers))
+                nn.init.normal_(projection.weight, 0.0, 0.02 / math.sqrt(2 * self.shape.layers))
         for table in (self.embedding, self.output, self.position):
             if table is not None:
                 nn.init.normal_(table, 0.0, 0.02)
 
     def encode(self, inputs: torch.Tensor, state=None):
         """z (B, T, d) for windows of inputs (B, T <= L); no state is carried (None)."""
-        if inputs.shape[1] > self.config.context:
+        if inputs.shape[1] > self.shape.context:
             raise LMBenchError(f"a window of {inputs.shape[1]} inputs is longer than the context "
-                               f"{self.config.context}: cut the stream into windows of at most that many")
+                               f"{self.shape.context}: cut the stream into windows of at most that many")
         x = self.embed(inputs)  # (B, T, d)
         if self.position is not None:
             x = x + self.position[: inputs.shape[1]]
@@ -160,19 +126,16 @@ class TransformerNetwork(StreamNetwork):
 
     def window_of(self, target: int) -> tuple[int, int]:
         """(u, v): the inputs [u, v) of the window that scores target t (v the end of t's block)."""
-        stride = self.config.stride
+        stride = self.stride
         end = stride * (target // stride + 1)
-        return max(0, end - self.config.context), end
+        return max(0, end - self.shape.context), end
 
-    @torch.inference_mode()
-    def score_stream(self, stream: np.ndarray, start: int, *, bf16: bool = False,
-                     progress: bool = False) -> np.ndarray:
+    def stream_scores(self, stream: np.ndarray, start: int, *, bf16: bool = False,
+                      progress: bool = False) -> np.ndarray:
         """log P(stream[t] | stream[:t]) for t >= start (float64): one window per block of S targets
         (see the module docstring), EVAL_WINDOWS windows a forward pass (8 times as many on CUDA)."""
-        was_training = self.training
-        self.eval()
         inputs = padded_inputs(stream)
-        stride, length = self.config.stride, self.config.context
+        stride, length = self.stride, self.shape.context
         first, last = start // stride, (len(stream) - 1) // stride  # the blocks holding targets
         blocks = np.arange(first, last + 1)
         device = self.embedding.device
@@ -198,19 +161,14 @@ class TransformerNetwork(StreamNetwork):
             mask = torch.from_numpy(scored).to(device)
             picked = torch.from_numpy(targets_all[position[scored]]).to(device)
             result[torch.from_numpy(position[scored] - start).to(device)] = self.score_positions(z[mask], picked, bf16)
-        self.train(was_training)
         return result.cpu().numpy()
 
-    @torch.inference_mode()
-    def log_distribution(self, context: Sequence[int]) -> torch.Tensor:
+    def history_log_probs(self, context: list[int]) -> torch.Tensor:
         """log P(. | context) (V,) from the window that `score_stream` gives target len(context)."""
-        was_training = self.training
-        self.eval()
         inputs = padded_inputs(np.asarray(context, dtype=np.int64))  # (t + 1,)
         target = len(context)
         u, _ = self.window_of(target)
-        row = torch.full((1, self.config.context), PAD_ID, dtype=torch.int64, device=self.embedding.device)
+        row = torch.full((1, self.shape.context), PAD_ID, dtype=torch.int64, device=self.embedding.device)
         row[0, : target + 1 - u] = torch.from_numpy(inputs[u: target + 1])
         z, _ = self.encode(row)  # (1, L, d)
-        self.train(was_training)
         return self.log_probs(z[0, target - u: target - u + 1])[0]
