@@ -173,3 +173,5 @@ def test_the_command_line_trains_an_lstm_and_refuses_a_missing_cuda(tmp_path, mo
     result = json.loads(capsys.readouterr().out)
     assert result["epochs"] == 1 and np.isfinite(result["test_perplexity"])
     assert (tmp_path / "run" / "logprobs.npz").exists()
+    assert main(["nplm", "eval", str(tmp_path / "run"), "--corpus", "text", *paths]) == 2
+    assert "logprobs.npz" in capsys.readouterr().err
