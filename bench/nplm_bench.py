@@ -10,6 +10,12 @@ achieved GFLOP/s, and the evaluation's (exact log-probabilities, fp32), beside t
 large torch.mm measured in the same run. Random ids drawn from a Zipf unigram: no corpus needed. Timings are wall-clock and
 noisy on a shared machine: run it when `uptime` shows the cores idle.
 
+The stream networks (`--families lstm transformer`, default both): training tokens/s of the recipe's
+update (`neural.stream_train`: lanes x steps positions, AdamW, clipping) with the full softmax (fp32 and
+bf16) and importance sampling, and the exact scoring's tokens/s (`score_stream`: the LSTM in lanes
+warmed on the tokens before them, the Transformer's sliding window), for the default shapes of
+`neural.families.LSTMShape` and `neural.families.TransformerShape`.
+
 FLOPs counted per token for the full softmax: the output layer 2 V K (K = h + (n-1)m with direct
 connections, else h) and the hidden layer 2 h (n-1)m forward; three times that for training (forward,
 grad of the input, grad of the weights).
@@ -36,6 +42,10 @@ from neural.model import NPLM  # noqa: E402
 from neural.objectives import make_objective  # noqa: E402
 from neural.recipe import apply_weight_decay, make_optimizer  # noqa: E402
 from neural.tree import huffman_tree  # noqa: E402
+from neural.families import FAMILIES  # noqa: E402
+from neural.stream_train import StreamTrainConfig, build_stream_network, steps_of  # noqa: E402
+
+STREAM_FAMILIES = [name for name, entry in FAMILIES.items() if entry.context == "stream"]
 
 VARIANTS = {"softmax": ("softmax", False), "softmax-bf16": ("softmax", True), "importance": ("importance", False),
             "nce": ("nce", False), "class": ("class", False), "tree": ("tree", False)}  # objective, bf16
@@ -48,11 +58,16 @@ def flops_per_token(vocab: int, n: int, m: int, h: int, direct: bool) -> float:
     return 2.0 * vocab * (h + (width if direct else 0)) + 2.0 * h * width
 
 
+STEPS = None  # --steps: each measurement runs this many calls instead of `seconds`
+
+
 def timed(fn, seconds: float) -> tuple[int, float]:
-    """Run fn (after one warm-up call) until `seconds` have passed; (calls, elapsed)."""
+    """Run fn (after one warm-up call) until `seconds` have passed, or STEPS times; (calls, elapsed)."""
     fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
     calls, started = 0, time.perf_counter()
-    while time.perf_counter() - started < seconds:
+    while (calls < STEPS) if STEPS else (time.perf_counter() - started < seconds):
         fn()
         calls += 1
     if torch.cuda.is_available():
@@ -119,8 +134,14 @@ def main() -> None:
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
     parser.add_argument("--objectives", nargs="+", default=list(VARIANTS), choices=list(VARIANTS),
                         help="the training variants to time (default: all)")
+    parser.add_argument("--steps", type=int, default=None, help="calls per measurement instead of --seconds")
+    parser.add_argument("--families", nargs="*", default=STREAM_FAMILIES, choices=STREAM_FAMILIES,
+                        help="stream networks to time (default all; none: --families with no name)")
+    parser.add_argument("--eval-tokens", type=int, default=8192, help="tokens scored by a stream network's timing")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     args = parser.parse_args()
+    global STEPS
+    STEPS = args.steps
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available()
                           else ("cpu" if args.device == "auto" else args.device))
     if device.type == "cpu":
@@ -162,6 +183,8 @@ def main() -> None:
                                 "eval_gflops": eval_tokens_per_s * per_token / 1e9,
                                 "eval_pct_of_fp32_peak": 100 * eval_tokens_per_s * per_token / 1e9
                                 / figures["peak_fp32_gflops"]})
+    for family in args.families:
+        figures["runs"].extend(stream_runs(family, args, unigram, device))
     if args.json:
         print(json.dumps(figures, indent=1))
         return
@@ -183,6 +206,41 @@ def main() -> None:
                  and "train_tokens_per_s" in r}
         if "tree" in speed and "class" in speed:
             print(f"{shape}: tree / class training speed {speed['tree'] / speed['class']:.2f}")
+
+
+def stream_runs(family: str, args, unigram: torch.Tensor, device: torch.device) -> list[dict]:
+    """Training tokens/s of one stream network's update per objective, and its exact scoring's."""
+    runs = []
+    config = StreamTrainConfig(samples=args.samples)
+    for objective_name, bf16 in [("softmax", False), ("softmax", True), ("importance", False), ("importance", True)]:
+        torch.manual_seed(0)
+        net = build_stream_network(family, args.vocab, FAMILIES[family].shape()).to(device)
+        steps = steps_of(net, config)
+        inputs = torch.multinomial(unigram, config.lanes * (steps + 1), replacement=True).view(config.lanes, -1)
+        optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
+        objective = OBJECTIVES[objective_name](unigram, args.samples, torch.Generator(device=device))
+        carried = [None]
+
+        def train_step():
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+                z, state = net.encode(inputs[:, :-1], carried[0])
+            loss = objective.loss(net, z.reshape(-1, z.shape[-1]).float(), inputs[:, 1:].reshape(-1), bf16=bf16)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), config.clip)
+            optimizer.step()
+            carried[0] = None if state is None else tuple(s.detach() for s in state)
+            loss.item()
+
+        calls, elapsed = timed(train_step, args.seconds)
+        runs.append({"shape": family, "objective": objective_name + (" bf16" if bf16 else ""),
+                     "train_tokens_per_s": calls * inputs[:, 1:].numel() / elapsed})
+    stream = torch.multinomial(unigram, args.eval_tokens, replacement=True).cpu().numpy()
+    for bf16 in (False, True):
+        calls, elapsed = timed(lambda: net.score_stream(stream, len(stream) // 2, bf16=bf16), args.seconds)
+        runs.append({"shape": family, "objective": "evaluation (exact)" + (" bf16" if bf16 else ""),
+                     "eval_tokens_per_s": calls * (len(stream) - len(stream) // 2) / elapsed})
+    return runs
 
 
 if __name__ == "__main__":

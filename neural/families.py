@@ -269,3 +269,68 @@ register(Family("nplm", NPLMShape, "neural.model:NPLM", vocab_slice="neural.para
                 summary="equation 1 of the paper (default)"))
 register(Family("energy", EnergyShape, "neural.energy:EnergyNetwork",
                 summary="the energy-minimisation network, section 5.1"))
+
+
+@dataclass(frozen=True)
+class LSTMShape(NetworkShape):
+    """A stacked LSTM over the whole stream (`neural.lstm.LSTMNetwork`); trained by
+    `neural.stream_train`, which takes --dropout as Zaremba et al.'s (embeddings, between layers, output)."""
+    layers: int = field(default=2, metadata={"help": "stacked layers (lstm: 1 or 2; transformer: blocks)"})
+    m: int = field(default=256, metadata={"help": "word feature size"})
+    h: int = field(default=256, metadata={"help": "hidden units"})
+    tied: bool = field(default=True, metadata={"help": "stream networks: the output table is the input one"})
+
+    def __post_init__(self):
+        check_numbers([("--layers", self.layers, "1 or 2", self.layers in (1, 2)), ("--m", self.m, ">= 1", self.m >= 1),
+                       ("--h", self.h, ">= 1", self.h >= 1)])
+        if self.tied and self.m != self.h:
+            raise LMBenchError(f"tied input and output tables need --m {self.m} = --h {self.h}: give the same "
+                               "size or --no-tied")
+
+    def refuse(self, run) -> str | None:
+        return refuse_stream_recipe(run) or super().refuse(run)
+
+
+@dataclass(frozen=True)
+class TransformerShape(NetworkShape):
+    """A causal pre-norm decoder over windows of the stream (`neural.transformer.TransformerNetwork`);
+    trained by `neural.stream_train` (--dropout on attention, residual branches and embeddings)."""
+    layers: int = field(default=4, metadata={"help": "stacked layers (lstm: 1 or 2; transformer: blocks)"})
+    d: int = field(default=256, metadata={"help": "transformer: model width"})
+    heads: int = field(default=4, metadata={"help": "transformer: attention heads"})
+    ff: int = field(default=1024, metadata={"help": "transformer: MLP width"})
+    context: int = field(default=128, metadata={"help": "transformer: L, inputs per window (scored with stride L/2)"})
+    positions: str = field(default="rotary", metadata={"help": "transformer: rotary or learned"})
+    tied: bool = field(default=True, metadata={"help": "stream networks: the output table is the input one"})
+
+    def __post_init__(self):
+        if self.positions not in ("rotary", "learned"):
+            raise LMBenchError(f"unknown positions {self.positions!r}: use rotary or learned")
+        check_numbers([
+            ("--layers", self.layers, ">= 1", self.layers >= 1), ("--d", self.d, ">= 1", self.d >= 1),
+            ("--heads", self.heads, f"a divisor of --d {self.d}", self.heads >= 1 and self.d % self.heads == 0),
+            ("--ff", self.ff, ">= 1", self.ff >= 1),
+            ("--context", self.context, "even and >= 2", self.context >= 2 and self.context % 2 == 0)])
+        if self.positions == "rotary" and (self.d // self.heads) % 2:
+            raise LMBenchError(f"rotary positions rotate pairs of a head's {self.d // self.heads} dimensions: "
+                               "give --d / --heads even, or --positions learned")
+
+    def refuse(self, run) -> str | None:
+        return refuse_stream_recipe(run) or super().refuse(run)
+
+
+def refuse_stream_recipe(run) -> str | None:
+    """The stream networks' trainer (`neural.stream_train`) has one recipe (AdamW, cosine): not --recipe
+    paper; --objective class needs the NPLM's class layer (the base's refusal)."""
+    if run.recipe != "sgd":
+        return (f"--model {run.model} trains with its own recipe (neural/stream_train.py: AdamW, cosine "
+                "schedule): drop --recipe paper")
+    return None
+
+
+register(Family("lstm", LSTMShape, "neural.lstm:LSTMNetwork", context="stream",
+                trainer="neural.stream_train:train_family", scorer="neural.stream:score_family",
+                summary="an LSTM over the whole stream (Zaremba et al. 2014)"))
+register(Family("transformer", TransformerShape, "neural.transformer:TransformerNetwork", context="stream",
+                trainer="neural.stream_train:train_family", scorer="neural.stream:score_family",
+                summary="a small causal Transformer, sliding-window scoring"))

@@ -344,6 +344,10 @@ def load_nplm(out_dir: str | Path, corpus, *, device: str | torch.device = "auto
         return read_checkpoint(path, corpus.vocab.fingerprint())
 
     saved = read() if team is None else team.from_rank0(read)
+    if "config" not in saved and "family" in saved:  # a stream network's run (neural/stream_train.py)
+        raise LMBenchError(f"{path} holds a {saved['family']} network, which `nplm eval` does not score: its "
+                           f"valid and test log-probabilities are in {Path(out_dir) / 'logprobs.npz'} (the input "
+                           "of lmbench mix); from Python, neural.stream_train.load_stream scores any split")
     if team is None:
         team = Team(device=device if isinstance(device, torch.device) else resolve_device(device, threads))
     model, shape = saved_network(saved["config"])

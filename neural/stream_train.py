@@ -1,0 +1,353 @@
+"""Training the stream networks (`neural.lstm`, `neural.transformer`): lanes of the continuous stream,
+atomic checkpoints, exact resume.
+
+Data. The training stream, preceded by PAD (`neural.stream.padded_inputs`), is cut into `lanes`
+contiguous pieces of equal length, one batch row each (Zaremba et al.'s layout); an update reads the
+next `steps` inputs of every lane (the LSTM's truncated back-propagation length, or the Transformer's
+context L) and predicts the tokens they precede. The LSTM carries its state (h, c), detached, from one
+update to the next, so within an epoch every token is read with all of its lane's history; the
+Transformer starts each window afresh. Epoch e starts the lanes `offset_e` tokens into the stream,
+drawn in [0, steps) from (seed, e), so the cuts between windows move from epoch to epoch.
+
+The recipe (`StreamTrainConfig`, one for every corpus; README gives the reasons): AdamW (Loshchilov &
+Hutter 2019) at `lr`, a linear warm-up over the first `warmup_steps` updates, then a cosine decay to
+`final_lr_fraction` of it at the end of the last of `epochs` epochs (a fixed budget, the schedule of
+nanoGPT), the gradient's norm clipped at `clip`, decoupled weight decay on the matrices only. After
+every epoch the exact perplexity of the first `valid_tokens` tokens of valid picks the best model.
+The loss is any objective of `neural.objectives` but the class one: the full softmax, or a sampled one
+(k words drawn per update, shared by its B x steps positions), which keeps training fast on CPUs.
+
+A checkpoint (checkpoint.pt, atomic, after every epoch and every `checkpoint_minutes`) holds the model,
+the optimizer, the RNG states (torch, the sampler), the carried state of the lanes, the epoch, the
+position within it and the running sums, so a resumed run continues as the uninterrupted one would.
+A non-finite loss or validation perplexity stops the run in one line; the last good checkpoint stays.
+The best model goes to best.pt, per-epoch figures to log.jsonl, the final ones to result.json, and the
+best model's log-probabilities of valid and test to logprobs.npz (`lmbench mix RUN/logprobs.npz KN.npz`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from lmbench.errors import LMBenchError
+from lmbench.files import atomic_write_text
+from lmbench.model import perplexity
+from mixing.saved import save as save_logprobs, scored_splits
+from neural.families import family as family_entry
+from neural.objectives import OBJECTIVES
+from neural.recipe import resolve_device
+from neural.stream import StreamLanguageModel, StreamNetwork, padded_inputs
+from neural.train import BEST, CHECKPOINT, LOG, RESULT, atomic_save, nan_error, read_checkpoint
+
+log = logging.getLogger(__name__)
+
+LOGPROBS = "logprobs.npz"  # the best model's per-token log-probabilities of valid and test (mixing.saved)
+
+STREAM_OBJECTIVES = ("softmax", "importance", "nce")  # the class objective needs a class layer
+
+
+@dataclass
+class StreamTrainConfig:
+    objective: str = "importance"  # "softmax", "importance" or "nce" (neural/objectives.py)
+    samples: int = 1000  # k words drawn per update by a sampled objective
+    dropout: float | None = None  # the network's (neural/lstm.py, neural/transformer.py); None: 0.4 LSTM, 0.2 Transformer
+    lanes: int = 32  # B: batch rows, each a contiguous piece of the stream
+    steps: int | None = None  # inputs per lane per update; None: 35 (LSTM) or the context L (Transformer)
+    epochs: int = 6  # the most epochs
+    lr: float = 2e-3  # AdamW's peak rate
+    warmup_steps: int = 100  # linear warm-up of the rate
+    clip: float = 1.0  # the gradient's norm is clipped at this
+    weight_decay: float = 0.01  # decoupled, on the matrices
+    final_lr_fraction: float = 0.05  # the rate at the end of the last epoch, as a fraction of lr
+    valid_tokens: int | None = 50_000  # the epochs' validation: this prefix of valid (None: all)
+    seed: int = 0
+    device: str = "auto"
+    bf16: bool = False  # the encoder under bfloat16 autocast, the |V|-sized GEMMs in bfloat16
+    threads: int | None = None
+    checkpoint_minutes: float = 5.0
+    max_steps: int | None = None  # stop (with a checkpoint) after this many updates in all
+
+    def __post_init__(self):
+        if self.objective not in STREAM_OBJECTIVES:
+            raise LMBenchError(f"--objective {self.objective} is not for the stream networks (it needs the "
+                               f"NPLM's class layer): use one of {', '.join(STREAM_OBJECTIVES)}")
+        for option, value, allowed, ok in [
+                ("--dropout", self.dropout, "in [0, 1)", self.dropout is None or 0 <= self.dropout < 1),
+                ("--samples", self.samples, ">= 1", self.samples >= 1), ("--lanes", self.lanes, ">= 1", self.lanes >= 1),
+                ("--steps", self.steps, ">= 1", self.steps is None or self.steps >= 1),
+                ("--epochs", self.epochs, ">= 1", self.epochs >= 1),
+                ("--lr", self.lr, "finite and > 0", 0 < self.lr < math.inf),
+                ("--warmup-steps", self.warmup_steps, ">= 0", self.warmup_steps >= 0),
+                ("--clip", self.clip, "> 0", self.clip > 0),
+                ("--weight-decay", self.weight_decay, ">= 0", 0 <= self.weight_decay < math.inf),
+                ("--final-lr-fraction", self.final_lr_fraction, "in [0, 1]", 0 <= self.final_lr_fraction <= 1),
+                ("--valid-tokens", self.valid_tokens, ">= 1", self.valid_tokens is None or self.valid_tokens >= 1),
+                ("--max-steps", self.max_steps, ">= 0", self.max_steps is None or self.max_steps >= 0),
+                ("--checkpoint-minutes", self.checkpoint_minutes, "> 0", self.checkpoint_minutes > 0)]:
+            if not ok:
+                raise LMBenchError(f"{option} {value}: must be {allowed}")
+
+
+DROPOUT = {"lstm": 0.4, "transformer": 0.2}  # StreamTrainConfig.dropout None: the recipe's (README)
+
+
+def build_stream_network(family: str, vocab_size: int, shape, dropout: float = 0.0) -> StreamNetwork:
+    """The network of `family` (`neural.families`) from its shape (the dataclass, or the dict a
+    checkpoint keeps)."""
+    entry = family_entry(family)
+    shape = entry.shape_of(shape) if isinstance(shape, dict) else shape
+    return entry.network_class()(shape, vocab_size, dropout=dropout)
+
+
+def steps_of(net: StreamNetwork, config: StreamTrainConfig) -> int:
+    if config.steps is not None:
+        if net.history is None and getattr(net.shape, "context", config.steps) < config.steps:
+            raise LMBenchError(f"--steps {config.steps} is longer than the network's context "
+                               f"{net.shape.context}: give at most that")
+        return config.steps
+    return getattr(net.shape, "context", 35)  # a window network reads its context, a recurrent one 35
+
+
+def learning_rate(config: StreamTrainConfig, step: int, total: int) -> float:
+    """lr (step + 1) / warmup_steps during the warm-up, then lr (f + (1 - f)(1 + cos(pi p)) / 2), p the
+    fraction of the `total` updates after the warm-up done, f = final_lr_fraction."""
+    if step < config.warmup_steps:
+        return config.lr * (step + 1) / config.warmup_steps
+    done = min(1.0, (step - config.warmup_steps) / max(1, total - config.warmup_steps))
+    fraction = config.final_lr_fraction
+    return config.lr * (fraction + (1 - fraction) * 0.5 * (1 + math.cos(math.pi * done)))
+
+
+def lane_layout(length: int, lanes: int, steps: int, offset: int) -> tuple[int, int]:
+    """(lane length, updates an epoch) for a training stream of `length` tokens read from `offset`."""
+    lane = (length - offset) // lanes
+    if lane < 2:
+        raise LMBenchError(f"the training split ({length} tokens) is too short for {lanes} lanes: give "
+                           "fewer --lanes")
+    return lane, math.ceil(lane / steps)
+
+
+def read_stream_checkpoint(path: Path, fingerprint: str, family: str | None = None,
+                           shape: dict | None = None) -> dict:
+    """A checkpoint or best model (`neural.train.read_checkpoint`: readable, of this vocabulary), refused
+    (one line) when made for another network than `family` of `shape`."""
+    saved = read_checkpoint(path, fingerprint)
+    if family is not None and (saved.get("family"), saved.get("network")) != (family, shape):
+        raise LMBenchError(f"checkpoint {path} holds a {saved.get('family')} network {saved.get('network')}, "
+                           f"not the {family} {shape} asked: resume with its options or use another --out")
+    return saved
+
+
+def train_family(corpus, config, out_dir: str | Path, *, resume: bool = False, progress: bool = True,
+                 evaluate: bool = True, team=None) -> dict:
+    """The trainer of the stream families (`neural.families`; `lmbench nplm train --model lstm`): the run
+    options of a `neural.config.NPLMConfig` as a StreamTrainConfig (--batch-size: the lanes; --lr
+    None: 2e-3; --dropout 0: the recipe's;
+    --valid-tokens None: 50,000), then `train_stream`. One process (`team` is unused)."""
+    stream = StreamTrainConfig(
+        objective=config.objective, samples=config.samples, epochs=config.epochs,
+        lanes=config.batch_size or StreamTrainConfig.lanes, lr=config.lr or StreamTrainConfig.lr,
+        weight_decay=config.weight_decay, dropout=config.dropout or None, seed=config.seed, device=config.device,
+        bf16=config.bf16, threads=config.threads, checkpoint_minutes=config.checkpoint_minutes,
+        max_steps=config.max_steps, valid_tokens=config.valid_tokens or StreamTrainConfig.valid_tokens)
+    return train_stream(corpus, config.model, config.shape, stream, out_dir, resume=resume, progress=progress,
+                        evaluate=evaluate)
+
+
+def train_stream(corpus, family: str, shape, config: StreamTrainConfig, out_dir: str | Path, *,
+                 resume: bool = False, progress: bool = True, evaluate: bool = True) -> dict:
+    """Train a `family` network of config `shape` on corpus.train, validate on corpus.valid, write the
+    run into out_dir and return its figures (train/valid/test perplexity of the best model when
+    `evaluate`, tokens/s, seconds, epochs)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    device = resolve_device(config.device, config.threads)
+    fingerprint = corpus.vocab.fingerprint()
+    vocab_size = len(corpus.vocab)
+    torch.manual_seed(config.seed)
+    dropout = DROPOUT[family] if config.dropout is None else config.dropout
+    net = build_stream_network(family, vocab_size, shape, dropout)
+    network_args = dataclasses.asdict(net.shape)
+    counts = np.bincount(corpus.train, minlength=vocab_size) + 1.0
+    unigram = torch.from_numpy(counts / counts.sum())  # (V,) add-one unigram of train: q
+    net.set_unigram_biases(unigram)
+    net.to(device)
+    sampler = torch.Generator(device=device)
+    sampler.manual_seed(config.seed)
+    objective = OBJECTIVES[config.objective](unigram.float().to(device), config.samples, sampler)
+    optimizer = torch.optim.AdamW([{"params": net.decay_parameters(), "weight_decay": config.weight_decay},
+                                   {"params": net.bias_parameters(), "weight_decay": 0.0}],
+                                  lr=config.lr, betas=(0.9, 0.99))
+    steps = steps_of(net, config)
+    state = {"epoch": 0, "position": 0, "step": 0, "loss_sum": 0.0, "tokens": 0, "seconds": 0.0,
+             "best_valid": math.inf, "history": [], "stopped": None}
+    carried = None  # the LSTM's (h, c) of the lanes between updates
+    checkpoint_path = out / CHECKPOINT
+    if checkpoint_path.exists():
+        if not resume:
+            raise LMBenchError(f"{out} already holds a run ({CHECKPOINT}): pass --resume to continue it or "
+                               "choose another --out directory")
+        saved = read_stream_checkpoint(checkpoint_path, fingerprint, family, network_args)
+        if (saved["lanes"], saved["steps"]) != (config.lanes, steps):
+            raise LMBenchError(f"checkpoint {checkpoint_path} was trained with --lanes {saved['lanes']} "
+                               f"--steps {saved['steps']}: resume with the same, or use another --out")
+        net.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        torch.set_rng_state(saved["torch_rng"])
+        sampler.set_state(saved["sampler_rng"])
+        if device.type == "cuda" and saved.get("cuda_rng") is not None:
+            torch.cuda.set_rng_state(saved["cuda_rng"], device)
+        state = saved["state"]
+        carried = None if saved["carried"] is None else tuple(s.to(device) for s in saved["carried"])
+        if state["stopped"] == "max_steps":
+            state["stopped"] = None
+        log.info("resumed %s at epoch %d, update %d", checkpoint_path, state["epoch"] + 1, state["step"])
+
+    def save_checkpoint() -> None:
+        model = net.state_dict()
+        if not all(torch.isfinite(t).all() for t in model.values()):
+            raise nan_error(state["step"], checkpoint_path)
+        atomic_save({"model": model, "optimizer": optimizer.state_dict(), "torch_rng": torch.get_rng_state(),
+                     "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+                     "sampler_rng": sampler.get_state(), "state": state,
+                     "carried": None if carried is None else tuple(s.cpu() for s in carried),
+                     "family": family, "network": network_args, "train_config": dataclasses.asdict(config),
+                     "fingerprint": fingerprint, "vocab_size": vocab_size, "lanes": config.lanes,
+                     "steps": steps}, checkpoint_path)
+
+    inputs = torch.from_numpy(padded_inputs(corpus.train)).to(device)  # (T + 1,) inputs[t] predicts train[t]
+    targets = torch.from_numpy(corpus.train.astype(np.int64)).to(device)  # (T,)
+    valid_stream, valid_start = corpus.stream_for("valid")
+    if config.valid_tokens is not None:
+        valid_stream = valid_stream[: valid_start + config.valid_tokens]
+    total_updates = lane_layout(len(targets), config.lanes, steps, 0)[1] * config.epochs  # of the schedule
+    last_save = time.monotonic()
+    while state["epoch"] < config.epochs and state["stopped"] is None:
+        epoch = state["epoch"]
+        offset = int(np.random.default_rng([config.seed, epoch]).integers(0, steps))
+        lane, updates = lane_layout(len(targets), config.lanes, steps, offset)
+        starts = offset + lane * torch.arange(config.lanes, device=device)  # (B,) each lane's first target
+        started, seconds_before = time.perf_counter(), state["seconds"]
+        bar = None
+        if progress:
+            from tqdm import tqdm
+            bar = tqdm(total=updates, initial=state["position"], desc=f"{family} epoch {epoch + 1}", unit="upd",
+                       leave=False, mininterval=1.0)
+        net.train()
+        while state["position"] < updates:
+            if config.max_steps is not None and state["step"] >= config.max_steps:
+                state["stopped"] = "max_steps"
+                break
+            lo = state["position"] * steps
+            width = min(steps, lane - lo)
+            index = starts[:, None] + lo + torch.arange(width, device=device)[None, :]  # (B, width)
+            rate = learning_rate(config, state["step"], total_updates)
+            for group in optimizer.param_groups:
+                group["lr"] = rate
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.bf16):
+                z, carried = net.encode(inputs[index], carried)  # (B, width, K)
+            loss = objective.loss(net, z.reshape(-1, z.shape[-1]).to(net.out.dtype), targets[index].reshape(-1),
+                                  bf16=config.bf16)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            value = loss.item()
+            if not math.isfinite(value):
+                raise nan_error(state["step"], checkpoint_path, value)
+            torch.nn.utils.clip_grad_norm_(net.parameters(), config.clip)
+            optimizer.step()
+            if carried is not None:
+                carried = tuple(s.detach() for s in carried)
+            state["step"] += 1
+            state["position"] += 1
+            state["loss_sum"] += value * index.numel()
+            state["tokens"] += index.numel()
+            state["seconds"] = seconds_before + time.perf_counter() - started
+            if bar is not None:
+                bar.update(1)
+                if state["position"] % 20 == 0:
+                    bar.set_postfix(loss=f"{state['loss_sum'] / state['tokens']:.3f}",
+                                    tok_s=f"{state['tokens'] / max(state['seconds'], 1e-9):.0f}", refresh=False)
+            if time.monotonic() - last_save > 60 * config.checkpoint_minutes:
+                save_checkpoint()
+                last_save = time.monotonic()
+        if bar is not None:
+            bar.close()
+        if state["stopped"] is not None:
+            break
+        carried = None  # the next epoch's lanes start elsewhere
+        end_epoch(net, config, state, valid_stream, valid_start, out, fingerprint, family, network_args,
+                  learning_rate(config, state["step"], total_updates))
+        save_checkpoint()
+        last_save = time.monotonic()
+    save_checkpoint()
+    return finish(corpus, config, state, out, evaluate)
+
+
+def end_epoch(net, config, state, valid_stream, valid_start, out, fingerprint, family, network_args,
+              rate: float) -> None:
+    """Validation perplexity, the log line and the best model."""
+    valid_ppl = perplexity(net.score_stream(valid_stream, valid_start, bf16=config.bf16))
+    if not math.isfinite(valid_ppl):
+        raise nan_error(state["step"], out / CHECKPOINT, valid_ppl, "the validation perplexity")
+    record = {"epoch": state["epoch"] + 1, "step": state["step"], "lr": rate,
+              "train_loss": state["loss_sum"] / state["tokens"], "valid_perplexity": valid_ppl,
+              "valid_tokens": len(valid_stream) - valid_start, "tokens_per_s": state["tokens"] / state["seconds"],
+              "seconds": state["seconds"],
+              "total_seconds": sum(r["seconds"] for r in state["history"]) + state["seconds"]}
+    if not OBJECTIVES[config.objective].sampled:
+        record["train_perplexity"] = math.exp(min(record["train_loss"], 700))
+    state["history"].append(record)
+    log.info("%s epoch %d: train loss %.4f, valid ppl %.2f, %.0f tokens/s, %.0f s", family, record["epoch"],
+             record["train_loss"], valid_ppl, record["tokens_per_s"], record["seconds"])
+    atomic_write_text(out / LOG, "".join(json.dumps(r) + "\n" for r in state["history"]))
+    if valid_ppl < state["best_valid"]:
+        state["best_valid"] = valid_ppl
+        atomic_save({"model": net.state_dict(), "family": family, "network": network_args,
+                     "fingerprint": fingerprint, "vocab_size": net.vocab_size, "epoch": record["epoch"],
+                     "valid_perplexity": valid_ppl}, out / BEST)
+    state.update(epoch=state["epoch"] + 1, position=0, loss_sum=0.0, tokens=0, seconds=0.0)
+
+
+def finish(corpus, config, state, out, evaluate: bool) -> dict:
+    """The run's figures; with `evaluate`, the exact perplexities of the best model on every split."""
+    history = state["history"]
+    seconds = sum(r["seconds"] for r in history) + state["seconds"]
+    tokens = sum(r["tokens_per_s"] * r["seconds"] for r in history) + state["tokens"]
+    result = {"out": str(out), "objective": config.objective, "epochs": len(history), "updates": state["step"],
+              "stopped": state["stopped"] or "epochs", "tokens_per_s": tokens / seconds if seconds else None,
+              "seconds": seconds, "config": dataclasses.asdict(config)}
+    if not history:
+        return result
+    if evaluate:
+        model = load_stream(out, corpus, device=config.device, bf16=config.bf16, threads=config.threads)
+        started = time.perf_counter()
+        scores = scored_splits(model)  # (train is not scored: as long as both together, and no row needs it)
+        result["eval_seconds"] = time.perf_counter() - started
+        for split, logprobs in scores.items():
+            result[f"{split}_perplexity"] = perplexity(logprobs)
+        save_logprobs(out / LOGPROBS, scores)  # the input of `lmbench mix`
+        result["logprobs"] = str(out / LOGPROBS)
+    result["best_epoch"] = int(np.argmin([r["valid_perplexity"] for r in history])) + 1
+    atomic_write_text(out / RESULT, json.dumps(result, indent=1))
+    return result
+
+
+def load_stream(out_dir: str | Path, corpus, *, device: str = "auto", bf16: bool = False,
+                which: str = BEST, threads: int | None = None) -> StreamLanguageModel:
+    """The best model of a run (or its last checkpoint, which=CHECKPOINT), attached to `corpus`."""
+    path = Path(out_dir) / which
+    if not path.exists():
+        raise LMBenchError(f"no {which} in {out_dir}: train there first, or let the run finish one epoch")
+    saved = read_stream_checkpoint(path, corpus.vocab.fingerprint())
+    net = build_stream_network(saved["family"], saved["vocab_size"], saved["network"])  # (dropout: training only)
+    net.load_state_dict(saved["model"])
+    return StreamLanguageModel(net.to(resolve_device(device, threads)), bf16=bf16).attach(corpus)

@@ -1,0 +1,174 @@
+"""The `transformer` family: a small causal decoder over windows of the stream (Vaswani et al. 2017, in
+the pre-norm form of GPT-2 / nanoGPT).
+
+    x^0_i = E[w_{i-1}] (+ P[i] with learned positions)          (d,) for the i-th input of a window
+    x^l = x^{l-1} + Attn(LN(x^{l-1}));  x^l = x^l + MLP(LN(x^l))  for each of the `layers` blocks
+    z_i = LN(x^L_i)                                               (d,)
+    P(w_i | the window's w_<i) = softmax(b + O z_i)                O = E when tied
+
+Attention is causal multi-head attention through torch's `scaled_dot_product_attention` (fused kernels
+on CUDA, the same numbers' definition on the CPU); with rotary positions (Su et al. 2021) the queries and
+keys of each head are rotated by their position instead of adding P, so attention depends on relative
+offsets. MLP = W_2 GELU(W_1 .), 4d wide by default. Dropout on the attention weights, after the
+attention and MLP projections, and on the embeddings.
+
+A window holds `context` = L inputs. Training reads the stream in lanes of windows of L tokens
+(`neural.stream_train`), nothing carried between them. Exact scoring (`score_stream`) slides the window
+with stride S = L / 2, aligned on the stream's start: target t is scored in the window that ends at
+the end of its block of S, v = S (floor(t / S) + 1), and starts at u = max(0, v - L), so it sees the
+t - u >= L - S = L / 2 tokens before it (all of them near the stream's start). Every token is scored
+once; the network reads each token twice (L / S windows). Where a window ends past the stream's end it
+is cut there: the causal mask makes a target's score independent of what follows it, so scoring the
+stream equals scoring each target's window alone (`log_distribution`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from lmbench.errors import LMBenchError
+from neural.families import TransformerShape
+from neural.model import PAD_ID
+from neural.stream import StreamNetwork, padded_inputs
+
+EVAL_WINDOWS = 32  # windows per forward pass when scoring (on CUDA 8 times as many)
+
+
+def rotary_tables(length: int, dims: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin (length, dims / 2) of the angles i * base^(-2k / dims) (Su et al. 2021, eq. 34)."""
+    frequency = base ** (-torch.arange(0, dims, 2, dtype=torch.float64) / dims)  # (dims / 2,)
+    angle = torch.arange(length, dtype=torch.float64)[:, None] * frequency[None, :]
+    return angle.cos(), angle.sin()
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate the pairs (x_2k, x_2k+1) of x (B, H, T, dh) by the angles of positions 0 .. T-1."""
+    pairs = x.unflatten(-1, (-1, 2))  # (B, H, T, dh / 2, 2)
+    even, odd = pairs[..., 0], pairs[..., 1]
+    cos, sin = cos[: x.shape[2]].to(x.dtype), sin[: x.shape[2]].to(x.dtype)  # (T, dh / 2)
+    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+
+
+class Block(nn.Module):
+    """x + Attn(LN(x)), then + MLP(LN(.)), for x (B, T, d)."""
+
+    def __init__(self, shape: TransformerShape, dropout: float):
+        super().__init__()
+        self.heads, self.dropout = shape.heads, dropout
+        self.rotary = shape.positions == "rotary"
+        self.ln_attention, self.ln_mlp = nn.LayerNorm(shape.d), nn.LayerNorm(shape.d)
+        self.qkv = nn.Linear(shape.d, 3 * shape.d)
+        self.projection = nn.Linear(shape.d, shape.d)
+        self.mlp = nn.Sequential(nn.Linear(shape.d, shape.ff), nn.GELU(), nn.Linear(shape.ff, shape.d))
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        batch, length, width = x.shape
+        q, k, v = self.qkv(self.ln_attention(x)).split(width, dim=2)  # (B, T, d) each
+        q, k, v = (t.view(batch, length, self.heads, -1).transpose(1, 2) for t in (q, k, v))  # (B, H, T, dh)
+        if self.rotary:
+            q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        attended = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                  dropout_p=self.dropout if self.training else 0.0)
+        x = x + self.drop(self.projection(attended.transpose(1, 2).reshape(batch, length, width)))
+        return x + self.drop(self.mlp(self.ln_mlp(x)))
+
+
+class TransformerNetwork(StreamNetwork):
+    """P(w_i | the window's inputs up to i) through `layers` pre-norm causal blocks."""
+
+    family = "transformer"
+
+    def __init__(self, shape: TransformerShape, vocab_size: int, *, output: str = "softmax", structure=None,
+                 dropout: float = 0.0):
+        super().__init__(shape, vocab_size, shape.d, shape.d, output, dropout)
+        self.stride = shape.context // 2  # S: targets scored per window, each seeing >= L - S = L/2 tokens
+        self.position = nn.Parameter(torch.empty(shape.context, shape.d)) if shape.positions == "learned" else None
+        self.blocks = nn.ModuleList(Block(shape, dropout) for _ in range(shape.layers))
+        self.ln_final = nn.LayerNorm(shape.d)
+        cos, sin = rotary_tables(shape.context, shape.d // shape.heads)
+        self.register_buffer("cos", cos.float(), persistent=False)  # (L, dh / 2)
+        self.register_buffer("sin", sin.float(), persistent=False)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """GPT-2's: weights ~ N(0, 0.02), the residual projections' scaled by 1 / sqrt(2 layers); biases 0,
+        LayerNorm gains 1."""
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, 0.0, 0.02)
+                nn.init.zeros_(module.bias)
+        for block in self.blocks:
+            for projection in (block.projection, block.mlp[2]):
+                nn.init.normal_(projection.weight, 0.0, 0.02 / math.sqrt(2 * self.shape.layers))
+        for table in (self.embedding, self.output, self.position):
+            if table is not None:
+                nn.init.normal_(table, 0.0, 0.02)
+
+    def encode(self, inputs: torch.Tensor, state=None):
+        """z (B, T, d) for windows of inputs (B, T <= L); no state is carried (None)."""
+        if inputs.shape[1] > self.shape.context:
+            raise LMBenchError(f"a window of {inputs.shape[1]} inputs is longer than the context "
+                               f"{self.shape.context}: cut the stream into windows of at most that many")
+        x = self.embed(inputs)  # (B, T, d)
+        if self.position is not None:
+            x = x + self.position[: inputs.shape[1]]
+        x = self.drop(x)
+        cos, sin = self.cos.to(x.dtype), self.sin.to(x.dtype)
+        for block in self.blocks:
+            x = block(x, cos, sin)
+        return self.ln_final(x), None
+
+    def window_of(self, target: int) -> tuple[int, int]:
+        """(u, v): the inputs [u, v) of the window that scores target t (v the end of t's block)."""
+        stride = self.stride
+        end = stride * (target // stride + 1)
+        return max(0, end - self.shape.context), end
+
+    def stream_scores(self, stream: np.ndarray, start: int, *, bf16: bool = False,
+                      progress: bool = False) -> np.ndarray:
+        """log P(stream[t] | stream[:t]) for t >= start (float64): one window per block of S targets
+        (see the module docstring), EVAL_WINDOWS windows a forward pass (8 times as many on CUDA)."""
+        inputs = padded_inputs(stream)
+        stride, length = self.stride, self.shape.context
+        first, last = start // stride, (len(stream) - 1) // stride  # the blocks holding targets
+        blocks = np.arange(first, last + 1)
+        device = self.embedding.device
+        result = torch.empty(len(stream) - start, dtype=torch.float64, device=device)
+        per_pass = EVAL_WINDOWS * (8 if device.type == "cuda" else 1)
+        groups = range(0, len(blocks), per_pass)
+        if progress:
+            from tqdm import tqdm
+            groups = tqdm(groups, desc="eval transformer", unit="batch", leave=False)
+        targets_all = np.asarray(stream, dtype=np.int64)
+        for lo in groups:
+            group = blocks[lo: lo + per_pass]
+            ends = stride * (group + 1)  # (W,) v
+            begins = np.maximum(0, ends - length)  # (W,) u
+            rows = np.full((len(group), length), PAD_ID, dtype=np.int64)
+            position = begins[:, None] + np.arange(length)[None, :]  # (W, L) target index of each column
+            for i, (u, v) in enumerate(zip(begins, np.minimum(ends, len(stream)))):
+                rows[i, : v - u] = inputs[u:v]
+            scored = ((position >= np.maximum(ends - stride, start)[:, None]) & (position < ends[:, None])
+                      & (position < len(stream)))
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+                z, _ = self.encode(torch.from_numpy(rows).to(device))  # (W, L, d)
+            mask = torch.from_numpy(scored).to(device)
+            picked = torch.from_numpy(targets_all[position[scored]]).to(device)
+            result[torch.from_numpy(position[scored] - start).to(device)] = self.score_positions(z[mask], picked, bf16)
+        return result.cpu().numpy()
+
+    def history_log_probs(self, context: list[int]) -> torch.Tensor:
+        """log P(. | context) (V,) from the window that `score_stream` gives target len(context)."""
+        inputs = padded_inputs(np.asarray(context, dtype=np.int64))  # (t + 1,)
+        target = len(context)
+        u, _ = self.window_of(target)
+        row = torch.full((1, self.shape.context), PAD_ID, dtype=torch.int64, device=self.embedding.device)
+        row[0, : target + 1 - u] = torch.from_numpy(inputs[u: target + 1])
+        z, _ = self.encode(row)  # (1, L, d)
+        return self.log_probs(z[0, target - u: target - u + 1])[0]

@@ -1,0 +1,177 @@
+"""The stream networks (`neural.lstm`, `neural.transformer`) and their trainer (`neural.stream_train`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
+from lmbench.errors import LMBenchError
+from lmbench.model import perplexity
+from neural.families import LSTMShape, TransformerShape
+from neural.stream_train import CHECKPOINT, LOG, StreamTrainConfig, lane_layout, load_stream, train_stream
+
+SHAPES = {"lstm": LSTMShape(layers=2, m=12, h=12), "transformer": TransformerShape(layers=2, d=12, heads=2, ff=24, context=16)}
+
+
+def tiny_corpus(seed: int = 0):
+    """A stream of a few sentences in random order: most words follow from the ones before."""
+    rng = np.random.default_rng(seed)
+    sentences = ["the cat sat on a mat .", "a dog ran to the cat .", "the dog sat ."]
+
+    def text(count):
+        return " ".join(sentences[i] for i in rng.integers(0, len(sentences), size=count))
+
+    return make_corpus(text(150), text(25), text(25))
+
+
+def tiny_config(**overrides) -> StreamTrainConfig:
+    fields = dict(epochs=2, dropout=0.1, lanes=4, steps=10, objective="softmax", samples=6, lr=3e-2, warmup_steps=3, device="cpu", threads=1,
+                  valid_tokens=None)
+    return StreamTrainConfig(**{**fields, **overrides})
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return tiny_corpus()
+
+
+@pytest.fixture(scope="module", params=sorted(SHAPES))
+def trained(request, corpus, tmp_path_factory):
+    """(family, run directory) of a network trained for two epochs with the full softmax."""
+    out = tmp_path_factory.mktemp(request.param)
+    train_stream(corpus, request.param, SHAPES[request.param], tiny_config(), out, progress=False)
+    return request.param, out
+
+
+def double_model(out, corpus):
+    model = load_stream(out, corpus, device="cpu")
+    model.net.double()  # float64, so that a batch's rounding does not blur the comparisons
+    return model
+
+
+def test_distributions_sum_to_one_and_scores_are_their_logs(trained, corpus):
+    family, out = trained
+    model = double_model(out, corpus)
+    assert_normalised(model, corpus)
+    for split in ("valid", "test"):
+        assert_scores_match_distribution(model, corpus, split, tokens=40)
+
+
+def test_training_lowers_the_validation_perplexity_below_the_unigram(trained, corpus):
+    family, out = trained
+    history = [json.loads(line) for line in (out / LOG).read_text().splitlines()]
+    counts = np.bincount(corpus.train, minlength=len(corpus.vocab)) + 1.0
+    unigram = perplexity(np.log(counts / counts.sum())[corpus.valid])
+    assert history[-1]["valid_perplexity"] < 0.9 * unigram, (history, unigram)
+
+
+def test_lstm_lanes_equal_one_lane_after_their_warm_up(trained, corpus):
+    family, out = trained
+    if family != "lstm":
+        pytest.skip("lanes are the LSTM's")
+    net = double_model(out, corpus).net
+    stream, start = corpus.stream_for("test")
+    one = net.score_stream(stream, start, lanes=1, warmup=None)
+    # every lane read from the stream's start: the same computation, cut differently
+    np.testing.assert_allclose(net.score_stream(stream, start, lanes=7, warmup=None), one, rtol=0, atol=1e-10)
+    # each lane warmed on the 200 tokens before it: within rounding of the state's memory
+    warmed = net.score_stream(stream, start, lanes=7, warmup=200)
+    assert np.abs(warmed - one).max() < 1e-4
+    assert abs(perplexity(warmed) / perplexity(one) - 1) < 1e-5
+    # with no warm-up the lanes' first tokens are scored without their history: visibly different
+    assert np.abs(net.score_stream(stream, start, lanes=7, warmup=0) - one).max() > 1e-3
+
+
+def test_transformer_windows_give_every_target_half_its_context_of_history():
+    from neural.transformer import TransformerNetwork
+    net = TransformerNetwork(TransformerShape(layers=1, d=4, heads=1, ff=4, context=8), 5)
+    for target in range(40):
+        begin, end = net.window_of(target)
+        assert begin <= target < end and end - begin <= 8
+        assert target - begin >= min(target, 4)
+
+
+def test_resume_mid_epoch_gives_the_uninterrupted_run(corpus, tmp_path):
+    config = tiny_config(objective="importance")  # the sampler's draws resumed too
+    for family in sorted(SHAPES):
+        whole, parts = tmp_path / f"{family}-whole", tmp_path / f"{family}-parts"
+        train_stream(corpus, family, SHAPES[family], config, whole, progress=False, evaluate=False)
+        inside_second_epoch = lane_layout(len(corpus.train), config.lanes, config.steps, 0)[1] + 2
+        stopped = train_stream(corpus, family, SHAPES[family],
+                               dataclasses.replace(config, max_steps=inside_second_epoch), parts,
+                               progress=False, evaluate=False)
+        assert stopped["stopped"] == "max_steps" and stopped["epochs"] == 1  # inside the second epoch
+        train_stream(corpus, family, SHAPES[family], config, parts, resume=True, progress=False, evaluate=False)
+        assert (parts / LOG).read_text().count("\n") == 2
+        for name in ("valid_perplexity", "train_loss"):
+            assert [json.loads(r)[name] for r in (whole / LOG).read_text().splitlines()] == \
+                   [json.loads(r)[name] for r in (parts / LOG).read_text().splitlines()], family
+
+
+def test_an_existing_run_needs_resume_and_the_same_network(corpus, tmp_path):
+    train_stream(corpus, "lstm", SHAPES["lstm"], tiny_config(max_steps=2), tmp_path, progress=False)
+    with pytest.raises(LMBenchError, match="--resume"):
+        train_stream(corpus, "lstm", SHAPES["lstm"], tiny_config(), tmp_path, progress=False)
+    with pytest.raises(LMBenchError, match="holds a lstm network"):
+        train_stream(corpus, "lstm", LSTMShape(layers=1, m=12, h=12), tiny_config(), tmp_path, resume=True,
+                     progress=False)
+
+
+def test_a_diverging_run_stops_in_one_line_and_keeps_its_last_good_checkpoint(corpus, tmp_path, monkeypatch):
+    train_stream(corpus, "lstm", SHAPES["lstm"], tiny_config(objective="importance", max_steps=3), tmp_path,
+                 progress=False)
+    good = torch.load(tmp_path / CHECKPOINT, weights_only=False)["model"]
+    from neural.objectives import ImportanceSampling
+    monkeypatch.setattr(ImportanceSampling, "loss_with", lambda self, net, z, target, sample: z.sum() * np.nan)
+    with pytest.raises(LMBenchError, match="became nan at update 3.*last good checkpoint"):
+        train_stream(corpus, "lstm", SHAPES["lstm"], tiny_config(objective="importance"), tmp_path, resume=True,
+                     progress=False)
+    kept = torch.load(tmp_path / CHECKPOINT, weights_only=False)["model"]
+    assert all(torch.equal(good[k], kept[k]) for k in good)
+
+
+def test_importance_sampling_trains_too(corpus, tmp_path):
+    result = train_stream(corpus, "transformer", SHAPES["transformer"], tiny_config(objective="importance", epochs=1),
+                          tmp_path, progress=False)
+    assert np.isfinite(result["valid_perplexity"]) and result["valid_perplexity"] < len(corpus.vocab)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: LSTMShape(layers=3), "--layers 3"),
+    (lambda: LSTMShape(m=10, h=12), "tied"),
+    (lambda: TransformerShape(d=10, heads=3), "--heads 3"),
+    (lambda: TransformerShape(positions="sinusoid"), "unknown positions"),
+    (lambda: StreamTrainConfig(objective="class"), "class layer")])
+def test_bad_options_are_refused_in_one_line(make, message):
+    with pytest.raises(LMBenchError, match=message):
+        make()
+
+
+def test_the_command_line_trains_an_lstm_and_refuses_a_missing_cuda(tmp_path, monkeypatch, capsys):
+    from lmbench_cli import main
+    monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
+    sentences = tiny_corpus()  # the same kind of text, written out
+    paths = []
+    for split in ("train", "valid", "test"):
+        path = tmp_path / f"{split}.txt"
+        path.write_text(" ".join(sentences.vocab.decode(sentences.split(split))))
+        paths += [f"--{split}", str(path)]
+    common = ["nplm", "train", "--corpus", "text", *paths, "--model", "lstm", "--m", "8", "--h", "8", "--layers", "1"]
+    if not torch.cuda.is_available():
+        assert main([*common, "--device", "cuda", "--out", str(tmp_path / "cuda")]) == 2
+        assert "CUDA is not available" in capsys.readouterr().err
+        assert not (tmp_path / "cuda").exists()
+    assert main([*common, "--recipe", "paper", "--out", str(tmp_path / "paper")]) == 2
+    assert "drop --recipe paper" in capsys.readouterr().err
+    assert main([*common, "--epochs", "1", "--batch-size", "2", "--threads", "1", "--device", "cpu", "--json",
+                 "--out", str(tmp_path / "run")]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["epochs"] == 1 and np.isfinite(result["test_perplexity"])
+    assert (tmp_path / "run" / "logprobs.npz").exists()
+    assert main(["nplm", "eval", str(tmp_path / "run"), "--corpus", "text", *paths]) == 2
+    assert "logprobs.npz" in capsys.readouterr().err
