@@ -37,6 +37,7 @@ from lmbench.model import LanguageModel
 
 
 CUTOFF_MIN_ORDER = 3  # SRILM applies its default cutoff (2) from trigrams up
+SCORE_CHUNK = 1 << 20  # positions scored at once: bounds the (positions, orders) temporaries
 
 
 class Listing:
@@ -79,8 +80,15 @@ class BackoffModel(LanguageModel):
         self.logbow = [np.zeros(0)] + [np.asarray(logbow[n], dtype=np.float64) for n in range(1, self.order)]
 
     def score(self, stream: np.ndarray, start: int) -> np.ndarray:
-        """Natural-log P(stream[t] | up to N-1 previous tokens) for t >= start, in one pass per order."""
+        """Natural-log P(stream[t] | up to N-1 previous tokens) for t >= start, in one pass per order
+        over each SCORE_CHUNK positions (with the N-1 tokens before them)."""
         stream = np.asarray(stream)
+        history = self.order - 1
+        return np.concatenate([np.zeros(0)] + [
+            self._score(stream[max(s - history, 0):s + SCORE_CHUNK], s - max(s - history, 0))
+            for s in range(start, len(stream), SCORE_CHUNK)])
+
+    def _score(self, stream: np.ndarray, start: int) -> np.ndarray:
         idx = self.table.index_stream(stream, self.order)   # idx[n]: (T,) row of the n-gram ending at t
         result = self.logp[1][stream].copy()                # (T,) order 1 always listed
         best = np.ones(len(stream), dtype=np.int64)         # (T,) highest listed order n*
