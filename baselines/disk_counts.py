@@ -13,8 +13,8 @@ else through files of a temporary folder, as KenLM's lmplz does (Heafield et al.
 2. Merging: the runs of an order merged k-way into the order's sorted distinct keys (the same keys
    as the in-memory table, row for row), counts summed, in blocks of B rows.
 3. Rows: each chunk's positions mapped to their global rows (`at[n][t]`, searchsorted of the run's
-   keys in the merged ones), then every row's ids (`grams`), prefix row and suffix row gathered
-   from one position of it (`prefix[n][i] = at[n-1][p]`, `suffix[n][i] = at[n-1][p + 1]`).
+   keys in the merged ones); every row's ids (`grams`) and prefix row from its key, its suffix row
+   from one position p of it (`suffix[n][i] = at[n-1][p + 1]`).
 4. Estimation (`DiskCounts.estimate`): per order, blocks of whole contexts (rows are sorted, so the
    continuations of a context are contiguous) go through the model's own per-order function, the
    one its in-memory path applies to all rows at once: per-context sums are the same sequential
@@ -360,16 +360,29 @@ class DiskCounts:
         del keys
 
     def _gather(self, n: int, at_prev: np.ndarray) -> None:
-        """grams, prefix and suffix of every row of order n, from one position of each."""
-        first = self.col("first", n)
-        windows = np.lib.stride_tricks.sliding_window_view(self.stream, n)
+        """grams, prefix and suffix rows of every row of order n. The prefix comes from the key (its
+        packed prefix searched in order n-1's sorted keys, in increasing order, or the prefix rank
+        itself), the ids from the key too (unpacked, or the prefix's ids and the last word); only
+        the suffix is gathered at random: at[n-1] one position after a position of the row."""
+        keys, first, table = self.col("keys", n), self.col("first", n), self.table
+        lower_keys = self.col("keys", n - 1).map() if n > 2 else None
+        lower_grams = (self.col("grams", n - 1, np.int32, n - 1).map() if n > 2
+                       else np.arange(self.vocab_size, dtype=np.int32)[:, None])
 
         def blocks() -> Iterator[tuple]:
-            for lo in tqdm(range(0, len(first), self.block), desc=f"{n}-gram contexts", unit="block", leave=False):
-                p = first.read(lo, lo + self.block)
-                yield windows[p], at_prev[p], at_prev[p + 1]
+            for lo in tqdm(range(0, len(keys), self.block), desc=f"{n}-gram contexts", unit="block", leave=False):
+                key = keys.read(lo, lo + self.block)
+                if table.packed[n]:
+                    prefix = key >> table.bits if n == 2 else np.searchsorted(lower_keys, key >> table.bits)
+                    shifts = table.bits * np.arange(n - 1, -1, -1)
+                    grams = (key[:, None] >> shifts) & ((1 << table.bits) - 1)
+                else:
+                    prefix = key // self.vocab_size
+                    grams = np.column_stack([lower_grams[prefix], key % self.vocab_size])
+                yield grams, prefix, at_prev[first.read(lo, lo + self.block) + 1]
 
         self._write_together(n, ("grams", "prefix", "suffix"), blocks(), widths=[n, 1, 1])
+        del lower_keys, lower_grams
 
     # ---- what the models read ------------------------------------------------------------------
 

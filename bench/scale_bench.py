@@ -18,7 +18,9 @@ the empty context draw from P(w). B streams are drawn at once (one numpy step pe
 Each size runs in a fresh process per path (bounded with --memory; in memory too while the size is
 at most --in-memory-max), each stage's peak RSS measured alone (the kernel's high-water mark is
 reset before it through /proc/self/clear_refs): build (fit), then valid + test scoring.
-Prints a table, then JSON (also to --out). Timings are wall-clock on a shared machine: noisy.
+Prints a table (B/token: the larger stage peak per training token; us/token: build wall time per
+token), then JSON (also to --out). Wall-clock timings on a shared machine are noisy: the CPU seconds
+(user + system) of the build are printed beside them.
 """
 
 from __future__ import annotations
@@ -126,6 +128,11 @@ def _peak_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def one(tokens: int, longest: int, memory: str | None, tmp_dir: str | None) -> dict:
     """Build KN 5 on the first `tokens` tokens of the stream and score valid and test, in this process."""
     from baselines.disk_counts import parse_size
@@ -141,15 +148,17 @@ def one(tokens: int, longest: int, memory: str | None, tmp_dir: str | None) -> d
     row = {"tokens": tokens, "path": "bounded" if memory else "in memory", "memory": memory,
            "start_gb": round(_peak_gb(), 3)}
     _reset_peak()
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), _cpu_seconds()
     model.fit(corpus)
-    row.update(build_seconds=round(time.perf_counter() - started, 1), build_peak_gb=round(_peak_gb(), 3),
+    row.update(build_seconds=round(time.perf_counter() - started, 1), build_cpu_seconds=round(_cpu_seconds() - cpu, 1),
+               build_peak_gb=round(_peak_gb(), 3),
                ngrams={n: model.table.size(n) for n in range(1, 6)})
     _reset_peak()
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), _cpu_seconds()
     for split in ("valid", "test"):
         row[f"{split}_perplexity"] = round(model.perplexity(split), 4)
-    row.update(score_seconds=round(time.perf_counter() - started, 1), score_peak_gb=round(_peak_gb(), 3),
+    row.update(score_seconds=round(time.perf_counter() - started, 1), score_cpu_seconds=round(_cpu_seconds() - cpu, 1),
+               score_peak_gb=round(_peak_gb(), 3),
                peak_gb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 3))
     return row
 
@@ -185,11 +194,11 @@ def main() -> None:
             row["process_seconds"] = round(time.perf_counter() - started, 1)
             figures["runs"].append(row)
             print(json.dumps(row), file=sys.stderr)
-    print(f"{'tokens':>12} {'path':>10} {'build s':>8} {'build GB':>9} {'score s':>8} {'score GB':>9} "
+    print(f"{'tokens':>12} {'path':>10} {'build s':>8} {'cpu s':>7} {'build GB':>9} {'score s':>8} {'score GB':>9} "
           f"{'B/token':>8} {'us/token':>9} {'valid':>8} {'test':>8}")
     for r in figures["runs"]:
         peak = max(r["build_peak_gb"], r["score_peak_gb"])
-        print(f"{r['tokens']:>12,} {r['path']:>10} {r['build_seconds']:8.1f} {r['build_peak_gb']:9.2f} "
+        print(f"{r['tokens']:>12,} {r['path']:>10} {r['build_seconds']:8.1f} {r['build_cpu_seconds']:7.1f} {r['build_peak_gb']:9.2f} "
               f"{r['score_seconds']:8.1f} {r['score_peak_gb']:9.2f} {peak * 2**30 / r['tokens']:8.0f} "
               f"{r['build_seconds'] * 1e6 / r['tokens']:9.2f} {r['valid_perplexity']:8.2f} {r['test_perplexity']:8.2f}")
     ap = KENLM_AP
