@@ -79,6 +79,20 @@ class BackoffModel(LanguageModel):
         self.logp = [np.zeros(0)] + [np.asarray(logp[n], dtype=np.float64) for n in range(1, self.order + 1)]
         self.logbow = [np.zeros(0)] + [np.asarray(logbow[n], dtype=np.float64) for n in range(1, self.order)]
 
+    def _estimate_in_memory(self, counts: NgramCounts, listing: Listing, values: list[np.ndarray],
+                            logp1: np.ndarray) -> tuple[NgramTable, list[np.ndarray], list[np.ndarray]]:
+        """The parameters of an estimating subclass (Katz, KN) from all rows at once: order by order,
+        its `_conditional(n, values[n], context, contexts, lower, keep)` (the per-order function the
+        bounded-memory path, baselines/disk_counts.py, applies block by block) with lower = P(w | h')."""
+        keep, row = listing.keep, listing.row
+        logp, logbow = [np.zeros(0), logp1], [np.zeros(0)]
+        for n in range(2, self.order + 1):
+            lower = np.exp(logp[n - 1][row[n - 1][counts.suffix[n][keep[n]]]])  # (listed,) P(w | h')
+            p, bow = self._conditional(n, values[n], counts.prefix[n], counts.table.size(n - 1), lower, keep[n])
+            logp.append(p)
+            logbow.append(bow[keep[n - 1]])
+        return listing.table, logp, logbow
+
     def score(self, stream: np.ndarray, start: int) -> np.ndarray:
         """Natural-log P(stream[t] | up to N-1 previous tokens) for t >= start, in one pass per order
         over each SCORE_CHUNK positions (with the N-1 tokens before them)."""

@@ -89,17 +89,10 @@ class Katz(BackoffModel):
             return self._fit_bounded(corpus)
         N, k = self.order, self.k
         counts = count_ngrams(corpus.train, N, self.vocab_size)
-        table, c = counts.table, counts.counts
+        c = counts.counts
         listing = Listing(counts, self.min_count)
-        keep, row = listing.keep, listing.row
         self.ratios = {n: good_turing_ratios(c[n], k, n) for n in range(1, N + 1)}
-        logp, logbow = [np.zeros(0), self._unigram(c[1])], [np.zeros(0)]
-        for n in range(2, N + 1):
-            lower = np.exp(logp[n - 1][row[n - 1][counts.suffix[n][keep[n]]]])  # (listed,) P(w | h')
-            p, bow = self._conditional(n, c[n], counts.prefix[n], table.size(n - 1), lower, keep[n])
-            logp.append(p)
-            logbow.append(bow[keep[n - 1]])
-        self.set_parameters(listing.table, logp, logbow)
+        self.set_parameters(*self._estimate_in_memory(counts, listing, c, self._unigram(c[1])))
 
     def _fit_bounded(self, corpus) -> None:
         def statistics(counts):

@@ -108,16 +108,9 @@ class _ModifiedKneserNey(BackoffModel):
         N = self.order
         counts = count_ngrams(corpus.train, N, self.vocab_size)
         listing = Listing(counts, self.min_count)
-        keep, row = listing.keep, listing.row
         a = adjusted_counts(counts)
         self.discounts = {n: kn_discounts(a[n], n) for n in range(1, N + 1)}
-        logp, logbow = [np.zeros(0), self._unigram(a[1])], [np.zeros(0)]
-        for n in range(2, N + 1):
-            lower = np.exp(logp[n - 1][row[n - 1][counts.suffix[n][keep[n]]]])  # (listed,) P(w | h')
-            p, bow = self._conditional(n, a[n], counts.prefix[n], counts.table.size(n - 1), lower, keep[n])
-            logp.append(p)
-            logbow.append(bow[keep[n - 1]])
-        self.set_parameters(listing.table, logp, logbow)
+        self.set_parameters(*self._estimate_in_memory(counts, listing, a, self._unigram(a[1])))
 
     def _fit_bounded(self, corpus) -> None:
         def statistics(counts):

@@ -1,13 +1,17 @@
 """Scale benchmark: interpolated KN 5 from 1M to ~100M training tokens, peak memory and time per stage.
 
-    make bench-scale [TOKENS="1000000 14000000 100000000"] [MEMORY=1G]
-    PYTHONPATH=. python bench/scale_bench.py --tokens 1000000 14000000 100000000 --memory 1G [--tmp-dir DIR]
+    make bench-scale [TOKENS="1000000 14000000 100000000"] [MEMORY=600M] [PERMUTED=1]
+    PYTHONPATH=. python bench/scale_bench.py --tokens 1000000 14000000 100000000 --memory 600M [--tmp-dir DIR]
 
 The training stream (built once, cached in $LMBENCH_CACHE/scale-bench/): AP 1989's train split, then
 text sampled from the interpolated KN 4-gram estimated on that split, up to the largest --tokens.
 Copies of AP would not test memory (their distinct n-grams stop growing); sampled text keeps making
-new 3-, 4- and 5-grams as real text does (faster, in fact: the sampler knows no 5-grams). A size of T
-tokens trains on the stream's first T tokens; valid and test are AP's valid and test splits.
+new 3-, 4- and 5-grams as real text does (faster, in fact: the sampler knows no 5-grams). Sampling
+costs about 0.1 CPU second per 100k tokens; `--permuted` appends instead copies of AP's train, each
+through its own random permutation of the word ids: seconds to build, and every n-gram of a copy is
+new, so distinct n-grams grow linearly, faster than in any real text (an upper bound on the memory
+a real corpus of that size needs). A size of T tokens trains on the stream's first T tokens; valid and
+test are AP's valid and test splits.
 
 Sampling (`sample`) is exact for the interpolated model in back-off form: at a context h of length L
 listed as a context, with probability gamma(h) = bow(h) back off to h'; otherwise draw a child w
@@ -83,18 +87,24 @@ def sample(model, prefix: np.ndarray, lengths: tuple[int, int], rng: np.random.G
     return out.reshape(-1)
 
 
-def stream_path(tokens: int) -> Path:
+def stream_path(tokens: int, permuted: bool) -> Path:
     from corpora.corpus import cache_root
-    return cache_root() / "scale-bench" / f"train-{tokens}.npy"
+    return cache_root() / "scale-bench" / f"train-{tokens}{'-permuted' if permuted else ''}.npy"
 
 
-def build_stream(tokens: int) -> dict:
-    """The training stream of `tokens` tokens (AP train, then sampled text), cached."""
+def permuted_copies(train: np.ndarray, tokens: int, vocab_size: int, rng: np.random.Generator) -> np.ndarray:
+    """`tokens` tokens of copies of `train`, each through its own random permutation of the ids."""
+    copies = -(-tokens // len(train))
+    return np.concatenate([rng.permutation(vocab_size).astype(np.int32)[train] for _ in range(copies)])[:tokens]
+
+
+def build_stream(tokens: int, permuted: bool) -> dict:
+    """The training stream of `tokens` tokens (AP train, then sampled text or permuted copies), cached."""
     from baselines.kneser_ney import KneserNey
     from corpora.cli import load_default
     from lmbench.files import atomic_write
 
-    path = stream_path(tokens)
+    path = stream_path(tokens, permuted)
     corpus = load_default("ap")
     if path.exists():
         return {"path": str(path), "cached": True}
@@ -102,7 +112,9 @@ def build_stream(tokens: int) -> dict:
     train = corpus.train
     extra = max(tokens - len(train), 0)
     parts = [train]
-    if extra:
+    if extra and permuted:
+        parts.append(permuted_copies(train, extra, len(corpus.vocab), np.random.default_rng(0)))
+    elif extra:
         model = KneserNey(SAMPLER_ORDER).fit(corpus)
         steps = -(-extra // BATCH)
         parts.append(sample(model, train, (BATCH, steps), np.random.default_rng(0))[:extra])
@@ -133,7 +145,7 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def one(tokens: int, longest: int, memory: str | None, tmp_dir: str | None) -> dict:
+def one(tokens: int, stream: Path, memory: str | None, tmp_dir: str | None) -> dict:
     """Build KN 5 on the first `tokens` tokens of the stream and score valid and test, in this process."""
     from baselines.disk_counts import parse_size
     from baselines.kneser_ney import KneserNey
@@ -141,7 +153,7 @@ def one(tokens: int, longest: int, memory: str | None, tmp_dir: str | None) -> d
     from corpora.corpus import Corpus
 
     ap = load_default("ap")
-    train = np.load(stream_path(longest), mmap_mode="r")[:tokens].astype(np.int32)
+    train = np.load(stream, mmap_mode="r")[:tokens].astype(np.int32)
     corpus = Corpus(f"scale-{tokens}", ap.vocab, train, ap.valid, ap.test)
     del ap
     model = KneserNey(5, memory=parse_size(memory) if memory else None, tmp_dir=tmp_dir)
@@ -172,25 +184,26 @@ def in_subprocess(args: list[str]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, nargs="+", default=[1_000_000, 14_000_000, 100_000_000])
-    parser.add_argument("--memory", default="1G", help="the --memory cap of the bounded path (default 1G)")
+    parser.add_argument("--memory", default="600M", help="the --memory cap of the bounded path (default 600M)")
     parser.add_argument("--tmp-dir", default=None, help="the folder of the temporary files")
     parser.add_argument("--in-memory-max", type=int, default=20_000_000,
                         help="also build in memory the sizes up to this many tokens (default 20M)")
     parser.add_argument("--out", help="also write the JSON figures to this file")
-    parser.add_argument("--one", nargs=4, metavar=("TOKENS", "LONGEST", "MEMORY", "TMP"), help=argparse.SUPPRESS)
+    parser.add_argument("--permuted", action="store_true",
+                        help="extend AP's train by permuted copies of it rather than sampled text (fast)")
+    parser.add_argument("--one", nargs=4, metavar=("TOKENS", "STREAM", "MEMORY", "TMP"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        tokens, longest, memory, tmp = args.one
-        print(json.dumps(one(int(tokens), int(longest), memory if memory != "-" else None,
+        tokens, stream, memory, tmp = args.one
+        print(json.dumps(one(int(tokens), Path(stream), memory if memory != "-" else None,
                              tmp if tmp != "-" else None)))
         return
 
-    longest = max(args.tokens)
-    figures = {"stream": build_stream(longest), "kenlm_ap_lmplz_o5": KENLM_AP, "runs": []}
+    figures = {"stream": build_stream(max(args.tokens), args.permuted), "kenlm_ap_lmplz_o5": KENLM_AP, "runs": []}
     for tokens in sorted(args.tokens):
         for memory in ([None] if tokens <= args.in_memory_max else []) + [args.memory]:
             started = time.perf_counter()
-            row = in_subprocess(["--one", str(tokens), str(longest), memory or "-", args.tmp_dir or "-"])
+            row = in_subprocess(["--one", str(tokens), figures["stream"]["path"], memory or "-", args.tmp_dir or "-"])
             row["process_seconds"] = round(time.perf_counter() - started, 1)
             figures["runs"].append(row)
             print(json.dumps(row), file=sys.stderr)
