@@ -8,7 +8,8 @@ Public API
     - `logp[n]`: natural-log P(w | h) of each row hw of order n (logp[1] has shape (V,));
     - `logbow[n]`: natural-log back-off weight of each row h of order n < N used as a context
       (0.0, i.e. weight 1, for rows that are no context).
-  Subclasses (Katz, Kneser-Ney) fill them in `_fit` through `set_parameters`; `arpa.read_arpa`
+  Subclasses (Katz, Kneser-Ney) fill them in `_fit` through `set_parameters`, from their per-order
+  `_conditional` (over all rows: `_estimate_in_memory`; block by block: disk_counts.estimate_bounded); `arpa.read_arpa`
   fills them from a file. `score` and `distribution` are shared.
 `Listing(counts, min_count)`: which counted n-grams a back-off model lists under a count cutoff
   (SRILM's -gt3min, -gt4min, ...: n-grams of order >= 3 seen fewer than `min_count` times are left
@@ -22,7 +23,9 @@ The back-off rule (the ARPA semantics, Katz 1987):
 with logbow = 0 for a context that is not listed. Unrolled: if n* is the highest order at which
 the n-gram ending in w is listed, log P = logp at n* plus the back-off weights of the contexts of
 length n* .. N-1 (those listed). `score` evaluates that for every position of a stream at once:
-one searchsorted per order (NgramTable.index_stream), then gathers and a masked sum.
+one searchsorted per order (NgramTable.index_stream), then gathers and a masked sum, SCORE_CHUNK
+positions at a time (so the temporaries stay bounded on a long stream; the tables may be memory-mapped
+files, baselines/disk_counts.py).
 """
 
 from __future__ import annotations

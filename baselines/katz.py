@@ -5,7 +5,10 @@ Public API
 `Katz(order, k=5, min_count=1)`: a BackoffModel (baselines/backoff.py), ARPA-exportable;
     `min_count=2` leaves out the n-grams of order >= 3 seen once (SRILM's default cutoffs), their
     mass going to the back-off weight; discounts still come from all counts.
-`good_turing_ratios(counts, k, n)`: the discount ratios d_0 .. d_{k+1} (d_r = 1 for r > k).
+`good_turing_ratios(counts, k, n)`: the discount ratios d_0 .. d_{k+1} (d_r = 1 for r > k)
+    (`ratios_from_counts_of_counts(nr, k, n)` from n_0 .. n_{k+1}).
+`Katz(order, memory=M, tmp_dir=D)`: in bounded memory when the in-memory path would need more than M
+    bytes, as kneser_ney.KneserNey (the same model).
 
 Discounts (Katz 1987, eq. 13, as SRILM applies them), per order from the counts-of-counts n_r of
 the raw counts: with r* = (r + 1) n_{r+1} / n_r and A = (k + 1) n_{k+1} / n_1,

@@ -6,7 +6,11 @@ Public API
 `KneserNeyBackoff(order)`: the back-off variant (SRILM's `-kndiscount` without `-interpolate`;
     the paper's "Kneser-Ney back-off").
 `adjusted_counts(counts)`: the KN counts a[n] of every row of an NgramCounts.
-`kn_discounts(a, n)`: D_0 = 0, D_1, D_2, D_3+ of one order, with the documented fallback.
+`kn_discounts(a, n)`: D_0 = 0, D_1, D_2, D_3+ of one order, with the documented fallback
+    (`discounts_from_counts_of_counts(nk, n)` from its n_0 .. n_4).
+`KneserNey(order, memory=M, tmp_dir=D)` (either class): when the in-memory estimation would need more
+    than M bytes, counted and estimated in bounded memory through files under D
+    (baselines/disk_counts.py), every order through the same `_conditional`: the same model, bit for bit.
 Both models are BackoffModels (baselines/backoff.py): they score through the back-off rule and
 export to ARPA as they are.
 

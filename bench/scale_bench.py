@@ -19,8 +19,9 @@ of h with probability (P(w | h) - gamma(h) P(w | h')) / (1 - gamma(h)), the disc
 the empty context draw from P(w). B streams are drawn at once (one numpy step per token), each a
 "document" of the stream.
 
-Each size runs in a fresh process per path (bounded with --memory; in memory too while the size is
-at most --in-memory-max), each stage's peak RSS measured alone (the kernel's high-water mark is
+Each size runs in a fresh process per path (bounded with --memory, lowered where need be below the
+in-memory path's need so that the bounded path is taken; in memory too while the size is at most
+--in-memory-max), each stage's peak RSS measured alone (the kernel's high-water mark is
 reset before it through /proc/self/clear_refs): build (fit), then valid + test scoring.
 Prints a table (B/token: the larger stage peak per training token; us/token: build wall time per
 token), then JSON (also to --out). Wall-clock timings on a shared machine are noisy: the CPU seconds
@@ -147,7 +148,7 @@ def _cpu_seconds() -> float:
 
 def one(tokens: int, stream: Path, memory: str | None, tmp_dir: str | None) -> dict:
     """Build KN 5 on the first `tokens` tokens of the stream and score valid and test, in this process."""
-    from baselines.disk_counts import parse_size
+    from baselines.disk_counts import IN_MEMORY_BYTES_PER_TOKEN, parse_size
     from baselines.kneser_ney import KneserNey
     from corpora.cli import load_default
     from corpora.corpus import Corpus
@@ -156,12 +157,15 @@ def one(tokens: int, stream: Path, memory: str | None, tmp_dir: str | None) -> d
     train = np.load(stream, mmap_mode="r")[:tokens].astype(np.int32)
     corpus = Corpus(f"scale-{tokens}", ap.vocab, train, ap.valid, ap.test)
     del ap
-    model = KneserNey(5, memory=parse_size(memory) if memory else None, tmp_dir=tmp_dir)
-    row = {"tokens": tokens, "path": "bounded" if memory else "in memory", "memory": memory,
-           "start_gb": round(_peak_gb(), 3)}
+    cap = None
+    if memory:  # below the in-memory need, so that the bounded path is measured at every size
+        cap = min(parse_size(memory), len(train) * IN_MEMORY_BYTES_PER_TOKEN // 2)
+    model = KneserNey(5, memory=cap, tmp_dir=tmp_dir)
+    row = {"tokens": tokens, "memory_cap_mb": cap and round(cap / 2**20), "start_gb": round(_peak_gb(), 3)}
     _reset_peak()
     started, cpu = time.perf_counter(), _cpu_seconds()
     model.fit(corpus)
+    row["path"] = "bounded" if isinstance(model.table.keys[5], np.memmap) else "in memory"
     row.update(build_seconds=round(time.perf_counter() - started, 1), build_cpu_seconds=round(_cpu_seconds() - cpu, 1),
                build_peak_gb=round(_peak_gb(), 3),
                ngrams={n: model.table.size(n) for n in range(1, 6)})
