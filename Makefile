@@ -38,8 +38,9 @@ bench: install
 	$(PY) bench/parallel_bench.py
 
 # Interpolated KN 5 from 1M to ~100M training tokens (AP 1989's train, then text sampled from a KN 4-gram
-# of it): peak memory and time per stage, in memory and in bounded memory (--memory). Not in CI: about
-# 25 minutes and 7 GB of temporary disk. TOKENS="1000000 14000000 100000000" MEMORY=600M TMP_DIR=DIR;
+# of it): peak memory and time per stage, in memory and in bounded memory (--memory). Not in CI: it runs
+# long, and the bounded build's files take about 110 bytes of temporary disk per training token (3 GB at
+# 28M tokens). TOKENS="1000000 14000000 100000000" MEMORY=600M TMP_DIR=DIR;
 # PERMUTED=1 extends AP by permuted copies of it instead of sampled text (built in seconds).
 bench-scale: install
 	$(PY) bench/scale_bench.py $(if $(TOKENS),--tokens $(TOKENS)) $(if $(MEMORY),--memory $(MEMORY)) \

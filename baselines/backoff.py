@@ -9,8 +9,9 @@ Public API
     - `logbow[n]`: natural-log back-off weight of each row h of order n < N used as a context
       (0.0, i.e. weight 1, for rows that are no context).
   Subclasses (Katz, Kneser-Ney) fill them in `_fit` through `set_parameters`, from their per-order
-  `_conditional` (over all rows: `_estimate_in_memory`; block by block: disk_counts.estimate_bounded); `arpa.read_arpa`
-  fills them from a file. `score` and `distribution` are shared.
+  `_conditional` (over all rows: `_estimate_in_memory`; block by block:
+  disk_counts.estimate_bounded); `arpa.read_arpa` fills them from a file. `score` and
+  `distribution` are shared.
 `Listing(counts, min_count)`: which counted n-grams a back-off model lists under a count cutoff
   (SRILM's -gt3min, -gt4min, ...: n-grams of order >= 3 seen fewer than `min_count` times are left
   out and their probability mass goes to the back-off weight), with the row renumbering.
