@@ -143,7 +143,13 @@ def register(subparsers) -> None:
     parser.set_defaults(run=run)
 
 
+BOUNDED_METHODS = ("katz", "kneser-ney", "kneser-ney-backoff")  # those that take --memory
+
+
 def run(args: argparse.Namespace) -> dict:
+    if args.memory is not None and args.method not in BOUNDED_METHODS:
+        raise LMBenchError(f"--memory applies to {', '.join(BOUNDED_METHODS)}, not --method {args.method}: "
+                           "drop --memory")
     model = make_model(args)
     if args.arpa:
         from baselines.backoff import BackoffModel
