@@ -8,8 +8,10 @@ Public API
     - `logp[n]`: natural-log P(w | h) of each row hw of order n (logp[1] has shape (V,));
     - `logbow[n]`: natural-log back-off weight of each row h of order n < N used as a context
       (0.0, i.e. weight 1, for rows that are no context).
-  Subclasses (Katz, Kneser-Ney) fill them in `_fit` through `set_parameters`; `arpa.read_arpa`
-  fills them from a file. `score` and `distribution` are shared.
+  Subclasses (Katz, Kneser-Ney) fill them in `_fit` through `set_parameters`, from their per-order
+  `_conditional` (over all rows: `_estimate_in_memory`; block by block:
+  disk_counts.estimate_bounded); `arpa.read_arpa` fills them from a file. `score` and
+  `distribution` are shared.
 `Listing(counts, min_count)`: which counted n-grams a back-off model lists under a count cutoff
   (SRILM's -gt3min, -gt4min, ...: n-grams of order >= 3 seen fewer than `min_count` times are left
   out and their probability mass goes to the back-off weight), with the row renumbering.
@@ -22,7 +24,9 @@ The back-off rule (the ARPA semantics, Katz 1987):
 with logbow = 0 for a context that is not listed. Unrolled: if n* is the highest order at which
 the n-gram ending in w is listed, log P = logp at n* plus the back-off weights of the contexts of
 length n* .. N-1 (those listed). `score` evaluates that for every position of a stream at once:
-one searchsorted per order (NgramTable.index_stream), then gathers and a masked sum.
+one searchsorted per order (NgramTable.index_stream), then gathers and a masked sum, SCORE_CHUNK
+positions at a time (so the temporaries stay bounded on a long stream; the tables may be memory-mapped
+files, baselines/disk_counts.py).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from lmbench.model import LanguageModel
 
 
 CUTOFF_MIN_ORDER = 3  # SRILM applies its default cutoff (2) from trigrams up
+SCORE_CHUNK = 1 << 20  # positions scored at once: bounds the (positions, orders) temporaries
 
 
 class Listing:
@@ -78,9 +83,30 @@ class BackoffModel(LanguageModel):
         self.logp = [np.zeros(0)] + [np.asarray(logp[n], dtype=np.float64) for n in range(1, self.order + 1)]
         self.logbow = [np.zeros(0)] + [np.asarray(logbow[n], dtype=np.float64) for n in range(1, self.order)]
 
+    def _estimate_in_memory(self, counts: NgramCounts, listing: Listing, values: list[np.ndarray],
+                            logp1: np.ndarray) -> tuple[NgramTable, list[np.ndarray], list[np.ndarray]]:
+        """The parameters of an estimating subclass (Katz, KN) from all rows at once: order by order,
+        its `_conditional(n, values[n], context, contexts, lower, keep)` (the per-order function the
+        bounded-memory path, baselines/disk_counts.py, applies block by block) with lower = P(w | h')."""
+        keep, row = listing.keep, listing.row
+        logp, logbow = [np.zeros(0), logp1], [np.zeros(0)]
+        for n in range(2, self.order + 1):
+            lower = np.exp(logp[n - 1][row[n - 1][counts.suffix[n][keep[n]]]])  # (listed,) P(w | h')
+            p, bow = self._conditional(n, values[n], counts.prefix[n], counts.table.size(n - 1), lower, keep[n])
+            logp.append(p)
+            logbow.append(bow[keep[n - 1]])
+        return listing.table, logp, logbow
+
     def score(self, stream: np.ndarray, start: int) -> np.ndarray:
-        """Natural-log P(stream[t] | up to N-1 previous tokens) for t >= start, in one pass per order."""
+        """Natural-log P(stream[t] | up to N-1 previous tokens) for t >= start, in one pass per order
+        over each SCORE_CHUNK positions (with the N-1 tokens before them)."""
         stream = np.asarray(stream)
+        history = self.order - 1
+        return np.concatenate([np.zeros(0)] + [
+            self._score(stream[max(s - history, 0):s + SCORE_CHUNK], s - max(s - history, 0))
+            for s in range(start, len(stream), SCORE_CHUNK)])
+
+    def _score(self, stream: np.ndarray, start: int) -> np.ndarray:
         idx = self.table.index_stream(stream, self.order)   # idx[n]: (T,) row of the n-gram ending at t
         result = self.logp[1][stream].copy()                # (T,) order 1 always listed
         best = np.ones(len(stream), dtype=np.int64)         # (T,) highest listed order n*

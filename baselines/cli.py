@@ -1,8 +1,8 @@
 """`lmbench ngram`: fit an n-gram baseline and print its train/valid/test perplexity.
 
     lmbench ngram --method {add-one-unigram,deleted-interpolation,katz,kneser-ney,kneser-ney-backoff,class}
-                  --order N [--classes C] [--min-ngram-count C] [--arpa OUT] [--save-logprobs OUT.npz]
-                  [corpus options] [--json]
+                  --order N [--classes C] [--min-ngram-count C] [--memory SIZE [--tmp-dir DIR]]
+                  [--arpa OUT] [--save-logprobs OUT.npz] [corpus options] [--json]
 
 A method is one entry of METHODS: its constructor (taking the parsed arguments), the orders it
 supports and its default order. `make_ngram` builds one from Python.
@@ -18,7 +18,7 @@ from typing import Callable
 from corpora.cli import add_corpus_options, load_corpus
 from lmbench.errors import LMBenchError
 from lmbench.model import LanguageModel
-from lmbench.options import integer, output_file
+from lmbench.options import integer, output_directory, output_file
 
 
 CLUSTER_PASSES = 20
@@ -39,7 +39,7 @@ def _add_one_unigram(args):
 
 def _katz(args):
     from baselines.katz import Katz
-    return Katz(args.order, min_count=args.min_ngram_count)
+    return Katz(args.order, min_count=args.min_ngram_count, memory=args.memory, tmp_dir=args.tmp_dir)
 
 
 def _kneser_ney(args):
@@ -47,12 +47,12 @@ def _kneser_ney(args):
     if args.min_ngram_count > 1:
         raise LMBenchError("--min-ngram-count applies to back-off models: use --method "
                            "kneser-ney-backoff or katz, or drop --min-ngram-count")
-    return KneserNey(args.order)
+    return KneserNey(args.order, memory=args.memory, tmp_dir=args.tmp_dir)
 
 
 def _kneser_ney_backoff(args):
     from baselines.kneser_ney import KneserNeyBackoff
-    return KneserNeyBackoff(args.order, min_count=args.min_ngram_count)
+    return KneserNeyBackoff(args.order, min_count=args.min_ngram_count, memory=args.memory, tmp_dir=args.tmp_dir)
 
 
 def _deleted_interpolation(args):
@@ -94,12 +94,23 @@ def make_model(args: argparse.Namespace) -> LanguageModel:
 
 
 def make_ngram(method: str, order: int | None = None, classes: int | None = None,
-               min_ngram_count: int = 1, cluster_passes: int = CLUSTER_PASSES) -> LanguageModel:
+               min_ngram_count: int = 1, cluster_passes: int = CLUSTER_PASSES, memory: int | None = None,
+               tmp_dir: str | None = None) -> LanguageModel:
     """The unfitted model of a method, as the command line would build it."""
     if method not in METHODS:
         raise LMBenchError(f"unknown n-gram method {method!r}: use one of {', '.join(METHODS)}")
     return make_model(argparse.Namespace(method=method, order=order, classes=classes,
-                                         min_ngram_count=min_ngram_count, cluster_passes=cluster_passes))
+                                         min_ngram_count=min_ngram_count, cluster_passes=cluster_passes,
+                                         memory=memory, tmp_dir=tmp_dir))
+
+
+def byte_size(text: str) -> int:
+    """A --memory value: bytes, or a number with K, M, G or T (powers of 1024)."""
+    from baselines.disk_counts import parse_size
+    try:
+        return parse_size(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"got {text!r}: give a size such as 4G, 800M or 500000") from None
 
 
 def register(subparsers) -> None:
@@ -117,6 +128,12 @@ def register(subparsers) -> None:
                         help="katz, kneser-ney-backoff, class: leave out the n-grams of order >= 3 seen fewer "
                              "than C times in train (SRILM's default cutoffs are C = 2; default 1: "
                              "keep all)")
+    parser.add_argument("--memory", type=byte_size, default=None, metavar="SIZE",
+                        help="katz, kneser-ney, kneser-ney-backoff: when the in-memory estimation would need more "
+                             "than SIZE (e.g. 4G), count and estimate in bounded memory through sorted files "
+                             "on disk, as KenLM's lmplz -S does (the same model); default: in memory")
+    parser.add_argument("--tmp-dir", type=output_directory, default=None, metavar="DIR",
+                        help="with --memory: the folder of the temporary files (default: the system's)")
     parser.add_argument("--arpa", metavar="OUT", type=output_file, default=None,
                         help="also write the model as an ARPA file (back-off methods)")
     parser.add_argument("--save-logprobs", metavar="OUT.npz", type=output_file, default=None,
@@ -126,7 +143,13 @@ def register(subparsers) -> None:
     parser.set_defaults(run=run)
 
 
+BOUNDED_METHODS = ("katz", "kneser-ney", "kneser-ney-backoff")  # those that take --memory
+
+
 def run(args: argparse.Namespace) -> dict:
+    if args.memory is not None and args.method not in BOUNDED_METHODS:
+        raise LMBenchError(f"--memory applies to {', '.join(BOUNDED_METHODS)}, not --method {args.method}: "
+                           "drop --memory")
     model = make_model(args)
     if args.arpa:
         from baselines.backoff import BackoffModel

@@ -5,7 +5,10 @@ Public API
 `Katz(order, k=5, min_count=1)`: a BackoffModel (baselines/backoff.py), ARPA-exportable;
     `min_count=2` leaves out the n-grams of order >= 3 seen once (SRILM's default cutoffs), their
     mass going to the back-off weight; discounts still come from all counts.
-`good_turing_ratios(counts, k, n)`: the discount ratios d_0 .. d_{k+1} (d_r = 1 for r > k).
+`good_turing_ratios(counts, k, n)`: the discount ratios d_0 .. d_{k+1} (d_r = 1 for r > k)
+    (`ratios_from_counts_of_counts(nr, k, n)` from n_0 .. n_{k+1}).
+`Katz(order, memory=M, tmp_dir=D)`: in bounded memory when the in-memory path would need more than M
+    bytes, as kneser_ney.KneserNey (the same model).
 
 Discounts (Katz 1987, eq. 13, as SRILM applies them), per order from the counts-of-counts n_r of
 the raw counts: with r* = (r + 1) n_{r+1} / n_r and A = (k + 1) n_{k+1} / n_1,
@@ -35,11 +38,13 @@ word's count is above k.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import numpy as np
 
 from baselines.backoff import BackoffModel, Listing
 from baselines.counts import count_ngrams, count_of_counts
+from baselines.disk_counts import bounded, estimate_bounded
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +54,12 @@ MASS_EPSILON = 1e-12  # a context whose discounted probabilities sum above 1 - t
 
 def good_turing_ratios(counts: np.ndarray, k: int, n: int) -> np.ndarray:
     """d_r for r = 0 .. k+1 (d_0 unused, d_{k+1} = 1); index with np.minimum(count, k + 1)."""
-    nr = count_of_counts(counts, k + 1).astype(np.float64)  # n_0 .. n_{k+1}
+    return ratios_from_counts_of_counts(count_of_counts(counts, k + 1), k, n)
+
+
+def ratios_from_counts_of_counts(nr: np.ndarray, k: int, n: int) -> np.ndarray:
+    """good_turing_ratios from n_0 .. n_{k+1}."""
+    nr = nr.astype(np.float64)
     for kk in range(k, 0, -1):
         if np.all(nr[1:kk + 2] > 0):
             r = np.arange(1, kk + 1)
@@ -70,44 +80,58 @@ class Katz(BackoffModel):
 
     min_order, max_order = 2, 5
 
-    def __init__(self, order: int, k: int = 5, min_count: int = 1):
+    def __init__(self, order: int, k: int = 5, min_count: int = 1, *, memory: int | None = None,
+                 tmp_dir: str | Path | None = None):
+        """`memory`, `tmp_dir`: as for kneser_ney.KneserNey (bounded-memory estimation)."""
         super().__init__(order)
         self.k, self.min_count = k, min_count
+        self.memory, self.tmp_dir = memory, tmp_dir
 
     def _fit(self, corpus) -> None:
-        V, N, k = self.vocab_size, self.order, self.k
-        counts = count_ngrams(corpus.train, N, V)
-        table, c = counts.table, counts.counts
+        if bounded(self.memory, corpus.train):
+            return self._fit_bounded(corpus)
+        N, k = self.order, self.k
+        counts = count_ngrams(corpus.train, N, self.vocab_size)
+        c = counts.counts
         listing = Listing(counts, self.min_count)
-        keep, row = listing.keep, listing.row
         self.ratios = {n: good_turing_ratios(c[n], k, n) for n in range(1, N + 1)}
+        self.set_parameters(*self._estimate_in_memory(counts, listing, c, self._unigram(c[1])))
 
-        # Unigrams: Good-Turing discounted, the freed mass shared by the zero-count words.
-        ratio = self.ratios[1][np.minimum(c[1], k + 1)]                  # (V,) d_c
-        discounted = ratio * c[1] / c[1].sum()                            # (V,), 0 where unseen
+    def _fit_bounded(self, corpus) -> None:
+        def statistics(counts):
+            c = counts.raw_counts()
+            self.ratios = {n: ratios_from_counts_of_counts(counts.counts_of_counts(c[n], self.k + 1), self.k, n)
+                           for n in range(1, self.order + 1)}
+            return c, self._unigram(c[1])
+
+        self.set_parameters(*estimate_bounded(self, corpus.train, statistics))
+
+    def _unigram(self, c1: np.ndarray) -> np.ndarray:
+        """log P(w), (V,): Good-Turing discounted, the freed mass shared by the zero-count words."""
+        k = self.k
+        ratio = self.ratios[1][np.minimum(c1, k + 1)]                    # (V,) d_c
+        discounted = ratio * c1 / c1.sum()                                # (V,), 0 where unseen
         if discounted.sum() >= 1.0 - MASS_EPSILON:                        # no count discounted
             discounted[ratio >= 1] *= self._mildest(1)
-        receivers = c[1] == 0 if np.any(c[1] == 0) else np.ones(V, dtype=bool)
-        p = discounted + receivers * (1.0 - discounted.sum()) / receivers.sum()
-        logp, logbow = [np.zeros(0), np.log(p)], [np.zeros(0)]
-        for n in range(2, N + 1):
-            kept = keep[n]                                               # (m,) listed rows
-            context = counts.prefix[n]                                   # (m,) row of h
-            lower = np.exp(logp[n - 1][row[n - 1][counts.suffix[n][kept]]])  # (listed,) P(w | h')
-            size = table.size(n - 1)
-            context_total = np.bincount(context, weights=c[n], minlength=size)  # c(h.)
-            ratio = self.ratios[n][np.minimum(c[n], k + 1)]              # (m,) d_c
-            prob = ratio * c[n] / context_total[context]                  # (m,)
-            full = np.bincount(context, weights=prob, minlength=size) >= 1.0 - MASS_EPSILON  # no mass left
-            prob[full[context] & (ratio >= 1)] *= self._mildest(n)
-            has = np.bincount(context[kept], minlength=size) > 0          # h has listed continuations
-            left = np.maximum(1.0 - np.bincount(context[kept], weights=prob[kept], minlength=size), 0.0)
-            lower_mass = np.bincount(context[kept], weights=lower, minlength=size)
-            alpha = left / np.maximum(1.0 - lower_mass, np.finfo(float).tiny)
-            logp.append(np.log(prob[kept]))
-            with np.errstate(divide="ignore"):
-                logbow.append(np.where(has, np.log(np.where(has, alpha, 1.0)), 0.0)[keep[n - 1]])
-        self.set_parameters(listing.table, logp, logbow)
+        receivers = c1 == 0 if np.any(c1 == 0) else np.ones(self.vocab_size, dtype=bool)
+        return np.log(discounted + receivers * (1.0 - discounted.sum()) / receivers.sum())
+
+    def _conditional(self, n: int, c: np.ndarray, context: np.ndarray, size: int, lower: np.ndarray,
+                     kept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One order, over rows of whole contexts: (m,) raw counts `c`, (m,) `context` rows in
+        [0, size), (listed,) `lower` = P(w | h') of the listed rows, (m,) bool `kept`. Returns log P of
+        the listed rows and the log back-off weight of each of the `size` contexts (0 for no context)."""
+        context_total = np.bincount(context, weights=c, minlength=size)  # c(h.)
+        ratio = self.ratios[n][np.minimum(c, self.k + 1)]                # (m,) d_c
+        prob = ratio * c / context_total[context]                         # (m,)
+        full = np.bincount(context, weights=prob, minlength=size) >= 1.0 - MASS_EPSILON  # no mass left
+        prob[full[context] & (ratio >= 1)] *= self._mildest(n)
+        has = np.bincount(context[kept], minlength=size) > 0              # h has listed continuations
+        left = np.maximum(1.0 - np.bincount(context[kept], weights=prob[kept], minlength=size), 0.0)
+        lower_mass = np.bincount(context[kept], weights=lower, minlength=size)
+        alpha = left / np.maximum(1.0 - lower_mass, np.finfo(float).tiny)
+        with np.errstate(divide="ignore"):
+            return np.log(prob[kept]), np.where(has, np.log(np.where(has, alpha, 1.0)), 0.0)
 
     def _mildest(self, n: int) -> float:
         """The largest Good-Turing ratio below 1 of order n (for contexts with no mass left)."""

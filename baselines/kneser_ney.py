@@ -6,7 +6,11 @@ Public API
 `KneserNeyBackoff(order)`: the back-off variant (SRILM's `-kndiscount` without `-interpolate`;
     the paper's "Kneser-Ney back-off").
 `adjusted_counts(counts)`: the KN counts a[n] of every row of an NgramCounts.
-`kn_discounts(a, n)`: D_0 = 0, D_1, D_2, D_3+ of one order, with the documented fallback.
+`kn_discounts(a, n)`: D_0 = 0, D_1, D_2, D_3+ of one order, with the documented fallback
+    (`discounts_from_counts_of_counts(nk, n)` from its n_0 .. n_4).
+`KneserNey(order, memory=M, tmp_dir=D)` (either class): when the in-memory estimation would need more
+    than M bytes, counted and estimated in bounded memory through files under D
+    (baselines/disk_counts.py), every order through the same `_conditional`: the same model, bit for bit.
 Both models are BackoffModels (baselines/backoff.py): they score through the back-off rule and
 export to ARPA as they are.
 
@@ -40,11 +44,13 @@ numerator (a(h.) keeps their counts). Discounts and KN counts still come from al
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import numpy as np
 
 from baselines.backoff import BackoffModel, Listing
 from baselines.counts import NgramCounts, count_ngrams, count_of_counts
+from baselines.disk_counts import bounded, estimate_bounded
 from lmbench.errors import LMBenchError
 
 log = logging.getLogger(__name__)
@@ -67,7 +73,11 @@ def adjusted_counts(counts: NgramCounts) -> list[np.ndarray]:
 
 def kn_discounts(a: np.ndarray, n: int) -> np.ndarray:
     """[0, D1, D2, D3+] of order n from the counts-of-counts of its KN counts `a` (eq. 26)."""
-    nk = count_of_counts(a, 4)  # n_0 .. n_4
+    return discounts_from_counts_of_counts(count_of_counts(a, 4), n)
+
+
+def discounts_from_counts_of_counts(nk: np.ndarray, n: int) -> np.ndarray:
+    """[0, D1, D2, D3+] of order n from n_0 .. n_4 (eq. 26), or the fallback with a warning."""
     if np.all(nk[1:5] > 0):
         Y = nk[1] / (nk[1] + 2 * nk[2])
         D = np.array([k - (k + 1) * Y * nk[k + 1] / nk[k] for k in (1, 2, 3)])
@@ -85,48 +95,62 @@ class _ModifiedKneserNey(BackoffModel):
     min_order, max_order = 2, 6
     interpolate = True
 
-    def __init__(self, order: int, min_count: int = 1):
+    def __init__(self, order: int, min_count: int = 1, *, memory: int | None = None,
+                 tmp_dir: str | Path | None = None):
+        """`memory` (bytes): estimate in bounded memory (baselines/disk_counts.py), in files under
+        `tmp_dir`, when the in-memory path would need more; None: always in memory."""
         super().__init__(order)
         if min_count > 1 and self.interpolate:
             raise LMBenchError("count cutoffs apply to back-off models: use kneser-ney-backoff or katz "
                                "with a minimum n-gram count, or a minimum count of 1")
         self.min_count = min_count
+        self.memory, self.tmp_dir = memory, tmp_dir
 
     def _fit(self, corpus) -> None:
-        V, N = self.vocab_size, self.order
-        counts = count_ngrams(corpus.train, N, V)
-        table = counts.table
+        if bounded(self.memory, corpus.train):
+            return self._fit_bounded(corpus)
+        N = self.order
+        counts = count_ngrams(corpus.train, N, self.vocab_size)
         listing = Listing(counts, self.min_count)
-        keep, row = listing.keep, listing.row
         a = adjusted_counts(counts)
         self.discounts = {n: kn_discounts(a[n], n) for n in range(1, N + 1)}
+        self.set_parameters(*self._estimate_in_memory(counts, listing, a, self._unigram(a[1])))
 
-        # Unigrams: interpolated with the uniform distribution over V.
-        D = self.discounts[1][np.minimum(a[1], 3)]                     # (V,) D(a(w)), 0 where a = 0
-        total = a[1].sum()
-        p = (a[1] - D) / total + D.sum() / total / V                    # (V,)
-        logp, logbow = [np.zeros(0), np.log(p)], [np.zeros(0)]
-        for n in range(2, N + 1):
-            k = keep[n]                                                 # (m,) listed rows
-            context = counts.prefix[n]                                  # (m,) row of h at order n-1
-            lower = np.exp(logp[n - 1][row[n - 1][counts.suffix[n][k]]])  # (listed,) P(w | h')
-            D = self.discounts[n][np.minimum(a[n], 3)]                  # (m,)
-            size = table.size(n - 1)
-            context_total = np.bincount(context, weights=a[n], minlength=size)  # a(h.)
-            discounted = (a[n] - D) / context_total[context]            # (m,)
-            has = np.bincount(context[k], minlength=size) > 0           # h has listed continuations
-            left = np.bincount(context, weights=D, minlength=size)    # gamma(h) a(h.), plus the
-            left += np.bincount(context[~k], weights=(a[n] - D)[~k], minlength=size)  # unlisted mass
-            left[has] /= context_total[has]
-            if self.interpolate:
-                logp.append(np.log(discounted + left[context] * lower))
-                weight = left
-            else:
-                logp.append(np.log(discounted[k]))
-                lower_mass = np.bincount(context[k], weights=lower, minlength=size)
-                weight = left / np.maximum(1.0 - lower_mass, np.finfo(float).tiny)
-            logbow.append(np.where(has, np.log(np.where(has, weight, 1.0)), 0.0)[keep[n - 1]])
-        self.set_parameters(listing.table, logp, logbow)
+    def _fit_bounded(self, corpus) -> None:
+        def statistics(counts):
+            a = counts.continuation_counts()
+            self.discounts = {n: discounts_from_counts_of_counts(counts.counts_of_counts(a[n], 4), n)
+                              for n in range(1, self.order + 1)}
+            return a, self._unigram(a[1])
+
+        self.set_parameters(*estimate_bounded(self, corpus.train, statistics))
+
+    def _unigram(self, a1: np.ndarray) -> np.ndarray:
+        """log P(w), (V,): interpolated with the uniform distribution over V."""
+        D = self.discounts[1][np.minimum(a1, 3)]                        # (V,) D(a(w)), 0 where a = 0
+        total = a1.sum()
+        return np.log((a1 - D) / total + D.sum() / total / self.vocab_size)
+
+    def _conditional(self, n: int, a: np.ndarray, context: np.ndarray, size: int, lower: np.ndarray,
+                     keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One order, over rows of whole contexts: (m,) KN counts `a`, (m,) `context` rows in
+        [0, size), (listed,) `lower` = P(w | h') of the listed rows, (m,) bool `keep`. Returns log P of
+        the listed rows and the log back-off weight of each of the `size` contexts (0 for no context)."""
+        D = self.discounts[n][np.minimum(a, 3)]                         # (m,)
+        context_total = np.bincount(context, weights=a, minlength=size)  # a(h.)
+        discounted = (a - D) / context_total[context]                   # (m,)
+        has = np.bincount(context[keep], minlength=size) > 0            # h has listed continuations
+        left = np.bincount(context, weights=D, minlength=size)          # gamma(h) a(h.), plus the
+        left += np.bincount(context[~keep], weights=(a - D)[~keep], minlength=size)  # unlisted mass
+        left[has] /= context_total[has]
+        if self.interpolate:
+            logp = np.log(discounted + left[context] * lower)
+            weight = left
+        else:
+            logp = np.log(discounted[keep])
+            lower_mass = np.bincount(context[keep], weights=lower, minlength=size)
+            weight = left / np.maximum(1.0 - lower_mass, np.finfo(float).tiny)
+        return logp, np.where(has, np.log(np.where(has, weight, 1.0)), 0.0)
 
 
 class KneserNey(_ModifiedKneserNey):

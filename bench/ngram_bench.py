@@ -45,7 +45,7 @@ def one(method: str, order: int, min_count: int) -> dict:
 
     corpus = load_brown()
     model = METHODS[method].build(argparse.Namespace(method=method, order=order, classes=None,
-                                                     min_ngram_count=min_count))
+                                                     min_ngram_count=min_count, memory=None, tmp_dir=None))
     started = time.perf_counter()
     model.fit(corpus)
     build = time.perf_counter() - started
