@@ -12,7 +12,7 @@ predicts words, which halves the word parameters and, on corpora of about a mill
 perplexity. `b` starts at the log unigram of train, as the NPLM's.
 
 The output layer answers the hooks of `neural.objectives` as the NPLM does: `softmax_nll` (the fused
-exact softmax of `neural.model.SoftmaxNLL`) and `sampled_scores` (the scores of the targets and of k
+exact softmax of `neural.output.SoftmaxNLL`) and `sampled_scores` (the scores of the targets and of k
 sampled words only), so the same objectives train every family. The features of a batch of lanes
 (B, T, K) are flattened to (B T, K) for them.
 
@@ -34,7 +34,8 @@ from torch.nn import functional as F
 
 from lmbench.errors import LMBenchError
 from lmbench.model import LanguageModel
-from neural.model import PAD_ID, SoftmaxNLL, at_least_fp32, softmax_parts
+from neural.model import PAD_ID
+from neural.output import SoftmaxNLL, at_least_fp32, softmax_parts
 
 EVAL_ROWS = 4096  # positions per output GEMM when scoring
 
@@ -83,9 +84,9 @@ class StreamNetwork(nn.Module):
         raise NotImplementedError
 
     @staticmethod
-    def saved_output(state: dict):
-        """The output layer of a saved state: always the full softmax."""
-        return "softmax", None
+    def saved_structure(state: dict) -> None:
+        """The word structure of a saved state's output layer: none (always the full softmax)."""
+        return None
 
     def features(self, context):
         raise LMBenchError(f"a {self.family} network reads the stream, not windows: it is trained by "
@@ -109,7 +110,7 @@ class StreamNetwork(nn.Module):
 
     # the hooks of neural.objectives, over flattened features z (N, K) and targets (N,)
     def softmax_nll(self, z: torch.Tensor, target: torch.Tensor, bf16: bool = False) -> torch.Tensor:
-        """Mean of -log softmax(y)[target], fused (`neural.model.SoftmaxNLL`)."""
+        """Mean of -log softmax(y)[target], fused (`neural.output.SoftmaxNLL`)."""
         dtype = torch.bfloat16 if bf16 else self.out.dtype
         return SoftmaxNLL.apply(z, self.out, self.b, target, dtype)
 

@@ -43,7 +43,8 @@ from lmbench.files import atomic_write_text
 from lmbench.model import perplexity
 from mixing.saved import save as save_logprobs, scored_splits
 from neural.families import family as family_entry
-from neural.objectives import OBJECTIVES
+from neural.config import OBJECTIVES
+from neural.objectives import make_objective
 from neural.recipe import resolve_device
 from neural.stream import StreamLanguageModel, StreamNetwork, padded_inputs
 from neural.train import BEST, CHECKPOINT, LOG, RESULT, atomic_save, nan_error, read_checkpoint
@@ -183,7 +184,7 @@ def train_stream(corpus, family: str, shape, config: StreamTrainConfig, out_dir:
     net.to(device)
     sampler = torch.Generator(device=device)
     sampler.manual_seed(config.seed)
-    objective = OBJECTIVES[config.objective](unigram.float().to(device), config.samples, sampler)
+    objective = make_objective(config.objective, unigram.float().to(device), config.samples, sampler)
     optimizer = torch.optim.AdamW([{"params": net.decay_parameters(), "weight_decay": config.weight_decay},
                                    {"params": net.bias_parameters(), "weight_decay": 0.0}],
                                   lr=config.lr, betas=(0.9, 0.99))
