@@ -127,7 +127,7 @@ def test_bag_is_the_mean_feature_vector_of_the_words_before_the_nearest():
     C = net.C.detach()
     x = torch.cat([C[0], C[1], (C[3] + C[1] + C[2]) / 3])
     a = torch.tanh(net.d.detach() + net.H.detach() @ x)
-    y = net.b.detach() + net.out.detach() @ torch.cat([a, x])
+    y = net.output.b.detach() + net.output.out.detach() @ torch.cat([a, x])
     torch.testing.assert_close(net(context)[0].detach(), y, rtol=1e-12, atol=1e-12)
     shuffled = torch.tensor([[2, 3, 1, 0, 1]])  # the bag's order does not matter, the near words' does
     torch.testing.assert_close(net(shuffled), net(context), rtol=1e-12, atol=1e-12)
