@@ -167,8 +167,15 @@ def corpus_options(place: Place) -> Maker:
                                         for options in ((text,) if valid_only else (text, ap)))
 
 
-def in_range(perplexity) -> bool:
-    return isinstance(perplexity, float) and math.isfinite(perplexity) and 1 < perplexity <= VOCAB_SIZE
+def in_range(perplexity, bounded: bool = True) -> bool:
+    """Finite and above 1, and at most |V| when `bounded` (a smoothed word n-gram model is not worse than
+    uniform on this corpus; a class model with a drawn few classes, or a network after an epoch or two of a
+    drawn recipe, may be: seen, valid 9.38 with 3 classes and 9.63 for an energy network, |V| = 9)."""
+    return (isinstance(perplexity, float) and math.isfinite(perplexity) and 1 < perplexity
+            and (not bounded or perplexity <= VOCAB_SIZE))
+
+
+DIVERGED = "lower the learning rate (--lr)"  # a drawn recipe may diverge: the documented one-line stop
 
 
 def run(capsys, parts, promised: Callable[[dict], None] | None = None) -> None:
@@ -192,25 +199,28 @@ def run(capsys, parts, promised: Callable[[dict], None] | None = None) -> None:
         errors = [line for line in err.splitlines() if line.startswith("lmbench: error: ")]
         assert len(errors) == 1 and any(name in errors[0] for name in refused), (argv, err)
     elif promised is not None:
-        assert code == 0, (argv, err)
-        promised(json.loads(out))
+        errors = [line for line in err.splitlines() if "lmbench: error: " in line]  # maybe after a progress bar
+        assert code == 0 or (len(errors) == 1 and DIVERGED in errors[0]), (argv, err)
+        if code == 0:
+            promised(json.loads(out))
 
 
-def promises(*fields: str, perplexities: tuple[str, ...] = ()) -> Callable[[dict], None]:
+def promises(*fields: str, perplexities: tuple[str, ...] = (), bounded: bool = True) -> Callable[[dict], None]:
     """The check of a --json result: these fields present, and these perplexities, like every other one
-    printed (a key ending in `perplexity`, at any depth), finite within (1, |V|]."""
+    printed (a key ending in `perplexity`, at any depth), finite within (1, |V|] (above 1 only, unless
+    `bounded`)."""
     def check(result: dict) -> None:
         assert set(fields) | set(perplexities) <= set(result), (fields, result)
         for name, value in result.items():
             if isinstance(value, dict):
                 check_nested(value)
             elif name.endswith("perplexity"):
-                assert in_range(value), (name, value)
+                assert in_range(value, bounded), (name, value)
 
     def check_nested(result: dict) -> None:
         for name, value in result.items():
             if name.endswith("perplexity"):
-                assert in_range(value), (name, value)
+                assert in_range(value, bounded), (name, value)
     return check
 
 
@@ -247,7 +257,8 @@ def test_ngram(place, capsys, data):
     words = merged(given)[0]
     run(capsys, given, promises("method", "order", "vocab_size", *(["arpa"] if "--arpa" in words else []),
                                 *(["logprobs"] if "--save-logprobs" in words else []),
-                                perplexities=("train_perplexity", "valid_perplexity", "test_perplexity"))
+                                perplexities=("train_perplexity", "valid_perplexity", "test_perplexity"),
+                                bounded=method != "class")  # a few classes over 9 words can be worse than uniform
         if draw.valid_only else None)
 
 
@@ -279,7 +290,8 @@ def test_nplm_train(place, capsys, data, tmp_path_factory):
                  draw(numbers("--checkpoint-minutes", 1e-3, 10.0, refused_below=0.0)),
                  (text_corpus(place), None)],
         promises("epochs", "seconds", "tokens_per_s", perplexities=() if max_steps[0] else
-                 ("train_perplexity", "valid_perplexity", "test_perplexity")) if draw.valid_only else None)
+                 ("train_perplexity", "valid_perplexity", "test_perplexity"), bounded=False)
+        if draw.valid_only else None)
 
 
 @EXAMPLES
