@@ -39,7 +39,8 @@ def test_quick_reproduction_end_to_end(tmp_path, capsys):
     rows = {row["id"]: row for row in results["rows"]}
     ours = ["nplm-ours", "nplm-ours-kn-interp-5-em"]  # NPLM (ours), shaped by the training split, and its mixture
     assert list(rows) == [row.id for row in brown_rows()] + ours + [row.id for row in energy_rows()]  # every row
-    assert rows["nplm-ours"]["config"]["bag"] == 50 and rows["nplm-ours"]["config"]["dropout"] == 0.3
+    trained = rows["nplm-ours"]["config"]  # the whole training configuration, the shape within it
+    assert trained["shape"]["bag"] == 50 and trained["dropout"] == 0.3 and trained["weight_decay"] == 1e-5
     for row in rows.values():
         splits = ("valid", "test") + (("train",) if row["train_ppl"] is not None else ())
         for split in splits:
