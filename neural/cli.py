@@ -32,15 +32,16 @@ def register(subparsers) -> None:
                            help="training loss over the output layer: softmax (exact), importance "
                                 f"(sampling), nce (noise-contrastive; default {defaults.objective}), class "
                                 "(class-factored softmax, exact; adds a class layer to the network)")
-    run_group.add_argument("--samples", type=int, default=defaults.samples,
-                           help=f"k, words drawn per minibatch by importance / nce (default {defaults.samples})")
+    run_group.add_argument("--samples", type=int, default=None,
+                           help=f"k, words drawn per minibatch by importance / nce (default {defaults.samples}; "
+                                f"{_stream_default('samples')})")
     run_group.add_argument("--classes", type=int, default=defaults.classes,
                            help="objective class: number of word classes (default: round(sqrt(|V|)))")
     run_group.add_argument("--class-source", choices=CLASS_SOURCES, default=defaults.class_source,
                            help="objective class: frequency (bins of equal sqrt-frequency mass; default) "
                                 "or exchange (the exchange clustering of the class n-gram, cached)")
-    run_group.add_argument("--epochs", type=int, default=defaults.epochs,
-                           help=f"at most this many (default {defaults.epochs})")
+    run_group.add_argument("--epochs", type=int, default=None,
+                           help=f"at most this many (default {defaults.epochs}; {_stream_default('epochs')})")
     run_group.add_argument("--batch-size", type=int, default=None, help="default 1 (paper) or 128 (sgd)")
     run_group.add_argument("--lr", type=float, default=None, help="default 1e-3 (paper) or 1.0 (sgd)")
     run_group.add_argument("--min-gain", type=float, default=defaults.min_gain,
@@ -50,8 +51,9 @@ def register(subparsers) -> None:
     run_group.add_argument("--anneal-gain", type=float, default=None,
                            help="sgd: start halving once an epoch improves valid by less than this fixed "
                                 "fraction instead (default: the --min-gain rule)")
-    run_group.add_argument("--weight-decay", type=float, default=defaults.weight_decay,
-                           help="on the weights and C, not the biases (paper: 1e-4 Brown, 1e-5 AP)")
+    run_group.add_argument("--weight-decay", type=float, default=None,
+                           help=f"on the weights and C, not the biases (default {defaults.weight_decay}, the paper's "
+                                f"for Brown; AP: 1e-5; {_stream_default('weight_decay')})")
     run_group.add_argument("--dropout", type=float, default=defaults.dropout,
                            help="dropout on the features while training (NPLM: [tanh(d + Hx), x]; not in the "
                                 f"paper; default {defaults.dropout})")
@@ -150,13 +152,20 @@ def _parallel_options(parser: argparse.ArgumentParser, schemes, backends) -> Non
                        help="with --nnodes > 1: the rendezvous address, one of the machines")
 
 
+def _stream_default(option: str) -> str:
+    """The help text's note of a stream family's own default (`neural.families.STREAM_RUN_DEFAULTS`)."""
+    from neural.families import STREAM_RUN_DEFAULTS
+    return f"lstm, transformer: {STREAM_RUN_DEFAULTS[option]}"
+
+
 def run_train(args: argparse.Namespace) -> dict | None:
     from dataclasses import asdict, fields
     from neural.train import NPLMConfig, train_nplm
     if args.nproc_per_node:
         from neural.launch import launch
         return launch(args)
-    run_options = {f.name: getattr(args, f.name) for f in fields(NPLMConfig)[2:] if hasattr(args, f.name)}
+    run_options = {f.name: getattr(args, f.name) for f in fields(NPLMConfig)[2:]
+                   if getattr(args, f.name, None) is not None}  # not given: the config's (or the family's) default
     config = NPLMConfig(model=args.model, **_shape_options(args), **run_options)
     _check_launch(args)
     corpus = load_corpus(args)
@@ -234,6 +243,8 @@ def run_eval(args: argparse.Namespace) -> dict | None:
 
 
 def _score_split(team, model, corpus, split: str, bf16: bool) -> np.ndarray:
+    if model.order is None:  # a stream network (the whole history; one process): its own scoring
+        return model.logprobs(split)
     stream, start = corpus.stream_for(split, history=model.order - 1)
     return team.score_stream(model.net, stream, start, bf16=bf16)
 

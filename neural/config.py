@@ -59,7 +59,7 @@ class NPLMConfig:
     """A training run: the network (its family `model` and its `shape`, `neural.families`) and how it is
     trained. Built as NPLMConfig(model="energy", n=3, h=20, objective="nce", ...): the keywords that are
     fields of the family's shape dataclass go into `shape` (the others keep its defaults), the rest are
-    the run's own fields below."""
+    the run's own fields below (those not given: the family's `run_defaults`, else the defaults below)."""
 
     model: str = "nplm"  # the family (neural/families.py): "nplm" (equation 1), "energy" (section 5.1)
     shape: NetworkShape | None = None  # the family's shape dataclass (n, m, h, ...); None: its defaults
@@ -101,7 +101,7 @@ class NPLMConfig:
             shape = replace(shape, **given)
         self.model, self.shape = model, shape
         for f in fields(self)[2:]:
-            setattr(self, f.name, options.pop(f.name, f.default))
+            setattr(self, f.name, options.pop(f.name, shape.run_defaults.get(f.name, f.default)))
         if options:
             raise LMBenchError(f"--model {model} has no option "
                                f"{', '.join('--' + k.replace('_', '-') for k in options)}")

@@ -12,7 +12,9 @@ A family is
   options of that family (`lmbench nplm train --model NAME --FIELD ...`): the default and the help text
   live once, in the field (`field(default=..., metadata={"help": ...})`). Its class variables
   `outputs` and `parallel` list the output layers it can have (`neural.config.OBJECTIVES` names each
-  objective's; None: any) and the --parallel schemes it runs under; `refuse` names, in one line, an
+  objective's; None: any) and the --parallel schemes it runs under; `run_defaults` gives the defaults
+  of the training run's options that differ for this family (e.g. the stream networks' epochs, k and
+  weight decay; an option given explicitly wins); `refuse` names, in one line, an
   option of the training run it cannot take (the base refuses a scheme outside `parallel`; a family
   adds its own). An objective whose output layer is not in `outputs` is refused before that.
 - "module:Class", the network (torch), imported on first use (`network_class`). It implements `Network`.
@@ -22,8 +24,9 @@ A family is
       left-padded with PAD_ID at the start of a stream). Trained by `neural.train` on shuffled windows,
       scored by `neural.lm.score_stream`; every call they make on the network is in `Network`.
     "stream" (for recurrent and attention networks): contiguous sequences of the stream, a state carried
-      from one to the next. Such a family names its own `trainer` and `scorer` ("module:function", with
-      the signatures of `neural.train.train_nplm` and `neural.lm.score_stream`), and implements the
+      from one to the next. Such a family names its own `trainer`, `scorer` and `loader`
+      ("module:function", with the signatures of `neural.train.train_nplm`, `neural.lm.score_stream` and
+      `neural.train.load_nplm`), and implements the
       parts of `Network` that do not read windows (building, checkpoint shape, output layer, weight
       decay, vocabulary widening); `history` is None.
 - `vocab_slice`, "module:Class" of one process's block of the network under --parallel vocab, None
@@ -61,6 +64,7 @@ class NetworkShape:
 
     outputs: ClassVar[tuple[str, ...] | None] = ("softmax",)  # its output layers; None: any of them
     parallel: ClassVar[tuple[str, ...]] = ()  # the --parallel schemes it runs under
+    run_defaults: ClassVar[dict] = {}  # the training run's options whose default is the family's own
 
     def refuse(self, run) -> str | None:
         """One line naming an option of the training run `run` (a `neural.config.NPLMConfig`) that this
@@ -96,6 +100,7 @@ class Family:
     vocab_slice: str | None = None  # "module:Class" under --parallel vocab
     trainer: str | None = None  # "stream": "module:function" that trains it (None: neural.train's windows)
     scorer: str | None = None  # "stream": "module:function" that scores a stream (None: neural.lm's windows)
+    loader: str | None = None  # "stream": "module:function" that loads a trained run (None: neural.train's)
 
     def network_class(self) -> type:
         return load(self.network)
@@ -123,8 +128,8 @@ def register(entry: Family) -> Family:
         raise ValueError(f"family {entry.name!r}: context must be one of {CONTEXTS} and shape a NetworkShape")
     if any(entry.shape is other.shape for other in FAMILIES.values()):
         raise ValueError(f"family {entry.name!r}: its shape dataclass must be its own")
-    if entry.context == "stream" and not (entry.trainer and entry.scorer):
-        raise ValueError(f"family {entry.name!r}: a stream family names its trainer and scorer")
+    if entry.context == "stream" and not (entry.trainer and entry.scorer and entry.loader):
+        raise ValueError(f"family {entry.name!r}: a stream family names its trainer, scorer and loader")
     FAMILIES[entry.name] = entry
     return entry
 
@@ -271,6 +276,11 @@ register(Family("energy", EnergyShape, "neural.energy:EnergyNetwork",
                 summary="the energy-minimisation network, section 5.1"))
 
 
+# The stream networks' recipe (README "Beyond 2003"): 6 epochs of AdamW with a cosine rate, k = 1,000
+# sampled words per update, decoupled weight decay 0.01 on the matrices.
+STREAM_RUN_DEFAULTS = {"epochs": 6, "samples": 1000, "weight_decay": 0.01}
+
+
 @dataclass(frozen=True)
 class LSTMShape(NetworkShape):
     """A stacked LSTM over the whole stream (`neural.lstm.LSTMNetwork`); trained by
@@ -279,6 +289,8 @@ class LSTMShape(NetworkShape):
     m: int = field(default=256, metadata={"help": "word feature size"})
     h: int = field(default=256, metadata={"help": "hidden units"})
     tied: bool = field(default=True, metadata={"help": "stream networks: the output table is the input one"})
+
+    run_defaults: ClassVar[dict] = STREAM_RUN_DEFAULTS
 
     def __post_init__(self):
         check_numbers([("--layers", self.layers, "1 or 2", self.layers in (1, 2)), ("--m", self.m, ">= 1", self.m >= 1),
@@ -302,6 +314,8 @@ class TransformerShape(NetworkShape):
     context: int = field(default=128, metadata={"help": "transformer: L, inputs per window (scored with stride L/2)"})
     positions: str = field(default="rotary", metadata={"help": "transformer: rotary or learned"})
     tied: bool = field(default=True, metadata={"help": "stream networks: the output table is the input one"})
+
+    run_defaults: ClassVar[dict] = STREAM_RUN_DEFAULTS
 
     def __post_init__(self):
         if self.positions not in ("rotary", "learned"):
@@ -330,7 +344,9 @@ def refuse_stream_recipe(run) -> str | None:
 
 register(Family("lstm", LSTMShape, "neural.lstm:LSTMNetwork", context="stream",
                 trainer="neural.stream_train:train_family", scorer="neural.stream:score_family",
+                loader="neural.stream_train:load_stream",
                 summary="an LSTM over the whole stream (Zaremba et al. 2014)"))
 register(Family("transformer", TransformerShape, "neural.transformer:TransformerNetwork", context="stream",
                 trainer="neural.stream_train:train_family", scorer="neural.stream:score_family",
+                loader="neural.stream_train:load_stream",
                 summary="a small causal Transformer, sliding-window scoring"))

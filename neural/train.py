@@ -344,10 +344,13 @@ def load_nplm(out_dir: str | Path, corpus, *, device: str | torch.device = "auto
         return read_checkpoint(path, corpus.vocab.fingerprint())
 
     saved = read() if team is None else team.from_rank0(read)
-    if "config" not in saved and "family" in saved:  # a stream network's run (neural/stream_train.py)
-        raise LMBenchError(f"{path} holds a {saved['family']} network, which `nplm eval` does not score: its "
-                           f"valid and test log-probabilities are in {Path(out_dir) / 'logprobs.npz'} (the input "
-                           "of lmbench mix); from Python, neural.stream_train.load_stream scores any split")
+    loader = family(saved["family"]).loader if "config" not in saved and "family" in saved else None
+    if loader is not None:  # a family with its own trainer and loader (a stream network, neural/stream_train.py)
+        if (team is not None and team.mode is not None) or not factored:
+            raise LMBenchError(f"{path} holds a {saved['family']} network: it is scored on one process by its "
+                               "own output layer (drop --parallel)")
+        return load(loader)(out_dir, corpus, device=team.device if team is not None else device, bf16=bf16,
+                            which=which, threads=threads)
     if team is None:
         team = Team(device=device if isinstance(device, torch.device) else resolve_device(device, threads))
     model, shape = saved_network(saved["config"])

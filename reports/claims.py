@@ -1,11 +1,14 @@
 """The paper's claims as checks on our numbers: each gives the paper's figure, ours and a verdict.
 
 The claims are about the paper's network (`reports.records.paper_network`): a row of another family
-(the energy network, or any family added later) or of our own design never takes part.
+(the energy network, or any family added later) or of our own design never takes part. Our networks
+beyond 2003 (the LSTM and the Transformer, where the run has them) get claims of their own, as
+relations on the same rows (`beyond_2003`).
 """
 
 from __future__ import annotations
 
+from reports.experiments import PAPER_FAMILY
 from reports.records import network_of, paper_network
 
 
@@ -60,7 +63,12 @@ def check_claims(results: dict) -> list[dict]:
     rows = {r["id"]: r for r in results["rows"]}
     corpus = results["corpus"]
     if corpus not in ("brown", "ap"):
-        return relations(rows)
+        return relations(rows) + beyond_2003(rows)
+    return paper_claims(rows, corpus) + [{**claim, "paper": "not in the paper (2003)"} for claim in beyond_2003(rows)]
+
+
+def paper_claims(rows: dict, corpus: str) -> list[dict]:
+    """The paper's claims on Table 1 (Brown) or Table 2 (AP)."""
     claims = []
     best_nplm = _best(rows, _network_alone)
     best_ngram = _best(rows, _ngram)
@@ -171,4 +179,27 @@ def relations(rows: dict) -> list[dict]:
                                 ("interpolated Kneser-Ney", "kn-interp-3", "kn-interp-5"),
                                 ("the network (MLP7 shape, n = 3, against MLP5, n = 5)", "mlp7", "mlp5")]:
         claims.append(_relation(f"A longer context helps {family}", _row(rows, long), _row(rows, short)))
+    return claims
+
+
+def _feed_forward(row: dict, rows: dict) -> bool:
+    """A network of equation 1 alone (a paper shape or NPLM (ours)): the feed-forward side of 2003."""
+    return row.get("family") == PAPER_FAMILY and not row["mix"]
+
+
+def beyond_2003(rows: dict) -> list[dict]:
+    """Our LSTM's and Transformer's claims, asked of the rows the run has (none without them): each
+    against the best feed-forward network alone; mixing each with interpolated KN 5 helps; the
+    Transformer against the LSTM."""
+    feed_forward = _best(rows, _feed_forward)
+    lstm, transformer = _row(rows, "lstm"), _row(rows, "transformer")
+    claims = []
+    for network, label in ((lstm, "LSTM"), (transformer, "Transformer")):
+        if network is None:
+            continue
+        claims.append(_relation(f"The {label} (ours) beats the best feed-forward network", network, feed_forward))
+        claims.append(_relation(f"Mixing the {label} (ours) with interpolated KN 5 helps",
+                                _row(rows, f"{network[0]}-kn-interp-5-em"), network))
+    if lstm and transformer:
+        claims.append(_relation("The Transformer (ours) beats the LSTM (ours)", transformer, lstm))
     return claims

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from lmbench.errors import LMBenchError
 from lmbench.options import existing_file, integer, output_directory
-from reports.experiments import EXTRA_ROWS, KINDS, OURS, ROWS, TABLE1_NETWORKS
+from reports.experiments import EXTRA_ROWS, KINDS, OURS, ROWS, STREAM_NETWORKS, TABLE1_NETWORKS
 
 CORPORA = sorted(ROWS) + ["text"]
-NETWORK_IDS = [name.lower() for name in TABLE1_NETWORKS] + [OURS]
+NETWORK_IDS = [name.lower() for name in TABLE1_NETWORKS] + [OURS, *STREAM_NETWORKS]
 EXTRA_GROUPS = sorted({name for groups in EXTRA_ROWS.values() for name in groups})
 
 

@@ -9,12 +9,13 @@ settings fill in the rest (`Reproduction.training_config`). `paper_model` names 
 select rows by `paper_model`, `family` and `ours`, never by id: a row of another family never enters
 the paper's claims.
 
-Optional row groups are named (`EXTRA_ROWS`, `lmbench reproduce brown --extra energy`).
+Optional row groups are named (`EXTRA_ROWS`, `lmbench reproduce brown --extra energy,lstm,transformer`).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import partial
 
 from neural.config import NPLMConfig
 from neural.ours import ours_options
@@ -131,9 +132,21 @@ def energy_rows() -> list[Row]:
             *kn5_mixtures([energy], lambda row: "Energy network + KN interpolated 5")]
 
 
+# Our networks beyond 2003 (`neural.lstm`, `neural.transformer`): each family's own shape and recipe
+# (`neural.families.STREAM_RUN_DEFAULTS`, README "Beyond 2003"), the same on every corpus.
+STREAM_NETWORKS = {"lstm": "LSTM (ours)", "transformer": "Transformer (ours)"}  # family (and row id): label
+
+
+def stream_rows(families=tuple(STREAM_NETWORKS)) -> list[Row]:
+    """Our LSTM and Transformer rows, each alone and mixed by EM with interpolated KN 5."""
+    rows = [Row(name, "network", STREAM_NETWORKS[name], family=name, ours=True) for name in families]
+    return rows + kn5_mixtures(rows, lambda row: f"{row.model} + KN interpolated 5")
+
+
 # The optional row groups of each table: `lmbench reproduce CORPUS --extra NAME[,NAME...]` adds them
 # after the table's rows (the rows they mix with must be in the table).
-EXTRA_ROWS = {"brown": {"energy": energy_rows}, "ap": {}}
+STREAM_GROUPS = {name: partial(stream_rows, (name,)) for name in STREAM_NETWORKS}  # --extra lstm,transformer
+EXTRA_ROWS = {"brown": {"energy": energy_rows, **STREAM_GROUPS}, "ap": STREAM_GROUPS}
 
 AP_NETWORK = (6, 60, 100, True)  # Table 2's network: n, h, m, direct
 
@@ -170,10 +183,11 @@ def class_counts(vocab_size: int) -> list[int]:
 
 def text_rows(vocab_size: int, networks: tuple[str, ...] | None = None, only: str | None = None) -> list[Row]:
     """The comparison on a user's corpus (`lmbench reproduce text`): the n-gram families at orders 3 to
-    5, class-based trigrams scaled to |V|, the networks of Table 1 (`networks`: a subset of their ids,
-    e.g. ("mlp1", "mlp9")), each mixed with the deleted-interpolation trigram three ways and with
-    interpolated KN 5 by EM. `only`: "ngram" (no network) or "nplm" (the networks, their mixtures and
-    the two n-gram models they mix with)."""
+    5, class-based trigrams scaled to |V|, the networks of Table 1, each mixed with the deleted-
+    interpolation trigram three ways and with interpolated KN 5 by EM, then our LSTM and Transformer
+    (`stream_rows`; NPLM (ours) is added by the pipeline, `ours_rows`, its shape following the corpus).
+    `networks`: a subset of the network ids (e.g. ("mlp1", "lstm")); `only`: "ngram" (no network) or
+    "nplm" (the networks, their mixtures and the two n-gram models they mix with)."""
     trigram = Row("del-int", "ngram", "Del. Int.", n=3, method="deleted-interpolation")
     interpolated = [Row(f"kn-interp-{n}", "ngram", "Kneser-Ney interpolated", n=n, method="kneser-ney")
                     for n in (3, 4, 5)]
@@ -189,6 +203,7 @@ def text_rows(vocab_size: int, networks: tuple[str, ...] | None = None, only: st
         neural += [mixture(f"{name.lower()}-del-int{suffix}", f"{label} + Del. Int.", how, (name.lower(), "del-int"))
                    for suffix, how in (("", "0.5/0.5"), ("-em", "EM"), ("-bucketed", "EM per bucket"))]
     neural += kn5_mixtures(neural)
+    neural += stream_rows(tuple(name for name in STREAM_NETWORKS if networks is None or name in networks))
     if only == "ngram":
         return ngrams
     if only == "nplm":

@@ -156,10 +156,14 @@ class Reproduction:
 
     def training_config(self, row: Row):
         """The training configuration of a network row: its family, the settings' options, the row's own
-        config (its budget, `QUICK_IGNORED`, left to the settings in a quick run)."""
+        config (its budget, `QUICK_IGNORED`, left to the settings in a quick run). The settings' options
+        are the recipe of the networks `neural.train` trains (the window families: AP's decay and epoch
+        budget are the paper's network's); a stream family keeps its own recipe, but in a quick run."""
         from neural.config import NPLMConfig
+        from neural.families import family
         own = {key: value for key, value in row.config.items() if not (self.settings.quick and key in QUICK_IGNORED)}
-        return NPLMConfig(model=row.family, seed=self.settings.seed, **{**self.settings.nplm, **own})
+        common = self.settings.nplm if self.settings.quick or family(row.family).context == "window" else {}
+        return NPLMConfig(model=row.family, seed=self.settings.seed, **{**common, **own})
 
     def _row_path(self, row: Row) -> Path:
         return self.work / "rows" / f"{row.id}.json"

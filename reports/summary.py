@@ -2,8 +2,9 @@
 
 For every corpus with a report (the results.json of each folder beside this report's, and this
 report's own), four numbers against interpolated modified KN 5 (the strongest n-gram model): the
-best network of the paper's shapes alone, and mixed with KN 5 (EM weights fitted on valid); NPLM
-(ours), our own network (rows marked `ours`), alone and mixed with KN 5. Test perplexity, and its
+best network of the paper's shapes alone, and mixed with KN 5 (EM weights fitted on valid); then each
+of our own networks (rows marked `ours`: NPLM (ours), the LSTM and the Transformer, where the run has
+them), alone and mixed with KN 5. Test perplexity, and its
 ratio to KN 5's. "Best" is chosen on valid perplexity, never on test. A row missing from a
 results.json (not in that run, or left out by --skip) is shown as not run.
 
@@ -28,12 +29,15 @@ log = logging.getLogger(__name__)
 
 HEADING = "Across corpora: the network against interpolated KN 5"
 NOT_RUN = "not run"
+OURS = {"ours": ("nplm", "NPLM (ours)"), "lstm": ("lstm", "LSTM (ours)"),
+        "transformer": ("transformer", "Transformer (ours)")}  # entry: (the family of our row, its label)
 ENTRIES = {"paper": "best paper-shape network", "paper + KN 5": "best paper-shape network + KN 5",
-           "ours": "NPLM (ours)", "ours + KN 5": "NPLM (ours) + KN 5"}  # entry: its label
+           **{key: value for entry, (_, label) in OURS.items()
+              for key, value in ((entry, label), (f"{entry} + KN 5", f"{label} + KN 5"))}}  # entry: its label
 NOTE = ("Test perplexity, and in brackets its difference from interpolated KN 5 on the same corpus "
         "(ours / KN 5 - 1); the best paper-shape network is the paper's network (equation 1, a shape of "
-        "its tables) with the lowest valid perplexity; NPLM (ours): our own network; + KN 5: mixed with "
-        "interpolated KN 5 by EM weights fitted on valid.")
+        "its tables) with the lowest valid perplexity; NPLM (ours), LSTM (ours), Transformer (ours): our own "
+        "networks; + KN 5: mixed with interpolated KN 5 by EM weights fitted on valid.")
 
 
 def _ran(row: dict | None) -> bool:
@@ -59,9 +63,10 @@ def corpus_line(name: str, results: dict) -> dict:
     rows = by_id(results)
     kn5 = next((row for row in rows.values() if row["method"] == "kneser-ney" and row["n"] == 5 and _ran(row)), None)
     paper = _best_on_valid(rows, lambda row: paper_network(row, rows) and not row["mix"])
-    ours = _best_on_valid(rows, lambda row: row["ours"])
-    found = {"KN 5": kn5, "paper": paper, "paper + KN 5": _mixed_with(rows, paper, kn5), "ours": ours,
-             "ours + KN 5": _mixed_with(rows, ours, kn5)}
+    found = {"KN 5": kn5, "paper": paper, "paper + KN 5": _mixed_with(rows, paper, kn5)}
+    for entry, (family, _) in OURS.items():
+        ours = _best_on_valid(rows, lambda row: row["ours"] and row["family"] == family and not row["mix"])
+        found.update({entry: ours, f"{entry} + KN 5": _mixed_with(rows, ours, kn5)})
     line = {"corpus": name}
     for entry, row in found.items():
         ppl = row["test_ppl"] if _ran(row) else None
@@ -103,12 +108,13 @@ def _cell(entry: dict) -> str:
 
 
 def summary_frame(lines: list[dict]) -> pd.DataFrame:
-    """The table: a line per corpus, KN 5's test perplexity, then for the paper-shape network and ours
-    the row's label, its test perplexity alone and mixed with KN 5."""
-    columns = ["corpus", "interpolated KN 5", ENTRIES["paper"], "alone", "+ KN 5", ENTRIES["ours"], "alone", "+ KN 5"]
-    return pd.DataFrame([[line["corpus"], _cell(line["KN 5"]),
-                          *(value for network in ("paper", "ours") for value in (
-                              line[network]["model"] or NOT_RUN, _cell(line[network]), _cell(line[f"{network} + KN 5"])))]
+    """The table: a line per corpus, KN 5's test perplexity, the paper-shape network's label and its
+    test perplexity alone and mixed with KN 5, then each of ours alone and mixed with KN 5."""
+    columns = ["corpus", "interpolated KN 5", ENTRIES["paper"], "alone", "+ KN 5",
+               *(column for entry in OURS for column in (ENTRIES[entry], "+ KN 5"))]
+    return pd.DataFrame([[line["corpus"], _cell(line["KN 5"]), line["paper"]["model"] or NOT_RUN, _cell(line["paper"]),
+                          _cell(line["paper + KN 5"]),
+                          *(_cell(line[key]) for entry in OURS for key in (entry, f"{entry} + KN 5"))]
                          for line in lines], columns=columns)
 
 

@@ -44,7 +44,10 @@ def test_quick_comparison_end_to_end(corpus_files, tmp_path, capsys):
     table = (tmp_path / "report" / "table.md").read_text()
     assert [line for line in table.splitlines() if "paper" in line] == [] and " test " in table.splitlines()[0]
     claims = {c["claim"]: c for c in json.loads((tmp_path / "report" / "claims.json").read_text())}
-    assert len(claims) == 6 and all("paper" not in claim for claim in claims.values())
+    assert len(claims) == 11 and all("paper" not in claim for claim in claims.values())  # the paper's 6, then 5 of ours
+    lstm = claims["Mixing the LSTM (ours) with interpolated KN 5 helps"]  # recomputed from the rows
+    assert lstm["verdict"] == ("holds" if rows["lstm-kn-interp-5-em"]["test_ppl"] < rows["lstm"]["test_ppl"]
+                               else "does not hold")
     assert {c: f"{claims[c]['verdict']}: {claims[c]['ours']}" for c in claims} == summary["claims"]
     # the headline recomputed from the rows: the best network alone against the best n-gram model
     # (the paper-shape networks: NPLM (ours) has its own line in the summary, not the paper's claims)
@@ -71,11 +74,14 @@ def test_quick_comparison_end_to_end(corpus_files, tmp_path, capsys):
 
 
 def test_rows_are_chosen_by_only_and_networks():
-    ids = [row.id for row in text_rows(10_000, networks=("mlp1", "mlp9"))]
+    ids = [row.id for row in text_rows(10_000, networks=("mlp1", "mlp9", "lstm"))]
     assert "mlp1" in ids and "mlp9-del-int-bucketed" in ids and "mlp5" not in ids and "katz-3" in ids
     nplm_only = [row.id for row in text_rows(10_000, only="nplm")]
-    assert nplm_only[:2] == ["del-int", "kn-interp-5"] and all(i.startswith("mlp") for i in nplm_only[2:])
-    assert "mlp9-kn-interp-5-em" in nplm_only
+    assert nplm_only[:2] == ["del-int", "kn-interp-5"] and all(i.startswith(("mlp", "lstm", "transformer"))
+                                                                   for i in nplm_only[2:])
+    assert "mlp9-kn-interp-5-em" in nplm_only and nplm_only[-4:] == [
+        "lstm", "transformer", "lstm-kn-interp-5-em", "transformer-kn-interp-5-em"]  # ours beyond 2003, on by default
+    assert "lstm" in ids and "transformer" not in [row.id for row in text_rows(10_000, networks=("mlp1", "lstm"))]
     assert class_counts(16_000) == [160, 480, 1600] and class_counts(50) == [2, 5]
 
 

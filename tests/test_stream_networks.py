@@ -173,5 +173,28 @@ def test_the_command_line_trains_an_lstm_and_refuses_a_missing_cuda(tmp_path, mo
     result = json.loads(capsys.readouterr().out)
     assert result["epochs"] == 1 and np.isfinite(result["test_perplexity"])
     assert (tmp_path / "run" / "logprobs.npz").exists()
-    assert main(["nplm", "eval", str(tmp_path / "run"), "--corpus", "text", *paths]) == 2
-    assert "logprobs.npz" in capsys.readouterr().err
+    assert main(["nplm", "eval", str(tmp_path / "run"), "--corpus", "text", *paths, "--split", "test", "--json",
+                 "--device", "cpu"]) == 0  # the stream family's own loader and scoring, through `nplm eval`
+    assert json.loads(capsys.readouterr().out)["perplexity"] == pytest.approx(result["test_perplexity"], rel=1e-9)
+
+
+def test_a_stream_family_trains_by_its_own_recipe_unless_told_otherwise():
+    from neural.config import NPLMConfig
+    from neural.families import STREAM_RUN_DEFAULTS
+    for family in ("lstm", "transformer"):
+        config = NPLMConfig(model=family)
+        assert {key: getattr(config, key) for key in STREAM_RUN_DEFAULTS} == STREAM_RUN_DEFAULTS
+        assert NPLMConfig(model=family, epochs=2).epochs == 2  # given: it wins
+    assert (NPLMConfig().epochs, NPLMConfig().samples, NPLMConfig().weight_decay) == (40, 400, 1e-4)  # the NPLM's
+
+
+def test_a_reproduction_loads_a_stream_run_as_any_network(corpus, tmp_path):
+    """`neural.train.train_nplm` and `load_nplm`, the pipeline's two calls, go to the family's own trainer
+    and loader: the loaded model scores as `load_stream`'s."""
+    from neural.config import NPLMConfig
+    from neural.train import load_nplm, train_nplm
+    config = NPLMConfig(model="lstm", layers=1, m=8, h=8, epochs=1, batch_size=4, objective="softmax", device="cpu",
+                        threads=1)
+    train_nplm(corpus, config, tmp_path, evaluate=False, progress=False)
+    assert np.array_equal(load_nplm(tmp_path, corpus, device="cpu").logprobs("valid"),
+                          load_stream(tmp_path, corpus, device="cpu").logprobs("valid"))
