@@ -73,6 +73,7 @@ import multiprocessing
 import os
 import re
 import zlib
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -288,10 +289,12 @@ def read_stream(files: list[Path], sizes: tuple[int, int, int], workers: int,
     total, files_read, skipped, bad, without_text = 0, 0, [], [], 0
     pool = None
     if workers > 1:
-        # fork where there is one: no re-import of the caller's main module, as spawn needs
+        # fork where there is one: no re-import of the caller's main module, as spawn needs. An executor,
+        # not multiprocessing.Pool: a worker that dies raises BrokenProcessPool, and stopping early
+        # cancels the files not started (Pool.terminate could hang, seen once in the test suite).
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-        pool = multiprocessing.get_context(method).Pool(workers)
-        results = pool.imap(_tokenize_or_damage, [str(f) for f in files], chunksize=1)
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method))
+        results = pool.map(_tokenize_or_damage, [str(f) for f in files])
     else:
         results = map(_tokenize_or_damage, files)
     try:
@@ -326,8 +329,7 @@ def read_stream(files: list[Path], sizes: tuple[int, int, int], workers: int,
                     break
     finally:
         if pool is not None:
-            pool.terminate()
-            pool.join()
+            pool.shutdown(wait=True, cancel_futures=True)
     if skipped:
         log.info("skipped %d file(s) without <DOC> elements: %s", len(skipped), ", ".join(skipped[:5]))
     if without_text:
