@@ -68,7 +68,8 @@ def register(subparsers) -> None:
     parser.add_argument("--extra", type=comma_list(EXTRA_GROUPS), default=(),
                         help=f"add these optional row groups, of {','.join(EXTRA_GROUPS)}; brown: energy adds "
                              "section 5.1's energy network in MLP1's shape, alone and mixed (about 20 minutes "
-                             "more on 2 cores)")
+                             "more on 2 cores); brown, ap: lstm and transformer add our LSTM and Transformer, "
+                             "alone and mixed with interpolated KN 5")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     _add_allow_dirty(parser)
     text = parser.add_argument_group("your own corpus (reproduce text)")

@@ -80,5 +80,5 @@ def test_energy_rows_are_brown_only(tmp_path, capsys):
     assert main(["reproduce", "ap", "--extra", "energy", "--work-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "--extra energy: the ap table has no such row group (it is brown's)" in err and len(err.splitlines()) == 1
-    assert main(["reproduce", "brown", "--extra", "lstm"]) == 2
-    assert "'lstm': give a comma-separated list of energy" in capsys.readouterr().err
+    assert main(["reproduce", "brown", "--extra", "gru"]) == 2
+    assert "'gru': give a comma-separated list of energy, lstm, transformer" in capsys.readouterr().err
