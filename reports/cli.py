@@ -70,6 +70,9 @@ def register(subparsers) -> None:
                              "section 5.1's energy network in MLP1's shape, alone and mixed (about 20 minutes "
                              "more on 2 cores); brown, ap: lstm and transformer add our LSTM and Transformer, "
                              "alone and mixed with interpolated KN 5")
+    parser.add_argument("--threads", type=integer(1), default=None,
+                        help="CPU threads of the network rows (default: all cores; e.g. 1 to share the machine "
+                             "with another run): how fast, not what, so not part of a row's cache key")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     _add_allow_dirty(parser)
     text = parser.add_argument_group("your own corpus (reproduce text)")
@@ -142,7 +145,7 @@ def _report_dir(args: argparse.Namespace) -> Path:
 def run_reproduce(args: argparse.Namespace) -> dict:
     from reports.pipeline import reproduce
     summary = reproduce(args.corpus, args.quick, args.work_dir, _report_dir(args), frozenset(args.skip),
-                        _text_corpus(args), args.extra, args.allow_dirty)
+                        _text_corpus(args), args.extra, args.allow_dirty, args.threads)
     return {key: summary[key] for key in ("commit", "report_dir", "wall_seconds", "report", "html")} | {
         "claims": {c["claim"]: f"{c['verdict']}: {c['ours']}" for c in summary["claims"]}}
 

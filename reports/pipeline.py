@@ -94,8 +94,9 @@ def corpus_digest(corpus: Corpus) -> str:
 
 class Reproduction:
     def __init__(self, settings: Settings, work_dir: Path, report_dir: Path, text: TextCorpus | None = None,
-                 extra: tuple[str, ...] = (), code: dict | None = None):
+                 extra: tuple[str, ...] = (), code: dict | None = None, threads: int | None = None):
         self.settings = settings
+        self.threads = threads  # CPU threads of the network rows (None: all cores): how fast, not what
         self.code = code or code_state(report_dir)  # the commit that runs, reports.provenance
         self.extra = extra  # the optional row groups to add (EXTRA_ROWS of the corpus)
         self.work = work_dir
@@ -146,8 +147,8 @@ class Reproduction:
         """What a row's result depends on: the row, the settings, the corpus's content, for a network its
         whole training configuration (so that a changed default re-trains it), for a mixture its parts'."""
         key = {"row": row.to_dict(), "settings": asdict(self.settings), "corpus": self.digest}
-        if row.family:
-            key["training"] = asdict(self.training_config(row))
+        if row.family:  # (the thread count changes how fast a network trains, not what: left out)
+            key["training"] = {**asdict(self.training_config(row)), "threads": None}
         if row.parts:  # a mixture is stale when one of its parts is
             by_id = {r.id: r for r in self.rows}
             key["parts"] = [self.fingerprint(by_id[part]) for part in row.parts]
@@ -163,7 +164,7 @@ class Reproduction:
         from neural.families import family
         own = {key: value for key, value in row.config.items() if not (self.settings.quick and key in QUICK_IGNORED)}
         common = self.settings.nplm if self.settings.quick or family(row.family).context == "window" else {}
-        return NPLMConfig(model=row.family, seed=self.settings.seed, **{**common, **own})
+        return NPLMConfig(model=row.family, seed=self.settings.seed, threads=self.threads, **{**common, **own})
 
     def _row_path(self, row: Row) -> Path:
         return self.work / "rows" / f"{row.id}.json"
@@ -341,11 +342,12 @@ def run_metadata(seconds: float, code: dict) -> dict:
 
 def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir: Path | None = None,
               skip: frozenset[str] = frozenset(), text: TextCorpus | None = None, extra: tuple[str, ...] = (),
-              allow_dirty: bool = False) -> dict:
+              allow_dirty: bool = False, threads: int | None = None) -> dict:
     """Run (or resume) the whole table and build the report; returns the report's summary.
     `skip`: kinds of rows (keys of RUNNERS) to leave out; `text`: the user's corpus when `corpus` is
     "text"; `extra`: names of the corpus's optional row groups to add (EXTRA_ROWS); `allow_dirty`: write
-    into a committed report folder from a tree with uncommitted changes (reports.provenance)."""
+    into a committed report folder from a tree with uncommitted changes (reports.provenance); `threads`:
+    CPU threads of the network rows (None: all cores)."""
     from reports.build import build_report
 
     if corpus not in ROWS and not (corpus == "text" and text is not None):
@@ -361,7 +363,8 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
     work_dir = work_dir or Path("runs") / name
     report_dir = report_dir or Path("reports") / name
     code = checked_state(report_dir, allow_dirty)  # before any row runs
-    results = Reproduction(default_settings(corpus, quick), work_dir, report_dir, text, extra, code).run(skip)
+    results = Reproduction(default_settings(corpus, quick), work_dir, report_dir, text, extra, code,
+                           threads).run(skip)
     built = build_report(report_dir, code)
     return {"report_dir": str(report_dir), "wall_seconds": results["meta"]["wall_seconds"], **built}
 

@@ -128,3 +128,14 @@ def test_committed_results_load_and_rebuild_their_committed_tables(name):
         assert networks["energy1"] == "energy" and networks["mlp1"] == "nplm"
     rebuilt = comparison(results).drop(columns=["id"]).to_csv(index=False)
     assert rebuilt == (REPORTS / name / "table.csv").read_text()
+
+
+def test_the_thread_count_is_how_fast_not_what(tmp_path):
+    """`lmbench reproduce --threads 1` trains the network rows on one thread, and finds the rows
+    another thread count ran (a row's fingerprint leaves the count out)."""
+    settings = pipeline.default_settings("brown", False)
+    one, every = (pipeline.Reproduction(settings, tmp_path, tmp_path, threads=threads) for threads in (1, None))
+    [row] = [row for row in brown_rows() if row.id == "mlp1"]
+    assert one.training_config(row).threads == 1 and every.training_config(row).threads is None
+    assert one.fingerprint(row) == every.fingerprint(row)
+    assert one.fingerprint(row) != one.fingerprint(Row(**{**row.to_dict(), "config": {**row.config, "h": 51}}))
