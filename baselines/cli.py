@@ -22,6 +22,7 @@ from lmbench.options import integer, output_directory, output_file
 
 
 CLUSTER_PASSES = 20
+BOUNDED_METHODS = ("katz", "kneser-ney", "kneser-ney-backoff", "class")  # those that take --memory
 
 
 @dataclass(frozen=True)
@@ -61,13 +62,14 @@ def _deleted_interpolation(args):
 
 
 def _class(args):
-    """Class n-gram whose class sequence is modelled by modified-KN back-off (Table 1's rows)."""
+    """Class n-gram whose class sequence is modelled by modified-KN back-off (Table 1's rows), in
+    bounded memory under --memory."""
     from baselines.class_ngram import ClassNgram
     from baselines.kneser_ney import KneserNeyBackoff
     if not args.classes or args.classes < 2:
         raise LMBenchError("--method class needs --classes C with C >= 2 (the paper: 150 to 2000)")
-    return ClassNgram(lambda: KneserNeyBackoff(args.order, min_count=args.min_ngram_count), args.classes,
-                      max_iters=args.cluster_passes)
+    return ClassNgram(lambda: KneserNeyBackoff(args.order, min_count=args.min_ngram_count, memory=args.memory,
+                                               tmp_dir=args.tmp_dir), args.classes, max_iters=args.cluster_passes)
 
 
 METHODS: dict[str, Method] = {
@@ -129,7 +131,7 @@ def register(subparsers) -> None:
                              "than C times in train (SRILM's default cutoffs are C = 2; default 1: "
                              "keep all)")
     parser.add_argument("--memory", type=byte_size, default=None, metavar="SIZE",
-                        help="katz, kneser-ney, kneser-ney-backoff: when the in-memory estimation would need more "
+                        help=f"{', '.join(BOUNDED_METHODS)}: when the in-memory estimation would need more "
                              "than SIZE (e.g. 4G), count and estimate in bounded memory through sorted files "
                              "on disk, as KenLM's lmplz -S does (the same model); default: in memory")
     parser.add_argument("--tmp-dir", type=output_directory, default=None, metavar="DIR",
@@ -141,9 +143,6 @@ def register(subparsers) -> None:
     add_corpus_options(parser)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.set_defaults(run=run)
-
-
-BOUNDED_METHODS = ("katz", "kneser-ney", "kneser-ney-backoff")  # those that take --memory
 
 
 def run(args: argparse.Namespace) -> dict:

@@ -8,6 +8,7 @@ import argparse
 import re
 from pathlib import Path
 
+from baselines.cli import BOUNDED_METHODS, byte_size
 from lmbench.errors import LMBenchError
 from lmbench.options import existing_file, integer, output_directory
 from reports.experiments import EXTRA_ROWS, KINDS, OURS, ROWS, TABLE1_NETWORKS
@@ -89,6 +90,12 @@ def register(subparsers) -> None:
                       help=f"the networks to train, of {','.join(NETWORK_IDS)} (default: all)")
     text.add_argument("--only", choices=("ngram", "nplm"), default=None,
                       help="ngram: the n-gram rows only; nplm: the networks and their mixtures with the trigram")
+    text.add_argument("--memory", type=byte_size, default=None, metavar="SIZE",
+                      help=f"the {', '.join(BOUNDED_METHODS)} rows: when the in-memory estimation would need more "
+                           "than SIZE (e.g. 4G), estimate in bounded memory through sorted files on disk (the "
+                           "same models and results; `lmbench ngram --memory`)")
+    text.add_argument("--tmp-dir", type=output_directory, default=None, metavar="DIR",
+                      help="with --memory: the folder of the temporary files (default: the system's)")
     parser.set_defaults(run=run_reproduce)
 
     parser = subparsers.add_parser("report", help="rebuild tables, claims and figures from results.json "
@@ -108,13 +115,14 @@ def _text_corpus(args: argparse.Namespace):
     files = {split: getattr(args, split) for split in ("train", "valid", "test")}
     if args.corpus != "text":
         given = [f"--{option.replace('_', '-')}" for option in ("train", "valid", "test", "corpus_file", "networks",
-                                                                 "only", "vocab_size") if getattr(args, option)]
+                                                                 "only", "vocab_size", "memory", "tmp_dir")
+                 if getattr(args, option)]
         if given:
             raise LMBenchError(f"{', '.join(given)}: only for `lmbench reproduce text` (your own corpus); "
                                f"{args.corpus} follows the paper's protocol")
         return None
     options = dict(name=args.name, min_count=args.min_count, vocab_size=args.vocab_size, networks=args.networks,
-                      only=args.only)
+                      only=args.only, memory=args.memory, tmp_dir=args.tmp_dir)
     if args.corpus_file is not None:
         given = [f"--{split}" for split, path in files.items() if path is not None]
         if given:
