@@ -22,7 +22,7 @@ from lmbench.options import integer, output_directory, output_file
 
 
 CLUSTER_PASSES = 20
-BOUNDED_METHODS = ("katz", "kneser-ney", "kneser-ney-backoff", "class")  # those that take --memory
+BOUNDED_METHODS = ("deleted-interpolation", "katz", "kneser-ney", "kneser-ney-backoff", "class")  # take --memory
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def _kneser_ney_backoff(args):
 
 def _deleted_interpolation(args):
     from baselines.deleted_interpolation import DeletedInterpolationTrigram
-    return DeletedInterpolationTrigram()
+    return DeletedInterpolationTrigram(memory=args.memory, tmp_dir=args.tmp_dir)
 
 
 def _class(args):

@@ -95,12 +95,19 @@ def estimate_bounded(model, train: np.ndarray, statistics: Callable) -> tuple[Ng
     in-memory path applies to all rows at once, listing the rows of `model.min_count` (its count
     cutoff). The build folder is deleted before returning: the model's files stay mapped until the
     model is freed."""
-    with workspace(model.tmp_dir, build_identity(model, train)) as ws:
-        counts = DiskCounts(ws, train, model.order, model.vocab_size, model.memory).count()
+    with counted(model, train) as counts:
         values, logp1 = statistics(counts)
-        parameters = counts.estimate(values, logp1, model._conditional, model.min_count)
+        return counts.estimate(values, logp1, model._conditional, model.min_count)
+
+
+@contextmanager
+def counted(model, train: np.ndarray) -> Iterator["DiskCounts"]:
+    """The counts of orders 1 .. model.order of `train` on disk, for a model with `vocab_size`,
+    `memory`, `tmp_dir` and `min_count`; the build folder is deleted once the caller is done (the
+    columns it mapped stay readable until freed)."""
+    with workspace(model.tmp_dir, build_identity(model, train)) as ws:
+        yield DiskCounts(ws, train, model.order, model.vocab_size, model.memory).count()
         ws.remove()
-    return parameters
 
 
 def parse_size(text: str) -> int:
@@ -416,6 +423,17 @@ class DiskCounts:
                 a[n].write([values])
                 self.ws.mark(f"adjusted{n}")
         return a
+
+    def base_keys(self, n: int) -> np.ndarray:
+        """Order n's rows keyed by their ids as a number in base V, sum_i id_i V^(n-1-i) (increasing
+        too), memory-mapped (V^n must stay below 2^63)."""
+        out, grams = self.col("basekeys", n), self.col("grams", n, np.int32, n)
+        if not self.ws.done(f"basekeys{n}"):
+            powers = self.vocab_size ** np.arange(n - 1, -1, -1, dtype=np.int64)    # (n,)
+            out.write(grams.read(lo, lo + self.block).astype(np.int64) @ powers
+                      for lo in range(0, len(grams), self.block))
+            self.ws.mark(f"basekeys{n}")
+        return out.map()
 
     def raw_counts(self) -> list[Column | np.ndarray]:
         """c[n]: c[1] (V,) in memory, c[n] the count columns."""

@@ -196,8 +196,8 @@ def test_cli_memory_options(tmp_path, corpus, monkeypatch, capsys):
     assert main([*base, "--memory", "lots"]) == 2
     err = capsys.readouterr().err
     assert "--memory" in err and "4G" in err and err.count("\n") == 1
-    assert main([*base[:2], "deleted-interpolation", *base[3:], "--memory", "1G"]) == 2
-    assert "--memory applies to katz" in capsys.readouterr().err
+    assert main([*base[:2], "add-one-unigram", *base[3:], "--memory", "1G"]) == 2
+    assert "--memory applies to deleted-interpolation, katz" in capsys.readouterr().err
     full_disk_after(monkeypatch, 10)
     arpa = tmp_path / "full.arpa"
     assert main([*base, "--memory", "100K", "--tmp-dir", str(work), "--arpa", str(arpa)]) == 2
