@@ -115,6 +115,16 @@ def byte_size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"got {text!r}: give a size such as 4G, 800M or 500000") from None
 
 
+def add_memory_options(parser, applies_to: str) -> None:
+    """--memory SIZE and --tmp-dir DIR: bounded-memory estimation of `applies_to` (baselines/disk_counts.py)."""
+    parser.add_argument("--memory", type=byte_size, default=None, metavar="SIZE",
+                        help=f"{applies_to}: when the in-memory estimation would need more than SIZE (e.g. 4G), "
+                             "count and estimate in bounded memory through sorted files on disk, as KenLM's "
+                             "lmplz -S does (the same model); default: in memory")
+    parser.add_argument("--tmp-dir", type=output_directory, default=None, metavar="DIR",
+                        help="with --memory: the folder of the temporary files (default: the system's)")
+
+
 def register(subparsers) -> None:
     parser = subparsers.add_parser("ngram", help="fit an n-gram model and report perplexities")
     parser.add_argument("--method", choices=list(METHODS), required=True)
@@ -130,12 +140,7 @@ def register(subparsers) -> None:
                         help="katz, kneser-ney-backoff, class: leave out the n-grams of order >= 3 seen fewer "
                              "than C times in train (SRILM's default cutoffs are C = 2; default 1: "
                              "keep all)")
-    parser.add_argument("--memory", type=byte_size, default=None, metavar="SIZE",
-                        help=f"{', '.join(BOUNDED_METHODS)}: when the in-memory estimation would need more "
-                             "than SIZE (e.g. 4G), count and estimate in bounded memory through sorted files "
-                             "on disk, as KenLM's lmplz -S does (the same model); default: in memory")
-    parser.add_argument("--tmp-dir", type=output_directory, default=None, metavar="DIR",
-                        help="with --memory: the folder of the temporary files (default: the system's)")
+    add_memory_options(parser, ", ".join(BOUNDED_METHODS))
     parser.add_argument("--arpa", metavar="OUT", type=output_file, default=None,
                         help="also write the model as an ARPA file (back-off methods)")
     parser.add_argument("--save-logprobs", metavar="OUT.npz", type=output_file, default=None,

@@ -8,7 +8,7 @@ import argparse
 import re
 from pathlib import Path
 
-from baselines.cli import BOUNDED_METHODS, byte_size
+from baselines.cli import BOUNDED_METHODS, add_memory_options
 from lmbench.errors import LMBenchError
 from lmbench.options import existing_file, integer, output_directory
 from reports.experiments import EXTRA_ROWS, KINDS, OURS, ROWS, TABLE1_NETWORKS
@@ -90,12 +90,7 @@ def register(subparsers) -> None:
                       help=f"the networks to train, of {','.join(NETWORK_IDS)} (default: all)")
     text.add_argument("--only", choices=("ngram", "nplm"), default=None,
                       help="ngram: the n-gram rows only; nplm: the networks and their mixtures with the trigram")
-    text.add_argument("--memory", type=byte_size, default=None, metavar="SIZE",
-                      help=f"the {', '.join(BOUNDED_METHODS)} rows: when the in-memory estimation would need more "
-                           "than SIZE (e.g. 4G), estimate in bounded memory through sorted files on disk (the "
-                           "same models and results; `lmbench ngram --memory`)")
-    text.add_argument("--tmp-dir", type=output_directory, default=None, metavar="DIR",
-                      help="with --memory: the folder of the temporary files (default: the system's)")
+    add_memory_options(text, f"the {', '.join(BOUNDED_METHODS)} rows (the same results)")
     parser.set_defaults(run=run_reproduce)
 
     parser = subparsers.add_parser("report", help="rebuild tables, claims and figures from results.json "
