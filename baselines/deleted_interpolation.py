@@ -48,7 +48,7 @@ import numpy as np
 
 from baselines.disk_counts import bounded, counted
 from lmbench.errors import LMBenchError
-from lmbench.model import LanguageModel
+from lmbench.model import LanguageModel, in_chunks
 from lmbench.interpolation import fit_weights
 
 log = logging.getLogger(__name__)
@@ -153,6 +153,9 @@ class DeletedInterpolationTrigram(LanguageModel):
 
     def buckets(self, stream: np.ndarray, start: int) -> np.ndarray:
         """q_t for t = start .. len(stream) - 1: the bucket of the count of (w_{t-2}, w_{t-1})."""
+        return in_chunks(self._buckets, stream, start, 2)
+
+    def _buckets(self, stream: np.ndarray, start: int) -> np.ndarray:
         u, v, _ = self._contexts(stream, start)
         return self.bucket_of_count(self._trigram_context_counts(u, v))
 
@@ -181,7 +184,10 @@ class DeletedInterpolationTrigram(LanguageModel):
         return out
 
     def score(self, stream: np.ndarray, start: int) -> np.ndarray:
-        weights = self.weights[self.buckets(stream, start)]  # (n, 4)
+        return in_chunks(self._score, stream, start, 2)  # (n, 4) temporaries per chunk
+
+    def _score(self, stream: np.ndarray, start: int) -> np.ndarray:
+        weights = self.weights[self._buckets(stream, start)]  # (n, 4)
         return np.log((weights * self.components(stream, start)).sum(axis=1))
 
     def distribution(self, context: Sequence[int]) -> np.ndarray:
