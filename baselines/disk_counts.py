@@ -251,7 +251,9 @@ class DiskCounts:
 
     Columns per order n >= 2: keys, counts, first (a position of each row), grams (m, n), prefix,
     suffix (rows at order n-1); at (row of the n-gram starting at each position, n < N, deleted once
-    used). `counts1` (V,) and `start[n]` (the row of the n-gram that begins the stream) are in memory."""
+    used); from estimation: logp, logbow, and under a cutoff listed (the listed row number of each row),
+    listedkeys, listedgrams (the listed rows'); basekeys (deleted interpolation's keys). `counts1` (V,)
+    and `start[n]` (the row of the n-gram that begins the stream) are in memory."""
 
     def __init__(self, ws: Workspace, stream: np.ndarray, order: int, vocab_size: int, memory: int):
         self.ws, self.order, self.vocab_size = ws, order, int(vocab_size)
