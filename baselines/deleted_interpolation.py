@@ -46,6 +46,7 @@ from typing import Sequence
 
 import numpy as np
 
+from baselines.counts import searchsorted_many
 from baselines.disk_counts import bounded, counted
 from lmbench.errors import LMBenchError
 from lmbench.model import LanguageModel, in_chunks
@@ -68,7 +69,7 @@ class CountTable:
         self.keys, self.counts = keys, counts  # (K,), (K,)
 
     def get(self, query: np.ndarray) -> np.ndarray:
-        pos = np.minimum(np.searchsorted(self.keys, query), len(self.keys) - 1)  # (n,)
+        pos = np.minimum(searchsorted_many(self.keys, query), len(self.keys) - 1)  # (n,)
         return np.where(self.keys[pos] == query, self.counts[pos], 0)
 
     def row(self, prefix: int, width: int) -> tuple[np.ndarray, np.ndarray]:
