@@ -25,7 +25,7 @@ with logbow = 0 for a context that is not listed. Unrolled: if n* is the highest
 the n-gram ending in w is listed, log P = logp at n* plus the back-off weights of the contexts of
 length n* .. N-1 (those listed). `score` evaluates that for every position of a stream at once:
 one searchsorted per order (NgramTable.index_stream), then gathers and a masked sum, SCORE_CHUNK
-positions at a time (so the temporaries stay bounded on a long stream; the tables may be memory-mapped
+positions at a time (lmbench.model.in_chunks) (so the temporaries stay bounded on a long stream; the tables may be memory-mapped
 files, baselines/disk_counts.py).
 """
 
@@ -37,11 +37,10 @@ import numpy as np
 
 from baselines.counts import NgramCounts, NgramTable
 from lmbench.errors import LMBenchError
-from lmbench.model import LanguageModel
+from lmbench.model import LanguageModel, in_chunks
 
 
 CUTOFF_MIN_ORDER = 3  # SRILM applies its default cutoff (2) from trigrams up
-SCORE_CHUNK = 1 << 20  # positions scored at once: bounds the (positions, orders) temporaries
 
 
 class Listing:
@@ -100,11 +99,7 @@ class BackoffModel(LanguageModel):
     def score(self, stream: np.ndarray, start: int) -> np.ndarray:
         """Natural-log P(stream[t] | up to N-1 previous tokens) for t >= start, in one pass per order
         over each SCORE_CHUNK positions (with the N-1 tokens before them)."""
-        stream = np.asarray(stream)
-        history = self.order - 1
-        return np.concatenate([np.zeros(0)] + [
-            self._score(stream[max(s - history, 0):s + SCORE_CHUNK], s - max(s - history, 0))
-            for s in range(start, len(stream), SCORE_CHUNK)])
+        return in_chunks(self._score, stream, start, self.order - 1)
 
     def _score(self, stream: np.ndarray, start: int) -> np.ndarray:
         idx = self.table.index_stream(stream, self.order)   # idx[n]: (T,) row of the n-gram ending at t

@@ -22,6 +22,7 @@ from lmbench.options import integer, output_directory, output_file
 
 
 CLUSTER_PASSES = 20
+BOUNDED_METHODS = ("deleted-interpolation", "katz", "kneser-ney", "kneser-ney-backoff", "class")  # take --memory
 
 
 @dataclass(frozen=True)
@@ -57,17 +58,18 @@ def _kneser_ney_backoff(args):
 
 def _deleted_interpolation(args):
     from baselines.deleted_interpolation import DeletedInterpolationTrigram
-    return DeletedInterpolationTrigram()
+    return DeletedInterpolationTrigram(memory=args.memory, tmp_dir=args.tmp_dir)
 
 
 def _class(args):
-    """Class n-gram whose class sequence is modelled by modified-KN back-off (Table 1's rows)."""
+    """Class n-gram whose class sequence is modelled by modified-KN back-off (Table 1's rows), in
+    bounded memory under --memory."""
     from baselines.class_ngram import ClassNgram
     from baselines.kneser_ney import KneserNeyBackoff
     if not args.classes or args.classes < 2:
         raise LMBenchError("--method class needs --classes C with C >= 2 (the paper: 150 to 2000)")
-    return ClassNgram(lambda: KneserNeyBackoff(args.order, min_count=args.min_ngram_count), args.classes,
-                      max_iters=args.cluster_passes)
+    return ClassNgram(lambda: KneserNeyBackoff(args.order, min_count=args.min_ngram_count, memory=args.memory,
+                                               tmp_dir=args.tmp_dir), args.classes, max_iters=args.cluster_passes)
 
 
 METHODS: dict[str, Method] = {
@@ -113,6 +115,16 @@ def byte_size(text: str) -> int:
         raise argparse.ArgumentTypeError(f"got {text!r}: give a size such as 4G, 800M or 500000") from None
 
 
+def add_memory_options(parser, applies_to: str) -> None:
+    """--memory SIZE and --tmp-dir DIR: bounded-memory estimation of `applies_to` (baselines/disk_counts.py)."""
+    parser.add_argument("--memory", type=byte_size, default=None, metavar="SIZE",
+                        help=f"{applies_to}: when the in-memory estimation would need more than SIZE (e.g. 4G), "
+                             "count and estimate in bounded memory through sorted files on disk, as KenLM's "
+                             "lmplz -S does (the same model); default: in memory")
+    parser.add_argument("--tmp-dir", type=output_directory, default=None, metavar="DIR",
+                        help="with --memory: the folder of the temporary files (default: the system's)")
+
+
 def register(subparsers) -> None:
     parser = subparsers.add_parser("ngram", help="fit an n-gram model and report perplexities")
     parser.add_argument("--method", choices=list(METHODS), required=True)
@@ -128,12 +140,7 @@ def register(subparsers) -> None:
                         help="katz, kneser-ney-backoff, class: leave out the n-grams of order >= 3 seen fewer "
                              "than C times in train (SRILM's default cutoffs are C = 2; default 1: "
                              "keep all)")
-    parser.add_argument("--memory", type=byte_size, default=None, metavar="SIZE",
-                        help="katz, kneser-ney, kneser-ney-backoff: when the in-memory estimation would need more "
-                             "than SIZE (e.g. 4G), count and estimate in bounded memory through sorted files "
-                             "on disk, as KenLM's lmplz -S does (the same model); default: in memory")
-    parser.add_argument("--tmp-dir", type=output_directory, default=None, metavar="DIR",
-                        help="with --memory: the folder of the temporary files (default: the system's)")
+    add_memory_options(parser, ", ".join(BOUNDED_METHODS))
     parser.add_argument("--arpa", metavar="OUT", type=output_file, default=None,
                         help="also write the model as an ARPA file (back-off methods)")
     parser.add_argument("--save-logprobs", metavar="OUT.npz", type=output_file, default=None,
@@ -141,9 +148,6 @@ def register(subparsers) -> None:
     add_corpus_options(parser)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.set_defaults(run=run)
-
-
-BOUNDED_METHODS = ("katz", "kneser-ney", "kneser-ney-backoff")  # those that take --memory
 
 
 def run(args: argparse.Namespace) -> dict:

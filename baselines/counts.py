@@ -112,13 +112,7 @@ class NgramTable:
         table = self.keys[n]
         if table.size == 0:
             return np.full(len(keys), -1, dtype=np.int64)
-        if len(keys) > SORTED_SEARCH_MIN:
-            by_key = np.argsort(keys)
-            pos = np.empty(len(keys), dtype=np.int64)
-            pos[by_key] = np.searchsorted(table, keys[by_key])
-        else:
-            pos = np.searchsorted(table, keys)
-        pos_c = np.minimum(pos, table.size - 1)
+        pos_c = np.minimum(searchsorted_many(table, keys), table.size - 1)
         return np.where((table[pos_c] == keys) & (keys >= 0), pos_c, -1).astype(np.int64)
 
     # ---- lookup ------------------------------------------------------------------------------
@@ -232,6 +226,17 @@ def _unique(key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
     inverse[order] = np.cumsum(np.concatenate([[0], ordered[1:] != ordered[:-1]]))
     count = np.diff(np.append(starts, len(key)))
     return ordered[starts], order[starts], inverse, count
+
+
+def searchsorted_many(table: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """np.searchsorted(table, keys), the keys searched in increasing order when there are many (see
+    NgramTable._locate): the probes then walk the table, a memory-mapped one included, in order."""
+    if len(keys) <= SORTED_SEARCH_MIN:
+        return np.searchsorted(table, keys)
+    by_key = np.argsort(keys)
+    pos = np.empty(len(keys), dtype=np.int64)
+    pos[by_key] = np.searchsorted(table, keys[by_key])
+    return pos
 
 
 def count_of_counts(counts: np.ndarray, k: int) -> np.ndarray:

@@ -27,6 +27,13 @@ uniform starting weights (1/4 each).
 Everything is array code: n-grams are int64 keys (u * V + v) * V + w, counted with np.unique and
 looked up with np.searchsorted; the four component probabilities of every token of a split are
 computed in one batched pass, and EM works on the (tokens, 4) matrix of components.
+
+`DeletedInterpolationTrigram(memory=M, tmp_dir=D)`: when the in-memory counting would need more than M
+bytes, the bigram and trigram counts come from the bounded-memory counts of the back-off models
+(baselines/disk_counts.py: sorted runs on disk, merged), whose sorted distinct n-grams are the rows of
+these tables in the same order, re-keyed in base V and memory-mapped: the same tables, hence the same
+weights and probabilities. c(u, v, .) is the bigram count less the one bigram that ends the stream
+(it starts no trigram).
 """
 
 from __future__ import annotations
@@ -34,12 +41,15 @@ from __future__ import annotations
 import logging
 import math
 import time
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from baselines.counts import searchsorted_many
+from baselines.disk_counts import bounded, counted
 from lmbench.errors import LMBenchError
-from lmbench.model import LanguageModel
+from lmbench.model import LanguageModel, in_chunks
 from lmbench.interpolation import fit_weights
 
 log = logging.getLogger(__name__)
@@ -51,11 +61,15 @@ class CountTable:
     """Sorted distinct int64 keys (at least one) with their counts; `get(query)` is a vectorised
     lookup giving 0 for absent keys."""
 
-    def __init__(self, keys: np.ndarray):
-        self.keys, self.counts = np.unique(keys, return_counts=True)  # (K,), (K,)
+    def __init__(self, keys: np.ndarray, counts: np.ndarray | None = None):
+        """`keys`: one key per occurrence, counted here; with `counts`: already the sorted distinct
+        keys and their counts."""
+        if counts is None:
+            keys, counts = np.unique(keys, return_counts=True)
+        self.keys, self.counts = keys, counts  # (K,), (K,)
 
     def get(self, query: np.ndarray) -> np.ndarray:
-        pos = np.minimum(np.searchsorted(self.keys, query), len(self.keys) - 1)  # (n,)
+        pos = np.minimum(searchsorted_many(self.keys, query), len(self.keys) - 1)  # (n,)
         return np.where(self.keys[pos] == query, self.counts[pos], 0)
 
     def row(self, prefix: int, width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -68,10 +82,14 @@ class DeletedInterpolationTrigram(LanguageModel):
     """Jelinek-Mercer trigram with bucketed weights fitted by EM on valid (see the module doc)."""
 
     order = 3
+    min_count = 1  # every n-gram counted (what a bounded-memory build's folder is named after)
 
-    def __init__(self, *, tol: float = 1e-6, max_iters: int = 100):
+    def __init__(self, *, tol: float = 1e-6, max_iters: int = 100, memory: int | None = None,
+                 tmp_dir: str | Path | None = None):
+        """`memory`, `tmp_dir`: as for kneser_ney.KneserNey (bounded-memory counting)."""
         self.tol = tol
         self.max_iters = max_iters
+        self.memory, self.tmp_dir = memory, tmp_dir
 
     def _fit(self, corpus) -> None:
         V = self.vocab_size
@@ -79,14 +97,17 @@ class DeletedInterpolationTrigram(LanguageModel):
             raise LMBenchError(f"the vocabulary has {V} words; trigram keys need V**3 < 2**63 "
                                f"(V <= {MAX_VOCAB}): use a smaller vocabulary (raise --min-count)")
         started = time.perf_counter()
-        train = corpus.train.astype(np.int64)  # (T,)
-        self.T = len(train)
-        self.unigram = np.bincount(train, minlength=V).astype(np.float64)  # (V,)
-        self.bigram = CountTable(train[:-1] * V + train[1:])
-        self.bigram_context = np.bincount(train[:-1], minlength=V).astype(np.float64)  # c(v, .)
-        trigram_context = train[:-2] * V + train[1:-1]
-        self.trigram = CountTable(trigram_context * V + train[2:])
-        self.trigram_context = CountTable(trigram_context)  # c(u, v, .)
+        self.T = len(corpus.train)
+        self.unigram = np.bincount(corpus.train, minlength=V).astype(np.float64)  # (V,)
+        self.bigram_context = np.bincount(corpus.train[:-1], minlength=V).astype(np.float64)  # c(v, .)
+        if bounded(self.memory, corpus.train):
+            self._count_bounded(corpus.train)
+        else:
+            train = corpus.train.astype(np.int64)  # (T,)
+            self.bigram = CountTable(train[:-1] * V + train[1:])
+            trigram_context = train[:-2] * V + train[1:-1]
+            self.trigram = CountTable(trigram_context * V + train[2:])
+            self.trigram_context = CountTable(trigram_context)  # c(u, v, .)
         self.num_buckets = math.ceil(math.log(self.T)) + 1  # buckets 0 .. ceil(ln T)
         self.timings = {"count_seconds": time.perf_counter() - started}
         started = time.perf_counter()
@@ -100,6 +121,17 @@ class DeletedInterpolationTrigram(LanguageModel):
         log.info("deleted interpolation: EM converged in %d iterations, valid perplexity %.3f",
                  len(self.em_history) - 1, math.exp(-self.em_history[-1] / len(buckets)))
         self.timings["em_seconds"] = time.perf_counter() - started  # valid components + EM
+
+    def _count_bounded(self, train: np.ndarray) -> None:
+        """The three count tables from the counts on disk (module docstring)."""
+        with counted(self, train) as counts:
+            bigram_keys, bigram_counts = counts.base_keys(2), counts.col("counts", 2).map()
+            self.bigram = CountTable(bigram_keys, bigram_counts)
+            self.trigram = CountTable(counts.base_keys(3), counts.col("counts", 3).map())
+            last = np.searchsorted(bigram_keys, int(train[-2]) * self.vocab_size + int(train[-1]))
+            context_counts = counts.col("contextcounts", 2)  # (K2,) in the build folder, mapped
+            context_counts.write([bigram_counts[:last], bigram_counts[last:last + 1] - 1, bigram_counts[last + 1:]])
+            self.trigram_context = CountTable(bigram_keys, context_counts.map())  # c(u, v, .)
 
     def bucket_of_count(self, count: np.ndarray) -> np.ndarray:
         """l(x) = ceil(-ln((1 + x) / T)) with x clipped to [0, T - 1], as int64."""
@@ -122,6 +154,9 @@ class DeletedInterpolationTrigram(LanguageModel):
 
     def buckets(self, stream: np.ndarray, start: int) -> np.ndarray:
         """q_t for t = start .. len(stream) - 1: the bucket of the count of (w_{t-2}, w_{t-1})."""
+        return in_chunks(self._buckets, stream, start, 2)
+
+    def _buckets(self, stream: np.ndarray, start: int) -> np.ndarray:
         u, v, _ = self._contexts(stream, start)
         return self.bucket_of_count(self._trigram_context_counts(u, v))
 
@@ -150,7 +185,10 @@ class DeletedInterpolationTrigram(LanguageModel):
         return out
 
     def score(self, stream: np.ndarray, start: int) -> np.ndarray:
-        weights = self.weights[self.buckets(stream, start)]  # (n, 4)
+        return in_chunks(self._score, stream, start, 2)  # (n, 4) temporaries per chunk
+
+    def _score(self, stream: np.ndarray, start: int) -> np.ndarray:
+        weights = self.weights[self._buckets(stream, start)]  # (n, 4)
         return np.log((weights * self.components(stream, start)).sum(axis=1))
 
     def distribution(self, context: Sequence[int]) -> np.ndarray:

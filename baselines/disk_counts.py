@@ -19,6 +19,10 @@ else through files of a temporary folder, as KenLM's lmplz does (Heafield et al.
    continuations of a context are contiguous) go through the model's own per-order function, the
    one its in-memory path applies to all rows at once: per-context sums are the same sequential
    bincount sums, so every probability and back-off weight is bit-for-bit the in-memory one.
+   Under a count cutoff (backoff.Listing: rows of order >= 3 seen fewer than `min_count` times are
+   not listed) each block keeps its listed rows and renumbers them (`listed[n]`, the running count
+   of kept rows), and the model's keys and ids are written for the listed rows only: a prefix-rank
+   key's prefix row is renumbered too, which keeps the order since the renumbering is increasing.
 
 Columns are raw binary files (`Column`): written by appending blocks, read back by row range
 without mapping (so sequential passes keep no pages resident), memory-mapped only for random access
@@ -53,6 +57,7 @@ from typing import Callable, Iterator
 import numpy as np
 from tqdm import tqdm
 
+from baselines.backoff import CUTOFF_MIN_ORDER
 from baselines.counts import NgramTable, _unique, count_of_counts
 from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write_text
@@ -79,25 +84,30 @@ def bounded(memory: int | None, train: np.ndarray) -> bool:
 def build_identity(model, train: np.ndarray) -> dict:
     """What the files of a build depend on (its folder is named after it)."""
     return {"model": type(model).__name__, "order": model.order, "vocab_size": model.vocab_size,
-            "memory": model.memory, "tokens": len(train), "stream": stream_digest(train)}
+            "memory": model.memory, "min_count": model.min_count, "tokens": len(train),
+            "stream": stream_digest(train)}
 
 
 def estimate_bounded(model, train: np.ndarray, statistics: Callable) -> tuple[NgramTable, list, list]:
     """The parameters of a back-off `model` (Katz, KN) estimated in bounded memory: the stream counted
     on disk, then `statistics(counts)` -> (per-order values, log P of the unigrams) (the model's
     counts and discounts), then every order through the model's `_conditional`, the function its
-    in-memory path applies to all rows at once. The build folder is deleted before returning: the
-    model's files stay mapped until the model is freed."""
-    if model.min_count > 1:
-        raise LMBenchError("count cutoffs are not implemented on the bounded-memory path: drop "
-                           "--min-ngram-count, or --memory to estimate in memory")
-    with workspace(model.tmp_dir, build_identity(model, train)) as ws:
-        counts = DiskCounts(ws, train, model.order, model.vocab_size, model.memory).count()
+    in-memory path applies to all rows at once, listing the rows of `model.min_count` (its count
+    cutoff). The build folder is deleted before returning: the model's files stay mapped until the
+    model is freed."""
+    with counted(model, train) as counts:
         values, logp1 = statistics(counts)
-        parameters = counts.estimate(values, logp1, lambda n, v, context, size, lower: model._conditional(
-            n, v, context, size, lower, np.ones(len(v), dtype=bool)))
+        return counts.estimate(values, logp1, model._conditional, model.min_count)
+
+
+@contextmanager
+def counted(model, train: np.ndarray) -> Iterator["DiskCounts"]:
+    """The counts of orders 1 .. model.order of `train` on disk, for a model with `vocab_size`,
+    `memory`, `tmp_dir` and `min_count`; the build folder is deleted once the caller is done (the
+    columns it mapped stay readable until freed)."""
+    with workspace(model.tmp_dir, build_identity(model, train)) as ws:
+        yield DiskCounts(ws, train, model.order, model.vocab_size, model.memory).count()
         ws.remove()
-    return parameters
 
 
 def parse_size(text: str) -> int:
@@ -241,7 +251,9 @@ class DiskCounts:
 
     Columns per order n >= 2: keys, counts, first (a position of each row), grams (m, n), prefix,
     suffix (rows at order n-1); at (row of the n-gram starting at each position, n < N, deleted once
-    used). `counts1` (V,) and `start[n]` (the row of the n-gram that begins the stream) are in memory."""
+    used); from estimation: logp, logbow, and under a cutoff listed (the listed row number of each row),
+    listedkeys, listedgrams (the listed rows'); basekeys (deleted interpolation's keys). `counts1` (V,)
+    and `start[n]` (the row of the n-gram that begins the stream) are in memory."""
 
     def __init__(self, ws: Workspace, stream: np.ndarray, order: int, vocab_size: int, memory: int):
         self.ws, self.order, self.vocab_size = ws, order, int(vocab_size)
@@ -337,7 +349,12 @@ class DiskCounts:
         widths = widths or [1] * len(names)
         dtypes = [np.int32 if name == "grams" else (self.row_dtype if name in ("prefix", "suffix") else np.int64)
                   for name in names]
-        cols = [self.col(name, n, dtype, width) for name, dtype, width in zip(names, dtypes, widths)]
+        self._write_columns([self.col(name, n, dtype, width) for name, dtype, width in zip(names, dtypes, widths)],
+                            blocks)
+
+    @staticmethod
+    def _write_columns(cols: list[Column], blocks: Iterator) -> None:
+        """Write the columns from one iterator of sequences of blocks (one block per column)."""
         files = [open(col.path, "wb") for col in cols]
         try:
             for parts in blocks:
@@ -409,6 +426,17 @@ class DiskCounts:
                 self.ws.mark(f"adjusted{n}")
         return a
 
+    def base_keys(self, n: int) -> np.ndarray:
+        """Order n's rows keyed by their ids as a number in base V, sum_i id_i V^(n-1-i) (increasing
+        too), memory-mapped (V^n must stay below 2^63)."""
+        out, grams = self.col("basekeys", n), self.col("grams", n, np.int32, n)
+        if not self.ws.done(f"basekeys{n}"):
+            powers = self.vocab_size ** np.arange(n - 1, -1, -1, dtype=np.int64)    # (n,)
+            out.write(grams.read(lo, lo + self.block).astype(np.int64) @ powers
+                      for lo in range(0, len(grams), self.block))
+            self.ws.mark(f"basekeys{n}")
+        return out.map()
+
     def raw_counts(self) -> list[Column | np.ndarray]:
         """c[n]: c[1] (V,) in memory, c[n] the count columns."""
         return [None, self.counts1] + [self.col("counts", n) for n in range(2, self.order + 1)]
@@ -420,36 +448,48 @@ class DiskCounts:
         return sum((count_of_counts(values.read(lo, lo + self.block), k) for lo in range(0, len(values), self.block)),
                    np.zeros(k + 1, dtype=np.int64))
 
-    def estimate(self, values: list, logp1: np.ndarray,
-                 conditional: Callable[[int, np.ndarray, np.ndarray, int, np.ndarray], tuple[np.ndarray, np.ndarray]],
+    def estimate(self, values: list, logp1: np.ndarray, conditional: Callable, min_count: int = 1,
                  ) -> tuple[NgramTable, list, list]:
         """The model's parameters from its per-row values (KN counts, raw counts) order by order:
-        `conditional(n, values, context, contexts, lower)` is the model's per-order function over a
-        block of rows whose contexts are rows 0 .. contexts-1 of the block (`context` local) and
-        `lower` = P(w | h') of each row; it returns the rows' log P and each context's log weight."""
+        `conditional(n, values, context, contexts, lower, keep)` is the model's per-order function over
+        a block of rows whose contexts are rows 0 .. contexts-1 of the block (`context` local), `keep`
+        the rows it lists (raw count >= `min_count` from order CUTOFF_MIN_ORDER up) and `lower` =
+        P(w | h') of each listed row; it returns the listed rows' log P and each context's log weight."""
         logp: list = [np.zeros(0), logp1]
         logbow: list = [np.zeros(0)]
         for n in range(2, self.order + 1):
-            out_p, out_bow = self.col("logp", n, np.float64), self.col("logbow", n - 1, np.float64)
             if not self.ws.done(f"estimate{n}"):
-                self._estimate_order(n, values[n], logp[n - 1], conditional, out_p, out_bow)
+                self._estimate_order(n, values[n], logp[n - 1], conditional, min_count)
                 self.ws.mark(f"estimate{n}")
-            logp.append(out_p.map())
-            logbow.append(out_bow.map())
+            logp.append(self.col("logp", n, np.float64).map())
+            logbow.append(self.col("logbow", n - 1, np.float64).map())
         table = NgramTable(self.vocab_size, {}, order=self.order)
         for n in range(2, self.order + 1):
-            table.grams.append(self.col("grams", n, np.int32, n).map())
-            table.keys.append(self.col("keys", n).map())
+            cut = self._cuts(n, min_count)
+            table.grams.append(self.col("listedgrams" if cut else "grams", n, np.int32, n).map())
+            table.keys.append(self.col("listedkeys" if cut else "keys", n).map())
         return table, logp, logbow
 
-    def _estimate_order(self, n: int, values, lower_logp: np.ndarray, conditional, out_p: Column,
-                        out_bow: Column) -> None:
+    @staticmethod
+    def _cuts(n: int, min_count: int) -> bool:
+        """Whether order n lists only some of its rows (backoff.Listing)."""
+        return min_count > 1 and n >= CUTOFF_MIN_ORDER
+
+    def _estimate_order(self, n: int, values, lower_logp: np.ndarray, conditional, min_count: int) -> None:
+        """Order n in blocks of whole contexts: log P of its listed rows, the log back-off weight of the
+        listed rows of order n-1; under a cutoff also the listed rows' numbers, keys and ids."""
         prefix, suffix = self.col("prefix", n, self.row_dtype), self.col("suffix", n, self.row_dtype)
         prefix_map = prefix.map()
         rows, contexts = len(prefix), self.size(n - 1)
-        files = open(out_p.path, "wb"), open(out_bow.path, "wb")
-        try:
-            r0 = c0 = 0
+        cut, cut_below = self._cuts(n, min_count), self._cuts(n - 1, min_count)
+        listed_below = self.col("listed", n - 1, self.row_dtype).map() if cut_below else None
+        outputs = [self.col("logp", n, np.float64), self.col("logbow", n - 1, np.float64)]
+        if cut:
+            outputs += [self.col("listed", n, self.row_dtype), self.col("listedkeys", n),
+                        self.col("listedgrams", n, np.int32, n)]
+
+        def blocks() -> Iterator[list[np.ndarray]]:
+            r0 = c0 = listed = 0
             with tqdm(total=rows, desc=f"estimating {n}-grams", unit="row", unit_scale=True, leave=False) as bar:
                 while c0 < contexts:
                     r1 = min(r0 + self.block, rows)                  # whole contexts: cut at a context start
@@ -458,13 +498,25 @@ class DiskCounts:
                         c1 = c0 + 1
                     r1 = int(np.searchsorted(prefix_map, c1)) if c1 < contexts else rows
                     context = prefix.read(r0, r1).astype(np.int64) - c0
-                    lower = np.exp(lower_logp[suffix.read(r0, r1)])
-                    p, bow = conditional(n, values.read(r0, r1), context, c1 - c0, lower)
-                    p.astype(np.float64).tofile(files[0])
-                    bow.astype(np.float64).tofile(files[1])
+                    keep = (self.col("counts", n).read(r0, r1) >= min_count) if cut else np.ones(r1 - r0, bool)
+                    lower = suffix.read(r0, r1)[keep]               # rows of order n-1, then listed rows
+                    lower = np.exp(lower_logp[listed_below[lower] if cut_below else lower])
+                    p, bow = conditional(n, values.read(r0, r1), context, c1 - c0, lower, keep)
+                    if cut_below:                                    # the listed contexts' weights
+                        bow = bow[self.col("counts", n - 1).read(c0, c1) >= min_count]
+                    parts = [p, bow]
+                    if cut:
+                        grams = self.col("grams", n, np.int32, n).read(r0, r1)[keep]
+                        if self.table.packed[n] or not cut_below:
+                            keys = self.col("keys", n).read(r0, r1)[keep]
+                        else:                                        # prefix rank: the listed prefix row
+                            keys = listed_below[prefix.read(r0, r1)[keep]].astype(np.int64) * self.vocab_size
+                            keys += grams[:, -1]
+                        parts += [listed + np.cumsum(keep) - 1, keys, grams]
+                        listed += int(keep.sum())
                     bar.update(r1 - r0)
                     r0, c0 = r1, c1
-        finally:
-            for f in files:
-                f.close()
-        del prefix_map
+                    yield parts
+
+        self._write_columns(outputs, blocks())
+        del prefix_map, listed_below

@@ -2,6 +2,7 @@
 
     make bench-scale [TOKENS="1000000 14000000 100000000"] [MEMORY=600M] [PERMUTED=1]
     PYTHONPATH=. python bench/scale_bench.py --tokens 1000000 14000000 100000000 --memory 600M [--tmp-dir DIR]
+        [--repeat R] [--in-memory-max T]
 
 The training stream (built once, cached in $LMBENCH_CACHE/scale-bench/): AP 1989's train split, then
 text sampled from the interpolated KN 4-gram estimated on that split, up to the largest --tokens.
@@ -25,7 +26,9 @@ in-memory path's need so that the bounded path is taken; in memory too while the
 reset before it through /proc/self/clear_refs): build (fit), then valid + test scoring.
 Prints a table (B/token: the larger stage peak per training token; us/token: build wall time per
 token), then JSON (also to --out). Wall-clock timings on a shared machine are noisy: the CPU seconds
-(user + system) of the build are printed beside them.
+(user + system) of the build are printed beside them. `--repeat R` builds each size R times, the two
+paths interleaved (in memory, bounded, in memory, bounded, ...) so that both see the same load, and
+prints the ratio bounded / in memory of the summed build wall and CPU seconds.
 """
 
 from __future__ import annotations
@@ -192,6 +195,8 @@ def main() -> None:
     parser.add_argument("--tmp-dir", default=None, help="the folder of the temporary files")
     parser.add_argument("--in-memory-max", type=int, default=20_000_000,
                         help="also build in memory the sizes up to this many tokens (default 20M)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="build each size this many times, the paths interleaved (default 1)")
     parser.add_argument("--out", help="also write the JSON figures to this file")
     parser.add_argument("--permuted", action="store_true",
                         help="extend AP's train by permuted copies of it rather than sampled text (fast)")
@@ -205,7 +210,7 @@ def main() -> None:
 
     figures = {"stream": build_stream(max(args.tokens), args.permuted), "kenlm_ap_lmplz_o5": KENLM_AP, "runs": []}
     for tokens in sorted(args.tokens):
-        for memory in ([None] if tokens <= args.in_memory_max else []) + [args.memory]:
+        for memory in (([None] if tokens <= args.in_memory_max else []) + [args.memory]) * args.repeat:
             started = time.perf_counter()
             row = in_subprocess(["--one", str(tokens), figures["stream"]["path"], memory or "-", args.tmp_dir or "-"])
             row["process_seconds"] = round(time.perf_counter() - started, 1)
@@ -218,6 +223,15 @@ def main() -> None:
         print(f"{r['tokens']:>12,} {r['path']:>10} {r['build_seconds']:8.1f} {r['build_cpu_seconds']:7.1f} {r['build_peak_gb']:9.2f} "
               f"{r['score_seconds']:8.1f} {r['score_peak_gb']:9.2f} {peak * 2**30 / r['tokens']:8.0f} "
               f"{r['build_seconds'] * 1e6 / r['tokens']:9.2f} {r['valid_perplexity']:8.2f} {r['test_perplexity']:8.2f}")
+    for tokens in sorted(args.tokens):  # the interleaved builds' ratio, where both paths ran
+        runs = {path: [r for r in figures["runs"] if r["tokens"] == tokens and r["path"] == path]
+                for path in ("in memory", "bounded")}
+        if all(runs.values()):
+            ratio = {what: round(sum(r[what] for r in runs["bounded"]) / sum(r[what] for r in runs["in memory"]), 3)
+                     for what in ("build_seconds", "build_cpu_seconds")}
+            figures.setdefault("bounded_over_in_memory", {})[tokens] = ratio
+            print(f"{tokens:,} tokens, bounded / in memory over {len(runs['bounded'])} interleaved builds each: "
+                  f"wall {ratio['build_seconds']:.3f}, CPU {ratio['build_cpu_seconds']:.3f}")
     ap = KENLM_AP
     print(f"KenLM lmplz -o 5 on AP 1989's train (14M tokens): {ap['peak_gb']} GB, {ap['seconds']} s")
     print(json.dumps(figures, indent=1))

@@ -14,7 +14,7 @@ A model is fitted on a Corpus (train ids; valid may be used for tuning), scores 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -22,6 +22,19 @@ from lmbench.errors import LMBenchError
 
 if TYPE_CHECKING:
     from corpora.corpus import Corpus
+
+SCORE_CHUNK = 1 << 20  # positions scored at once by `in_chunks`
+
+
+def in_chunks(score: Callable[[np.ndarray, int], np.ndarray], stream: np.ndarray, start: int, history: int,
+              chunk: int | None = None) -> np.ndarray:
+    """score(stream, start), one value per position t >= start, computed `chunk` positions at a time,
+    each piece with the `history` tokens before it: the temporaries of a model whose score holds a
+    few arrays per position stay bounded on a 100M-token stream."""
+    stream, chunk = np.asarray(stream), chunk or SCORE_CHUNK
+    parts = [score(stream[max(s - history, 0):s + chunk], s - max(s - history, 0))
+             for s in range(start, len(stream), chunk)]
+    return np.concatenate(parts) if parts else score(stream, start)
 
 
 def perplexity(logprobs: np.ndarray) -> float:

@@ -8,6 +8,7 @@ import argparse
 import re
 from pathlib import Path
 
+from baselines.cli import BOUNDED_METHODS, add_memory_options
 from lmbench.errors import LMBenchError
 from lmbench.options import existing_file, integer, output_directory
 from reports.experiments import EXTRA_ROWS, KINDS, OURS, ROWS, STREAM_NETWORKS, TABLE1_NETWORKS
@@ -93,6 +94,7 @@ def register(subparsers) -> None:
                       help=f"the networks to train, of {','.join(NETWORK_IDS)} (default: all)")
     text.add_argument("--only", choices=("ngram", "nplm"), default=None,
                       help="ngram: the n-gram rows only; nplm: the networks and their mixtures with the trigram")
+    add_memory_options(text, f"the {', '.join(BOUNDED_METHODS)} rows (the same results)")
     parser.set_defaults(run=run_reproduce)
 
     parser = subparsers.add_parser("report", help="rebuild tables, claims and figures from results.json "
@@ -112,13 +114,14 @@ def _text_corpus(args: argparse.Namespace):
     files = {split: getattr(args, split) for split in ("train", "valid", "test")}
     if args.corpus != "text":
         given = [f"--{option.replace('_', '-')}" for option in ("train", "valid", "test", "corpus_file", "networks",
-                                                                 "only", "vocab_size") if getattr(args, option)]
+                                                                 "only", "vocab_size", "memory", "tmp_dir")
+                 if getattr(args, option)]
         if given:
             raise LMBenchError(f"{', '.join(given)}: only for `lmbench reproduce text` (your own corpus); "
                                f"{args.corpus} follows the paper's protocol")
         return None
     options = dict(name=args.name, min_count=args.min_count, vocab_size=args.vocab_size, networks=args.networks,
-                      only=args.only)
+                      only=args.only, memory=args.memory, tmp_dir=args.tmp_dir)
     if args.corpus_file is not None:
         given = [f"--{split}" for split, path in files.items() if path is not None]
         if given:

@@ -65,8 +65,11 @@ QUICK_IGNORED = ("epochs", "valid_tokens")  # a row's own budget, which a quick 
 @dataclass(frozen=True)
 class TextCorpus:
     """A user's corpus for `lmbench reproduce text`: three files of whitespace-separated tokens (or one,
-    `corpus_file`, cut by lines into `split`), the vocabulary options of corpora/text.py, and which rows
-    to run (see reports.experiments.text_rows)."""
+    `corpus_file`, cut by lines into `split`), the vocabulary options of corpora/text.py, which rows
+    to run (see reports.experiments.text_rows), and the memory cap of the n-gram rows that can estimate
+    in bounded memory (baselines.cli.BOUNDED_METHODS; `--memory`), which is no part of a row's
+    fingerprint: both paths give the same model bit for bit (tests/test_disk_counts.py), so a row
+    cached by either is the other's result."""
     train: Path | None = None
     valid: Path | None = None
     test: Path | None = None
@@ -77,6 +80,8 @@ class TextCorpus:
     vocab_size: int | None = None     # keep at most this many words (specials included)
     networks: tuple[str, ...] | None = None
     only: str | None = None           # "ngram" or "nplm"
+    memory: int | None = None         # bytes: the n-gram rows' cap (None: in memory)
+    tmp_dir: Path | None = None       # the bounded path's temporary files (None: the system's folder)
 
 
 def default_settings(corpus: str, quick: bool) -> Settings:
@@ -232,8 +237,11 @@ class Reproduction:
                    checked=True)
 
     def _run_ngram(self, row: Row, extra: dict) -> dict:
-        from baselines.cli import make_ngram
-        model = make_ngram(row.method, row.n, row.classes, row.min_ngram_count, row.cluster_passes).fit(self.corpus)
+        from baselines.cli import BOUNDED_METHODS, make_ngram
+        bounded = {"memory": self.text.memory, "tmp_dir": self.text.tmp_dir} if (
+            self.text is not None and row.method in BOUNDED_METHODS) else {}
+        model = make_ngram(row.method, row.n, row.classes, row.min_ngram_count, row.cluster_passes,
+                           **bounded).fit(self.corpus)
         return saved.scored_splits(model, SPLITS)  # with the context buckets of deleted interpolation
 
     def _run_network(self, row: Row, extra: dict) -> dict:

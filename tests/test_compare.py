@@ -5,6 +5,8 @@ import json
 
 import pytest
 
+from baselines.cli import BOUNDED_METHODS
+from baselines.disk_counts import DiskCounts
 from lmbench_cli import main
 from reports.experiments import class_counts, text_rows
 from tests.helpers import chain_text, run_cli, write_splits
@@ -85,6 +87,25 @@ def test_rows_are_chosen_by_only_and_networks():
     assert class_counts(16_000) == [160, 480, 1600] and class_counts(50) == [2, 5]
 
 
+def test_bounded_memory_gives_the_same_rows(corpus_files, tmp_path, capsys, monkeypatch):
+    """--memory: the n-gram rows that take it estimate in bounded memory, to the same perplexities and
+    the same fingerprints (the cap is no part of them) as in memory."""
+    counted = []
+    count = DiskCounts.count
+    monkeypatch.setattr(DiskCounts, "count", lambda self: (counted.append(self.order), count(self))[1])
+    rows = {}
+    for name, more in (("in-memory", ()), ("bounded", ("--memory", "100K", "--tmp-dir", str(tmp_path / "tmp")))):
+        assert main(_argv(corpus_files, tmp_path / name, "--only", "ngram", *more)) == 0, capsys.readouterr().err
+        rows[name] = json.loads((tmp_path / name / "report" / "results.json").read_text())["rows"]
+        assert counted == ([] if name == "in-memory" else
+                           [row["n"] for row in rows[name] if row["method"] in BOUNDED_METHODS])
+    assert "kn-backoff-5" in {row["id"] for row in rows["bounded"]}  # its cutoff too
+    keys = ("id", "fingerprint", "train_ppl", "valid_ppl", "test_ppl")
+    assert [[row[key] for key in keys] for row in rows["bounded"]] == [[row[key] for key in keys]
+                                                                        for row in rows["in-memory"]]
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
 @pytest.mark.parametrize("argv, message", [
     (["reproduce", "text"], "reproduce text needs --train, --valid, --test"),
     (["reproduce", "brown", "--networks", "mlp1"], "--networks: only for `lmbench reproduce text`"),
@@ -95,6 +116,8 @@ def test_rows_are_chosen_by_only_and_networks():
     (["reproduce", "text", "--split", "0.8,0.1,0.1"], "--split cuts the one file of --corpus-file"),
     (["reproduce", "text", "--corpus-file", "pyproject.toml", "--split", "0.8,0.3"], "give three fractions above 0"),
     (["reproduce", "brown", "--corpus-file", "pyproject.toml"], "--corpus-file: only for `lmbench reproduce text`"),
+    (["reproduce", "ap", "--memory", "1G"], "--memory: only for `lmbench reproduce text`"),
+    (["reproduce", "text", "--memory", "lots"], "give a size such as 4G"),
 ])
 def test_bad_setups_end_in_one_line(argv, message, capsys):
     assert main(argv) == 2

@@ -68,3 +68,24 @@ def test_refuses_a_vocabulary_too_large_for_int64_keys(monkeypatch):
     monkeypatch.setattr(di, "MAX_VOCAB", 3)
     with pytest.raises(LMBenchError, match="min-count"):
         DeletedInterpolationTrigram().fit(make_corpus("a b a c", "a b", "c"))
+
+
+@pytest.mark.parametrize("unique_end", [False, True])
+def test_bounded_memory_counts_give_the_same_model(tmp_path, unique_end):
+    """--memory: the counts from disk (baselines/disk_counts.py) under a cap that forces many runs give
+    the same count tables, c(u, v, .) at the stream's last bigram included, hence the same weights and
+    every probability, and leave nothing on disk."""
+    train = _text(0, 12000) + (" z" if unique_end else "")  # the last bigram seen once: c(u, v, .) = 0
+    corpus = make_corpus(train, _text(1, 3000), _text(2, 1000))
+    in_memory = DeletedInterpolationTrigram().fit(corpus)
+    bounded = DeletedInterpolationTrigram(memory=100_000, tmp_dir=tmp_path).fit(corpus)
+    assert isinstance(bounded.trigram.keys, np.memmap)               # it did count on disk
+    for name in ("bigram", "trigram", "trigram_context"):
+        a, b = getattr(in_memory, name), getattr(bounded, name)
+        keys = np.union1d(a.keys, b.keys)
+        assert np.array_equal(a.get(keys), b.get(keys)), name
+    assert np.array_equal(in_memory.weights, bounded.weights)
+    for split in ("train", "valid", "test"):
+        assert np.array_equal(in_memory.logprobs(split), bounded.logprobs(split))
+    assert np.array_equal(in_memory.distribution([1, 2]), bounded.distribution([1, 2]))
+    assert list(tmp_path.iterdir()) == []

@@ -97,8 +97,24 @@ def test_the_cap_chooses_the_path(tmp_path, corpus):
     assert not isinstance(KneserNey(3, memory=parse_size("4G"), tmp_dir=tmp_path).fit(corpus).table.keys[3],
                           np.memmap)                                # it fits: in memory
     assert isinstance(KneserNey(3, memory=TINY_CAP, tmp_dir=tmp_path).fit(corpus).table.keys[3], np.memmap)
-    with pytest.raises(LMBenchError, match="cutoffs are not implemented"):
-        KneserNeyBackoff(3, min_count=2, memory=TINY_CAP, tmp_dir=tmp_path).fit(corpus)
+
+
+@pytest.mark.parametrize("packed", [None, False])
+@pytest.mark.parametrize("cls", [KneserNeyBackoff, Katz])
+@pytest.mark.parametrize("order", [3, 5])
+def test_count_cutoffs_on_the_bounded_path(tmp_path, corpus, monkeypatch, packed, cls, order):
+    """SRILM's cutoffs (the paper's back-off rows): the listed rows, renumbered keys included, and every
+    probability and weight equal the in-memory model's."""
+    if packed is False:  # prefix-rank keys, whose prefix rows the cutoff renumbers
+        monkeypatch.setattr(baselines.counts, "packs", lambda vocab_size, n: False)
+    in_memory = cls(order, min_count=2).fit(corpus)
+    bounded = cls(order, min_count=2, memory=TINY_CAP, tmp_dir=tmp_path).fit(corpus)
+    assert isinstance(bounded.table.keys[order], np.memmap)
+    assert in_memory.table.size(order) < len(np.unique(np.lib.stride_tricks.sliding_window_view(
+        corpus.train, order), axis=0))                              # the cutoff did leave rows out
+    assert_same_model(in_memory, bounded)
+    assert_normalised(bounded, corpus)
+    assert list(tmp_path.iterdir()) == []
 
 
 class Killed(Exception):
@@ -180,8 +196,8 @@ def test_cli_memory_options(tmp_path, corpus, monkeypatch, capsys):
     assert main([*base, "--memory", "lots"]) == 2
     err = capsys.readouterr().err
     assert "--memory" in err and "4G" in err and err.count("\n") == 1
-    assert main([*base[:2], "deleted-interpolation", *base[3:], "--memory", "1G"]) == 2
-    assert "--memory applies to katz" in capsys.readouterr().err
+    assert main([*base[:2], "add-one-unigram", *base[3:], "--memory", "1G"]) == 2
+    assert "--memory applies to deleted-interpolation, katz" in capsys.readouterr().err
     full_disk_after(monkeypatch, 10)
     arpa = tmp_path / "full.arpa"
     assert main([*base, "--memory", "100K", "--tmp-dir", str(work), "--arpa", str(arpa)]) == 2

@@ -55,3 +55,23 @@ def test_a_training_split_shorter_than_the_order_is_refused():
     from baselines.kneser_ney import KneserNey
     with pytest.raises(LMBenchError, match="fewer than the model order 5: use a longer corpus"):
         KneserNey(5).fit(make_corpus("a b c", "a", "b"))
+
+
+def test_long_streams_are_scored_in_chunks_to_the_same_values(monkeypatch):
+    """lmbench.model.in_chunks: chunks of a few positions, each with its history, give every model that
+    scores through it (back-off, deleted interpolation) the values of one pass, buckets included."""
+    import lmbench.model
+    from baselines.deleted_interpolation import DeletedInterpolationTrigram
+    from baselines.kneser_ney import KneserNey
+    from tests.test_kneser_ney import markov_text
+    corpus = make_corpus(markov_text(3000, 40, 0), markov_text(500, 40, 1), markov_text(500, 40, 2))
+    for model in (DeletedInterpolationTrigram().fit(corpus), KneserNey(4).fit(corpus)):
+        whole = {split: model.logprobs(split) for split in ("train", "valid", "test")}
+        buckets = hasattr(model, "split_buckets") and model.split_buckets("valid")
+        monkeypatch.setattr(lmbench.model, "SCORE_CHUNK", 7)
+        for split in whole:
+            assert np.array_equal(model.logprobs(split), whole[split]), (type(model).__name__, split)
+            assert len(whole[split]) == len(corpus.split(split))
+        if buckets is not False:
+            assert np.array_equal(model.split_buckets("valid"), buckets)
+        monkeypatch.undo()

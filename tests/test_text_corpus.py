@@ -83,3 +83,30 @@ def test_one_file_is_cached_by_content_and_cut(tmp_path):
     assert load_text_file(path, (0.5, 0.25, 0.25)).info["from_cache"] is False  # another cut
     path.write_text("".join(f"w{i % 5}\n" for i in range(40)))
     assert load_text_file(path).info["from_cache"] is False  # another content
+
+
+def test_files_are_read_in_chunks_to_the_same_corpus(tmp_path, monkeypatch):
+    """Chunks of a few characters (cut at whitespace, so no token is split) give the corpus of one chunk:
+    the same vocabulary, ids and words behind <unk>, from three files and from one cut by lines."""
+    import numpy as np
+    import corpora.text
+    from corpora.text import load_text_file, token_chunks
+    text = "the  cat\tsat\n on the mat <unk> a zebra\n\nthe end  "
+    assert [t for chunk in token_chunks(text, 3) for t in chunk] == text.split()
+    assert len(list(token_chunks(text, 3))) > 5
+    p = write_splits(tmp_path, train="the cat sat on the mat <unk> the dog\nsat " * 20,
+                     valid="the yak sat\n on a mat zebra", test="the cat <unk> ate")
+    lines = tmp_path / "all.txt"
+    lines.write_text("".join(f"the cat sat {'yak' if i % 7 == 0 else 'mat'} line {i % 5} once{i}\n" for i in range(60)))
+    loaders = [lambda: load_text(p["train"], p["valid"], p["test"], min_count=2, use_cache=False),
+               lambda: load_text_file(lines, min_count=2, use_cache=False)]
+    for load in loaders:
+        whole = load()
+        monkeypatch.setattr(corpora.text, "CHUNK_CHARS", 4)
+        chunked = load()
+        monkeypatch.undo()
+        assert chunked.vocab.words == whole.vocab.words and len(whole.vocab) > 3
+        for split in ("train", "valid", "test"):
+            assert np.array_equal(chunked.split(split), whole.split(split)), split
+            assert chunked.unk_words[split].tolist() == whole.unk_words[split].tolist(), split
+        assert sum(len(whole.unk_words[s]) for s in ("train", "valid", "test")) > 0
