@@ -132,8 +132,8 @@ def test_two_processes_preparing_one_corpus_build_it_once(text_corpus, tmp_path)
         from pathlib import Path
         import corpora.text as text
         me, ready, files = sys.argv[1], Path(sys.argv[2]), sys.argv[3:]
-        read = text.read_tokens
-        text.read_tokens = lambda path: (time.sleep(0.5), read(path))[1]
+        read = text.read_tokens_text
+        text.read_tokens_text = lambda path: (time.sleep(0.5), read(path))[1]
         (ready / me).touch()
         while len(list(ready.iterdir())) < 2:
             time.sleep(0.01)
