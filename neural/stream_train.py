@@ -47,7 +47,7 @@ from neural.config import OBJECTIVES
 from neural.objectives import make_objective
 from neural.recipe import resolve_device
 from neural.stream import StreamLanguageModel, StreamNetwork, padded_inputs
-from neural.train import BEST, CHECKPOINT, LOG, RESULT, atomic_save, nan_error, read_checkpoint
+from neural.train import BEST, CHECKPOINT, LOG, RESULT, atomic_save, epoch_bar, nan_error, read_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -238,11 +238,7 @@ def train_stream(corpus, family: str, shape, config: StreamTrainConfig, out_dir:
         lane, updates = lane_layout(len(targets), config.lanes, steps, offset)
         starts = offset + lane * torch.arange(config.lanes, device=device)  # (B,) each lane's first target
         started, seconds_before = time.perf_counter(), state["seconds"]
-        bar = None
-        if progress:
-            from tqdm import tqdm
-            bar = tqdm(total=updates, initial=state["position"], desc=f"{family} epoch {epoch + 1}", unit="upd",
-                       leave=False, mininterval=1.0)
+        bar = epoch_bar(progress, updates, state["position"], f"{family} epoch {epoch + 1}")
         net.train()
         while state["position"] < updates:
             if config.max_steps is not None and state["step"] >= config.max_steps:

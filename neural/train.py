@@ -101,6 +101,15 @@ def build_network(config: NPLMConfig, corpus, team: Team, *, progress: bool = Tr
                         structure=structure, dropout=config.dropout)
 
 
+def epoch_bar(progress: bool, updates: int, done: int, desc: str):
+    """The progress bar of one epoch of `updates` updates, `done` of them already (a resumed epoch);
+    None without progress. Both trainers' (this one, neural.stream_train's)."""
+    if not progress:
+        return None
+    from tqdm import tqdm
+    return tqdm(total=updates, initial=done, desc=desc, unit="upd", leave=False, mininterval=1.0)
+
+
 def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool = False,
                progress: bool = True, evaluate: bool = True, team: Team | None = None) -> dict:
     """Train on corpus.train, early-stop on corpus.valid, write the run into out_dir and return the
@@ -199,11 +208,7 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
         order = torch.from_numpy(permutation).to(device)  # (T,) this epoch's visiting order
         started = time.perf_counter()
         seconds_before = state["seconds"]
-        bar = None
-        if progress:
-            from tqdm import tqdm
-            bar = tqdm(total=steps_per_epoch, initial=state["position"], desc=f"epoch {epoch + 1}",
-                       unit="upd", leave=False, mininterval=1.0)
+        bar = epoch_bar(progress, steps_per_epoch, state["position"], f"epoch {epoch + 1}")
         net.train()
         while state["position"] < steps_per_epoch:
             if config.max_steps is not None and state["step"] >= config.max_steps:
