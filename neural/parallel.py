@@ -4,8 +4,9 @@ Launch: `torchrun --nproc-per-node P -m lmbench_cli -- nplm train ... --parallel
 keeps torchrun from taking --n, --m and --h for abbreviations of its own options). torchrun starts P
 processes and gives each its RANK, WORLD_SIZE, LOCAL_RANK and the rendezvous address; `connect` joins
 them into one process group (gloo on the CPU, NCCL on CUDA, one GPU per process: cuda:LOCAL_RANK) and
-returns the `Team` through which `neural.train` does everything that crosses processes. A run without
---parallel gets the one-process Team, whose every hook is the single-process code path itself.
+returns the `Team` through which `neural.train` does everything that crosses processes: one class per
+scheme, with the same hooks. A run without --parallel gets the one-process `Team`, whose every hook is
+the single-process code path itself; "data" a `DataTeam`, "vocab" a `VocabTeam`.
 
 - "data" (section 3.1, made synchronous): every process holds the whole network and takes its part of
   each minibatch of the epoch's permutation; the minibatch of one update is the per-process batch times
@@ -84,8 +85,8 @@ def launch_environment(mode: str) -> dict[str, int]:
 def connect(mode: str | None, vocab_size: int, *, device: str = "auto", backend: str = "auto",
             threads: int | None = None) -> "Team":
     """The Team of this run: one process when mode is None, else this process's place in the process
-    group torchrun started (joined here, or the one already joined). Every set-up error is raised
-    before the rendezvous, on every process alike."""
+    group torchrun started (joined here, or the one already joined) as a `DataTeam` or a `VocabTeam`.
+    Every set-up error is raised before the rendezvous, on every process alike."""
     if mode is None:
         return Team(device=resolve_device(device, threads))
     env = launch_environment(mode)
@@ -107,7 +108,9 @@ def connect(mode: str | None, vocab_size: int, *, device: str = "auto", backend:
         dist.init_process_group("nccl" if backend == "auto" and place.type == "cuda" else
                                 "gloo" if backend == "auto" else backend,
                                 rank=env["RANK"], world_size=world)
-    return Team(mode, dist.get_rank(), dist.get_world_size(), place, vocab_size)
+    if mode == "data":
+        return DataTeam(dist.get_rank(), dist.get_world_size(), place)
+    return VocabTeam(dist.get_rank(), dist.get_world_size(), place, vocab_size)
 
 
 def leave_process_group() -> None:
@@ -122,14 +125,15 @@ def leave_process_group() -> None:
 
 
 class Team:
-    """The processes of one run and what crosses between them. The one-process Team (mode None) runs
-    the single-process code path: its hooks return their input or call the function given."""
+    """The processes of one run and what crosses between them; this base class is the one-process run,
+    whose every hook is the single-process code path (it returns its input or calls the function
+    given). `connect` returns it, or the team of the --parallel scheme (`DataTeam`, `VocabTeam`)."""
 
-    def __init__(self, mode: str | None = None, rank: int = 0, world: int = 1,
-                 device: torch.device = torch.device("cpu"), vocab_size: int = 0):
-        self.mode, self.rank, self.world, self.device = mode, rank, world, device
-        self.rows = blocks(vocab_size, world)  # vocab: process i owns output rows rows[i] .. rows[i+1] - 1
-        self.row_sizes = np.diff(self.rows).tolist()
+    mode: str | None = None  # the --parallel scheme
+    rank, world = 0, 1
+
+    def __init__(self, device: torch.device = torch.device("cpu")):
+        self.device = device
 
     @property
     def writer(self) -> bool:
@@ -137,9 +141,70 @@ class Team:
         return self.rank == 0
 
     def close(self) -> None:
+        """The end of a command: nothing to leave on one process."""
+
+    def any(self, flag: bool) -> bool:
+        """True on every process when `flag` is true on one (a decision all must take together)."""
+        return flag
+
+    def from_rank0(self, fn: Callable[[], T]) -> T:
+        """fn() run on rank 0 and its result sent to every process."""
+        return fn()
+
+    # -- the network ----------------------------------------------------------------------------------
+
+    def network(self, model: str, shape, vocab_size: int, *, output: str = "softmax",
+                structure: torch.Tensor | None = None, dropout: float = 0.0):
+        """This process's network of family `model` (`neural.families`): the whole network (under
+        "vocab", the family's block of it)."""
+        return self.build(family(model), shape, vocab_size, output=output, structure=structure, dropout=dropout)
+
+    def build(self, entry, shape, vocab_size: int, *, output: str, structure: torch.Tensor | None,
+              dropout: float):
+        """The network of family `entry`: the whole network."""
+        return entry.network_class()(shape, vocab_size, output=output, structure=structure, dropout=dropout)
+
+    def state_dict(self, net: NPLM) -> dict | None:
+        """The whole network's state on rank 0, in the single-process format, None elsewhere."""
+        return net.state_dict()
+
+    def sync_replicas(self, net: NPLM) -> None:
+        """Make the parameters every process holds whole equal to rank 0's (nothing to do on one)."""
+
+    # -- training -----------------------------------------------------------------------------------
+
+    def batch(self, per_process: int) -> int:
+        """Windows per update, all processes together."""
+        return per_process
+
+    def shard_batch(self, ids: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """This process's windows of a minibatch ids (B,) and their share of it (the weight of their
+        mean loss): all of them, weight 1, but under "data"."""
+        return ids, 1.0
+
+    def sum_gradients(self, net: NPLM, loss: torch.Tensor, weight: float) -> float:
+        """After loss.backward(): the minibatch's loss, the same on every process (its gradients are
+        whole already but under "data")."""
+        return loss.item()
+
+    def score_stream(self, net: NPLM, stream: np.ndarray, start: int, **options) -> np.ndarray:
+        """`neural.lm.score_stream` on the processes of the run: the same float64 log-probabilities on
+        every process."""
+        return score_stream(net, stream, start, **options)
+
+
+class ProcessGroup(Team):
+    """Several processes joined by torch.distributed: the collectives the schemes are made of, and
+    what every scheme does alike (rank 0 reads and decides for all, the network refuses a scheme its
+    family does not support)."""
+
+    def __init__(self, rank: int, world: int, device: torch.device):
+        super().__init__(device)
+        self.rank, self.world = rank, world
+
+    def close(self) -> None:
         """Leave the process group (the end of a command)."""
-        if self.mode is not None:
-            leave_process_group()
+        leave_process_group()
 
     # -- collectives ---------------------------------------------------------------------------------
 
@@ -172,16 +237,11 @@ class Team:
         return torch.cat([part[:size] for part, size in zip(parts, sizes)])
 
     def any(self, flag: bool) -> bool:
-        """True on every process when `flag` is true on one (a decision all must take together)."""
-        if self.mode is None:
-            return flag
         return bool(self.all_reduce(torch.tensor([int(flag)], device=self.device), "max"))
 
     def from_rank0(self, fn: Callable[[], T]) -> T:
         """fn() run on rank 0 and its result sent to every process; an LMBenchError it raises is
         raised on every process (so none waits for a partner that has stopped)."""
-        if self.mode is None:
-            return fn()
         payload = [None]
         if self.writer:
             try:
@@ -196,61 +256,47 @@ class Team:
 
     # -- the network ----------------------------------------------------------------------------------
 
-    def network(self, model: str, shape, vocab_size: int, *, output: str = "softmax",
-                structure: torch.Tensor | None = None, dropout: float = 0.0):
-        """This process's network of family `model` (`neural.families`): the whole network, or under
-        "vocab" the family's block of it (the NPLM's `VocabSlice`)."""
-        entry = family(model)
-        if self.mode is not None and self.mode not in shape.parallel:
+    def network(self, model: str, shape, vocab_size: int, **options):
+        """The network (`Team.network`), refused in one line when its family is not parallel this way."""
+        if self.mode not in shape.parallel:
             raise LMBenchError(shape.refuse_parallel(model, self.mode))
-        if self.mode != "vocab":
-            return entry.network_class()(shape, vocab_size, output=output, structure=structure, dropout=dropout)
-        if output != "softmax":
-            raise LMBenchError(f"a network with the {output} output layer is not vocabulary-parallel: "
-                               "evaluate it with --parallel data or on one process")
-        return load(entry.vocab_slice)(shape, vocab_size, dropout=dropout, team=self)
+        return super().network(model, shape, vocab_size, **options)
 
-    def state_dict(self, net: NPLM) -> dict | None:
-        """The whole network's state on rank 0, in the single-process format (the blocks of [U, W]
-        and b gathered), None elsewhere."""
-        state = net.state_dict()
-        if self.mode == "vocab":
-            for name in SLICED:
-                state[name] = self.gather_rows(state[name], self.row_sizes, everyone=False)
-        return state if self.writer else None
+    def replicated(self, name: str) -> bool:
+        """Whether every process holds parameter `name` whole."""
+        return True
 
     @torch.no_grad()
     def sync_replicas(self, net: NPLM) -> None:
         """Copy rank 0's values of the parameters every process holds whole to the others: updates
         applied alike keep them equal, but a GPU's scatter-add may round differently per process."""
-        if self.mode is None:
-            return
         for name, parameter in net.named_parameters():
-            if self.mode == "data" or name not in SLICED:
+            if self.replicated(name):
                 dist.broadcast(parameter, src=0)
 
-    # -- training -----------------------------------------------------------------------------------
+
+class DataTeam(ProcessGroup):
+    """Section 3.1, made synchronous: the whole network on every process, each taking its part of
+    every minibatch; the weighted gradients summed, evaluation split by tokens."""
+
+    mode = "data"
 
     def batch(self, per_process: int) -> int:
-        """Windows per update, all processes together: data-parallel processes each take their own."""
-        return per_process * self.world if self.mode == "data" else per_process
+        """Data-parallel processes each take their own windows: the per-process batch times them."""
+        return per_process * self.world
 
     def shard_batch(self, ids: torch.Tensor) -> tuple[torch.Tensor, float]:
-        """This process's windows of a minibatch ids (B,) and their share of it (n_r / B, the weight of
-        their mean loss). At an epoch's end a minibatch may have fewer windows than there are
-        processes: one left without any takes a stand-in window of weight 0."""
-        if self.mode != "data":
-            return ids, 1.0
+        """This process's windows of a minibatch ids (B,) and their share of it (n_r / B). At an
+        epoch's end a minibatch may have fewer windows than there are processes: one left without any
+        takes a stand-in window of weight 0."""
         edges = blocks(len(ids), self.world)
         lo, hi = edges[self.rank], edges[self.rank + 1]
         return (ids[lo:hi], (hi - lo) / len(ids)) if hi > lo else (ids[:1], 0.0)
 
     def sum_gradients(self, net: NPLM, loss: torch.Tensor, weight: float) -> float:
-        """After loss.backward(): data-parallel, every gradient and the loss become their sums over the
-        processes, each weighted by its share of the minibatch (so: those of the mean loss over the
-        whole minibatch). Returns the minibatch's loss, the same on every process."""
-        if self.mode != "data":
-            return loss.item()  # vocab: the loss and the gradients are whole already
+        """After loss.backward(): every gradient and the loss become their sums over the processes,
+        each weighted by its share of the minibatch (so: those of the mean loss over the whole
+        minibatch). Returns the minibatch's loss, the same on every process."""
         grads = [p.grad for p in net.parameters() if p.grad is not None]
         dense = [g for g in grads if not g.is_sparse]
         flat = torch.cat([g.reshape(-1) for g in dense] + [loss.detach().reshape(1).to(dense[0].dtype)])
@@ -270,15 +316,43 @@ class Team:
         return float(flat[-1])
 
     def score_stream(self, net: NPLM, stream: np.ndarray, start: int, **options) -> np.ndarray:
-        """`neural.lm.score_stream` on the processes of the run: data-parallel, each scores its share of
-        the tokens and they are gathered; vocabulary-parallel, each takes its block of every softmax
-        (`SoftmaxBlock.parts`). The same float64 log-probabilities on every process."""
-        if self.mode != "data":
-            return score_stream(net, stream, start, **options)
+        """Each process scores its share of the tokens and they are gathered."""
         edges = blocks(len(stream) - start, self.world)
         lo, hi = start + edges[self.rank], start + edges[self.rank + 1]
         mine = torch.from_numpy(score_stream(net, stream[:hi], lo, **options)).to(self.device)
         return self.gather_rows(mine, np.diff(edges).tolist()).cpu().numpy()
+
+
+class VocabTeam(ProcessGroup):
+    """Section 3.2, parameter-parallel: process i holds the block of output rows rows[i] ..
+    rows[i + 1] - 1 (`VocabSlice`), every process takes the whole minibatch, and every method of the
+    output layer crosses the processes (`SoftmaxBlock`); the hooks of the loop are those of one process."""
+
+    mode = "vocab"
+
+    def __init__(self, rank: int, world: int, device: torch.device, vocab_size: int):
+        super().__init__(rank, world, device)
+        self.rows = blocks(vocab_size, world)  # process i owns output rows rows[i] .. rows[i+1] - 1
+        self.row_sizes = np.diff(self.rows).tolist()
+
+    def build(self, entry, shape, vocab_size: int, *, output: str, structure: torch.Tensor | None,
+              dropout: float):
+        """This process's block of the network (the family's `vocab_slice`, the NPLM's `VocabSlice`),
+        of the full softmax only."""
+        if output != "softmax":
+            raise LMBenchError(f"a network with the {output} output layer is not vocabulary-parallel: "
+                               "evaluate it with --parallel data or on one process")
+        return load(entry.vocab_slice)(shape, vocab_size, dropout=dropout, team=self)
+
+    def state_dict(self, net: NPLM) -> dict | None:
+        """The whole network's state on rank 0 (the blocks of [U, W] and b gathered), None elsewhere."""
+        state = net.state_dict()
+        for name in SLICED:
+            state[name] = self.gather_rows(state[name], self.row_sizes, everyone=False)
+        return state if self.writer else None
+
+    def replicated(self, name: str) -> bool:
+        return name not in SLICED
 
 
 class VocabSlice(NPLM):

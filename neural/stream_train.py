@@ -44,10 +44,11 @@ from lmbench.model import perplexity
 from mixing.saved import save as save_logprobs, scored_splits
 from neural.families import family as family_entry
 from neural.config import OBJECTIVES
+from neural.loop import RunState, run_epochs, write_log
 from neural.objectives import make_objective
 from neural.recipe import resolve_device
 from neural.stream import StreamLanguageModel, StreamNetwork, padded_inputs
-from neural.train import BEST, CHECKPOINT, LOG, RESULT, atomic_save, epoch_bar, nan_error, read_checkpoint
+from neural.train import BEST, CHECKPOINT, LOG, RESULT, atomic_save, nan_error, read_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -169,160 +170,133 @@ def train_stream(corpus, family: str, shape, config: StreamTrainConfig, out_dir:
     """Train a `family` network of config `shape` on corpus.train, validate on corpus.valid, write the
     run into out_dir and return its figures (train/valid/test perplexity of the best model when
     `evaluate`, tokens/s, seconds, epochs)."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    device = resolve_device(config.device, config.threads)
-    fingerprint = corpus.vocab.fingerprint()
-    vocab_size = len(corpus.vocab)
-    torch.manual_seed(config.seed)
-    dropout = DROPOUT[family] if config.dropout is None else config.dropout
-    net = build_stream_network(family, vocab_size, shape, dropout)
-    network_args = dataclasses.asdict(net.shape)
-    counts = np.bincount(corpus.train, minlength=vocab_size) + 1.0
-    unigram = torch.from_numpy(counts / counts.sum())  # (V,) add-one unigram of train: q
-    net.set_unigram_biases(unigram)
-    net.to(device)
-    sampler = torch.Generator(device=device)
-    sampler.manual_seed(config.seed)
-    objective = make_objective(config.objective, unigram.float().to(device), config.samples, sampler)
-    optimizer = torch.optim.AdamW([{"params": net.decay_parameters(), "weight_decay": config.weight_decay},
-                                   {"params": net.bias_parameters(), "weight_decay": 0.0}],
-                                  lr=config.lr, betas=(0.9, 0.99))
-    steps = steps_of(net, config)
-    state = {"epoch": 0, "position": 0, "step": 0, "loss_sum": 0.0, "tokens": 0, "seconds": 0.0,
-             "best_valid": math.inf, "history": [], "stopped": None}
-    carried = None  # the LSTM's (h, c) of the lanes between updates
-    checkpoint_path = out / CHECKPOINT
-    if checkpoint_path.exists():
-        if not resume:
-            raise LMBenchError(f"{out} already holds a run ({CHECKPOINT}): pass --resume to continue it or "
-                               "choose another --out directory")
-        saved = read_stream_checkpoint(checkpoint_path, fingerprint, family, network_args)
-        if (saved["lanes"], saved["steps"]) != (config.lanes, steps):
-            raise LMBenchError(f"checkpoint {checkpoint_path} was trained with --lanes {saved['lanes']} "
+    run = StreamTrainer(corpus, family, shape, config, Path(out_dir), resume=resume)
+    run_epochs(run, epochs=config.epochs, max_steps=config.max_steps, checkpoint_minutes=config.checkpoint_minutes,
+               progress=progress, desc=f"{family} epoch", postfix_every=20)
+    return finish(corpus, config, run.state, run.out, evaluate)
+
+
+class StreamTrainer:
+    """The run of a stream network (`neural.loop.Trainer`): the network, objective and AdamW of
+    `config`, resumed from out/checkpoint.pt when `resume`, and the hooks of `neural.loop.run_epochs`."""
+
+    def __init__(self, corpus, family: str, shape, config: StreamTrainConfig, out: Path, *, resume: bool):
+        out.mkdir(parents=True, exist_ok=True)
+        self.family, self.config, self.out = family, config, out
+        self.device = device = resolve_device(config.device, config.threads)
+        self.fingerprint = corpus.vocab.fingerprint()
+        self.vocab_size = vocab_size = len(corpus.vocab)
+        torch.manual_seed(config.seed)
+        dropout = DROPOUT[family] if config.dropout is None else config.dropout
+        self.net = net = build_stream_network(family, vocab_size, shape, dropout)
+        self.network_args = dataclasses.asdict(net.shape)
+        counts = np.bincount(corpus.train, minlength=vocab_size) + 1.0
+        unigram = torch.from_numpy(counts / counts.sum())  # (V,) add-one unigram of train: q
+        net.set_unigram_biases(unigram)
+        net.to(device)
+        self.sampler = torch.Generator(device=device)
+        self.sampler.manual_seed(config.seed)
+        self.objective = make_objective(config.objective, unigram.float().to(device), config.samples, self.sampler)
+        self.optimizer = torch.optim.AdamW([{"params": net.decay_parameters(), "weight_decay": config.weight_decay},
+                                            {"params": net.bias_parameters(), "weight_decay": 0.0}],
+                                           lr=config.lr, betas=(0.9, 0.99))
+        self.steps = steps_of(net, config)
+        self.state = RunState()
+        self.carried = None  # the LSTM's (h, c) of the lanes between updates
+        self.checkpoint_path = out / CHECKPOINT
+        if self.checkpoint_path.exists():
+            if not resume:
+                raise LMBenchError(f"{out} already holds a run ({CHECKPOINT}): pass --resume to continue it or "
+                                   "choose another --out directory")
+            self.restore()
+        self.inputs = torch.from_numpy(padded_inputs(corpus.train)).to(device)  # (T + 1,): inputs[t] -> train[t]
+        self.targets = torch.from_numpy(corpus.train.astype(np.int64)).to(device)  # (T,)
+        self.valid_stream, self.valid_start = corpus.stream_for("valid")
+        if config.valid_tokens is not None:
+            self.valid_stream = self.valid_stream[: self.valid_start + config.valid_tokens]
+        self.total_updates = lane_layout(len(self.targets), config.lanes, self.steps, 0)[1] * config.epochs  # schedule
+
+    def restore(self) -> None:
+        path, device = self.checkpoint_path, self.device
+        saved = read_stream_checkpoint(path, self.fingerprint, self.family, self.network_args)
+        if (saved["lanes"], saved["steps"]) != (self.config.lanes, self.steps):
+            raise LMBenchError(f"checkpoint {path} was trained with --lanes {saved['lanes']} "
                                f"--steps {saved['steps']}: resume with the same, or use another --out")
-        net.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
+        self.net.load_state_dict(saved["model"])
+        self.optimizer.load_state_dict(saved["optimizer"])
         torch.set_rng_state(saved["torch_rng"])
-        sampler.set_state(saved["sampler_rng"])
+        self.sampler.set_state(saved["sampler_rng"])
         if device.type == "cuda" and saved.get("cuda_rng") is not None:
             torch.cuda.set_rng_state(saved["cuda_rng"], device)
-        state = saved["state"]
-        carried = None if saved["carried"] is None else tuple(s.to(device) for s in saved["carried"])
-        if state["stopped"] == "max_steps":
-            state["stopped"] = None
-        log.info("resumed %s at epoch %d, update %d", checkpoint_path, state["epoch"] + 1, state["step"])
+        self.state = RunState.restored(saved["state"], path)
+        self.carried = None if saved["carried"] is None else tuple(s.to(device) for s in saved["carried"])
 
-    def save_checkpoint() -> None:
-        model = net.state_dict()
+    def save_checkpoint(self) -> None:
+        model, device, carried = self.net.state_dict(), self.device, self.carried
         if not all(torch.isfinite(t).all() for t in model.values()):
-            raise nan_error(state["step"], checkpoint_path)
-        atomic_save({"model": model, "optimizer": optimizer.state_dict(), "torch_rng": torch.get_rng_state(),
+            raise nan_error(self.state.step, self.checkpoint_path)
+        atomic_save({"model": model, "optimizer": self.optimizer.state_dict(), "torch_rng": torch.get_rng_state(),
                      "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-                     "sampler_rng": sampler.get_state(), "state": state,
+                     "sampler_rng": self.sampler.get_state(), "state": self.state.saved(),
                      "carried": None if carried is None else tuple(s.cpu() for s in carried),
-                     "family": family, "network": network_args, "train_config": dataclasses.asdict(config),
-                     "fingerprint": fingerprint, "vocab_size": vocab_size, "lanes": config.lanes,
-                     "steps": steps}, checkpoint_path)
+                     "family": self.family, "network": self.network_args,
+                     "train_config": dataclasses.asdict(self.config), "fingerprint": self.fingerprint,
+                     "vocab_size": self.vocab_size, "lanes": self.config.lanes, "steps": self.steps},
+                    self.checkpoint_path)
 
-    inputs = torch.from_numpy(padded_inputs(corpus.train)).to(device)  # (T + 1,) inputs[t] predicts train[t]
-    targets = torch.from_numpy(corpus.train.astype(np.int64)).to(device)  # (T,)
-    valid_stream, valid_start = corpus.stream_for("valid")
-    if config.valid_tokens is not None:
-        valid_stream = valid_stream[: valid_start + config.valid_tokens]
-    total_updates = lane_layout(len(targets), config.lanes, steps, 0)[1] * config.epochs  # of the schedule
-    last_save = time.monotonic()
-    while state["epoch"] < config.epochs and state["stopped"] is None:
-        epoch = state["epoch"]
-        offset = int(np.random.default_rng([config.seed, epoch]).integers(0, steps))
-        lane, updates = lane_layout(len(targets), config.lanes, steps, offset)
-        starts = offset + lane * torch.arange(config.lanes, device=device)  # (B,) each lane's first target
-        started, seconds_before = time.perf_counter(), state["seconds"]
-        bar = epoch_bar(progress, updates, state["position"], f"{family} epoch {epoch + 1}")
-        net.train()
-        while state["position"] < updates:
-            if config.max_steps is not None and state["step"] >= config.max_steps:
-                state["stopped"] = "max_steps"
-                break
-            lo = state["position"] * steps
-            width = min(steps, lane - lo)
-            index = starts[:, None] + lo + torch.arange(width, device=device)[None, :]  # (B, width)
-            rate = learning_rate(config, state["step"], total_updates)
-            for group in optimizer.param_groups:
-                group["lr"] = rate
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.bf16):
-                z, carried = net.encode(inputs[index], carried)  # (B, width, K)
-            loss = objective.loss(net, z.reshape(-1, z.shape[-1]).to(net.out.dtype), targets[index].reshape(-1),
-                                  bf16=config.bf16)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            value = loss.item()
-            if not math.isfinite(value):
-                raise nan_error(state["step"], checkpoint_path, value)
-            torch.nn.utils.clip_grad_norm_(net.parameters(), config.clip)
-            optimizer.step()
-            if carried is not None:
-                carried = tuple(s.detach() for s in carried)
-            state["step"] += 1
-            state["position"] += 1
-            state["loss_sum"] += value * index.numel()
-            state["tokens"] += index.numel()
-            state["seconds"] = seconds_before + time.perf_counter() - started
-            if bar is not None:
-                bar.update(1)
-                if state["position"] % 20 == 0:
-                    bar.set_postfix(loss=f"{state['loss_sum'] / state['tokens']:.3f}",
-                                    tok_s=f"{state['tokens'] / max(state['seconds'], 1e-9):.0f}", refresh=False)
-            if time.monotonic() - last_save > 60 * config.checkpoint_minutes:
-                save_checkpoint()
-                last_save = time.monotonic()
-        if bar is not None:
-            bar.close()
-        if state["stopped"] is not None:
-            break
-        carried = None  # the next epoch's lanes start elsewhere
-        end_epoch(net, config, state, valid_stream, valid_start, out, fingerprint, family, network_args,
-                  learning_rate(config, state["step"], total_updates))
-        save_checkpoint()
-        last_save = time.monotonic()
-    save_checkpoint()
-    return finish(corpus, config, state, out, evaluate)
+    def begin_epoch(self) -> int:
+        config = self.config
+        offset = int(np.random.default_rng([config.seed, self.state.epoch]).integers(0, self.steps))
+        self.lane, updates = lane_layout(len(self.targets), config.lanes, self.steps, offset)
+        self.starts = offset + self.lane * torch.arange(config.lanes, device=self.device)  # (B,) lanes' first targets
+        self.net.train()
+        return updates
+
+    def update(self) -> tuple[float, int]:
+        config, net, device, optimizer = self.config, self.net, self.device, self.optimizer
+        lo = self.state.position * self.steps
+        width = min(self.steps, self.lane - lo)
+        index = self.starts[:, None] + lo + torch.arange(width, device=device)[None, :]  # (B, width)
+        rate = learning_rate(config, self.state.step, self.total_updates)
+        for group in optimizer.param_groups:
+            group["lr"] = rate
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.bf16):
+            z, carried = net.encode(self.inputs[index], self.carried)  # (B, width, K)
+        loss = self.objective.loss(net, z.reshape(-1, z.shape[-1]).to(net.out.dtype),
+                                   self.targets[index].reshape(-1), bf16=config.bf16)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        value = loss.item()
+        if not math.isfinite(value):
+            raise nan_error(self.state.step, self.checkpoint_path, value)
+        torch.nn.utils.clip_grad_norm_(net.parameters(), config.clip)
+        optimizer.step()
+        self.carried = None if carried is None else tuple(s.detach() for s in carried)
+        return value, index.numel()
+
+    def end_epoch(self) -> None:
+        """Validation perplexity, the log line and the best model."""
+        config, state, net = self.config, self.state, self.net
+        self.carried = None  # the next epoch's lanes start elsewhere
+        valid_ppl = perplexity(net.score_stream(self.valid_stream, self.valid_start, bf16=config.bf16))
+        if not math.isfinite(valid_ppl):
+            raise nan_error(state.step, self.checkpoint_path, valid_ppl, "the validation perplexity")
+        record = state.record(learning_rate(config, state.step, self.total_updates), valid_ppl,
+                              len(self.valid_stream) - self.valid_start, not OBJECTIVES[config.objective].sampled)
+        log.info("%s epoch %d: train loss %.4f, valid ppl %.2f, %.0f tokens/s, %.0f s", self.family, record["epoch"],
+                 record["train_loss"], valid_ppl, record["tokens_per_s"], record["seconds"])
+        write_log(self.out / LOG, state.history)
+        if state.improves(valid_ppl):
+            atomic_save({"model": net.state_dict(), "family": self.family, "network": self.network_args,
+                         "fingerprint": self.fingerprint, "vocab_size": net.vocab_size, "epoch": record["epoch"],
+                         "valid_perplexity": valid_ppl}, self.out / BEST)
+        state.next_epoch()
 
 
-def end_epoch(net, config, state, valid_stream, valid_start, out, fingerprint, family, network_args,
-              rate: float) -> None:
-    """Validation perplexity, the log line and the best model."""
-    valid_ppl = perplexity(net.score_stream(valid_stream, valid_start, bf16=config.bf16))
-    if not math.isfinite(valid_ppl):
-        raise nan_error(state["step"], out / CHECKPOINT, valid_ppl, "the validation perplexity")
-    record = {"epoch": state["epoch"] + 1, "step": state["step"], "lr": rate,
-              "train_loss": state["loss_sum"] / state["tokens"], "valid_perplexity": valid_ppl,
-              "valid_tokens": len(valid_stream) - valid_start, "tokens_per_s": state["tokens"] / state["seconds"],
-              "seconds": state["seconds"],
-              "total_seconds": sum(r["seconds"] for r in state["history"]) + state["seconds"]}
-    if not OBJECTIVES[config.objective].sampled:
-        record["train_perplexity"] = math.exp(min(record["train_loss"], 700))
-    state["history"].append(record)
-    log.info("%s epoch %d: train loss %.4f, valid ppl %.2f, %.0f tokens/s, %.0f s", family, record["epoch"],
-             record["train_loss"], valid_ppl, record["tokens_per_s"], record["seconds"])
-    atomic_write_text(out / LOG, "".join(json.dumps(r) + "\n" for r in state["history"]))
-    if valid_ppl < state["best_valid"]:
-        state["best_valid"] = valid_ppl
-        atomic_save({"model": net.state_dict(), "family": family, "network": network_args,
-                     "fingerprint": fingerprint, "vocab_size": net.vocab_size, "epoch": record["epoch"],
-                     "valid_perplexity": valid_ppl}, out / BEST)
-    state.update(epoch=state["epoch"] + 1, position=0, loss_sum=0.0, tokens=0, seconds=0.0)
-
-
-def finish(corpus, config, state, out, evaluate: bool) -> dict:
+def finish(corpus, config, state: RunState, out, evaluate: bool) -> dict:
     """The run's figures; with `evaluate`, the exact perplexities of the best model on every split."""
-    history = state["history"]
-    seconds = sum(r["seconds"] for r in history) + state["seconds"]
-    tokens = sum(r["tokens_per_s"] * r["seconds"] for r in history) + state["tokens"]
-    result = {"out": str(out), "objective": config.objective, "epochs": len(history), "updates": state["step"],
-              "stopped": state["stopped"] or "epochs", "tokens_per_s": tokens / seconds if seconds else None,
-              "seconds": seconds, "config": dataclasses.asdict(config)}
-    if not history:
+    result = {"out": str(out), "objective": config.objective, **state.figures(), "config": dataclasses.asdict(config)}
+    if not state.history:
         return result
     if evaluate:
         model = load_stream(out, corpus, device=config.device, bf16=config.bf16, threads=config.threads)
@@ -333,7 +307,7 @@ def finish(corpus, config, state, out, evaluate: bool) -> dict:
             result[f"{split}_perplexity"] = perplexity(logprobs)
         save_logprobs(out / LOGPROBS, scores)  # the input of `lmbench mix`
         result["logprobs"] = str(out / LOGPROBS)
-    result["best_epoch"] = int(np.argmin([r["valid_perplexity"] for r in history])) + 1
+    result["best_epoch"] = int(np.argmin([r["valid_perplexity"] for r in state.history])) + 1
     atomic_write_text(out / RESULT, json.dumps(result, indent=1))
     return result
 

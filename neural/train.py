@@ -1,15 +1,18 @@
-"""Training the NPLM: the loop, with atomic checkpoints and exact resume.
+"""Training the window networks (the NPLM, the energy network): the trainer, with atomic checkpoints
+and exact resume.
 
 The recipes (how the learning rate moves, the batch, the weight decay) are in `neural.recipe`, the
-training losses over the output layer in `neural.objectives`; this file runs them. Both recipes start
+training losses over the output layer in `neural.objectives`, the epoch loop in `neural.loop`; this
+file's `WindowTrainer` runs them. Both recipes start
 the output biases b at the log of the add-one unigram frequencies of train, which is also the proposal
 and noise distribution q of the sampled objectives.
 
 Data order: epoch e visits the training windows in the permutation drawn from seed and e, so a
 resumed run needs only the epoch and the position within it. A checkpoint (checkpoint.pt, written
 to a temporary file then os.replace'd, after every epoch and every `checkpoint_minutes`) holds the
-model, optimizer state, the RNG states (torch, numpy and the objective's sampler), epoch, position,
-update count, the running sums of the epoch, the history, the config and the vocabulary fingerprint.
+model, optimizer state, the RNG states (torch, numpy and the objective's sampler), the run's state
+(`NPLMState`: epoch, position, update count, the running sums of the epoch, the history, the recipe's
+schedule), the config and the vocabulary fingerprint.
 The best model on validation is saved apart (best.pt). Per-epoch figures go to log.jsonl, the final
 ones to result.json.
 
@@ -24,7 +27,7 @@ import dataclasses
 import json
 import logging
 import math
-import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +39,7 @@ from lmbench.model import perplexity
 from neural.config import OBJECTIVES, RECIPES, NPLMConfig
 from neural.families import NetworkShape, family, load
 from neural.lm import NPLMLanguageModel, StreamWindows
+from neural.loop import RunState, run_epochs, write_log
 from neural.objectives import make_objective
 from neural.parallel import Team, connect
 from neural.recipe import apply_weight_decay, learning_rate, make_optimizer, next_epoch_rate, resolve_device
@@ -101,13 +105,14 @@ def build_network(config: NPLMConfig, corpus, team: Team, *, progress: bool = Tr
                         structure=structure, dropout=config.dropout)
 
 
-def epoch_bar(progress: bool, updates: int, done: int, desc: str):
-    """The progress bar of one epoch of `updates` updates, `done` of them already (a resumed epoch);
-    None without progress. Both trainers' (this one, neural.stream_train's)."""
-    if not progress:
-        return None
-    from tqdm import tqdm
-    return tqdm(total=updates, initial=done, desc=desc, unit="upd", leave=False, mininterval=1.0)
+@dataclass
+class NPLMState(RunState):
+    """Where a window network's run stands (`neural.loop.RunState`) and its recipe's schedule."""
+
+    bad_epochs: int = 0  # epochs since the best validation perplexity (the paper recipe's early stopping)
+    rate: float = 0.0  # the sgd recipe's rate of the current epoch (`neural.recipe.next_epoch_rate`)
+    annealing: bool = False  # whether the sgd recipe halves the rate every epoch now
+    decay_pending: int = 0  # updates whose weight decay is not applied yet (`Recipe.decay_every`)
 
 
 def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool = False,
@@ -120,142 +125,160 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
     if trainer is not None:
         return load(trainer)(corpus, config, out_dir, resume=resume, progress=progress, evaluate=evaluate,
                              team=team)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    fingerprint = corpus.vocab.fingerprint()
-    vocab_size = len(corpus.vocab)
-    team = team or connect(config.parallel, vocab_size, device=config.device, backend=config.backend,
+    team = team or connect(config.parallel, len(corpus.vocab), device=config.device, backend=config.backend,
                            threads=config.threads)
-    device = team.device
-    progress = progress and team.writer
+    run = WindowTrainer(corpus, config, Path(out_dir), team, resume=resume, progress=progress and team.writer)
+    run_epochs(run, epochs=config.epochs, max_steps=config.max_steps, checkpoint_minutes=config.checkpoint_minutes,
+               progress=run.progress, together=team.any)
+    return finish(corpus, config, run.state, run.out, team, evaluate)
 
-    torch.manual_seed(config.seed)  # the same on every process: the network starts the same everywhere
-    np.random.seed(config.seed)
-    net = build_network(config, corpus, team, progress=progress)
-    counts = np.bincount(corpus.train, minlength=vocab_size) + 1.0
-    unigram = torch.from_numpy(counts / counts.sum())  # (V,) add-one unigram of train: q
-    net.set_unigram_biases(unigram)  # start from the unigram: b = log q (b_c = log q(c); energy: b = -log q)
-    net.to(device)
-    sampler = torch.Generator(device=device)
-    sampler.manual_seed(config.seed)
-    objective = make_objective(config.objective, unigram.float().to(device), config.samples, sampler)
-    optimizer = make_optimizer(net, config)
-    batch = team.batch(config.batch)  # windows per update, all processes together
-    state = {"epoch": 0, "position": 0, "step": 0, "loss_sum": 0.0, "tokens": 0, "seconds": 0.0,
-             "best_valid": math.inf, "bad_epochs": 0, "history": [], "stopped": None,
-             "rate": config.peak_lr, "annealing": False, "decay_pending": 0}
 
-    checkpoint_path = out / CHECKPOINT
+class WindowTrainer:
+    """The run of a window network (`neural.loop.Trainer`): the network, objective and optimizer of
+    `config`, resumed from out/checkpoint.pt when `resume`, and the hooks of `neural.loop.run_epochs`."""
 
-    def read_resumed() -> dict | None:
-        if not checkpoint_path.exists():
+    def __init__(self, corpus, config: NPLMConfig, out: Path, team: Team, *, resume: bool, progress: bool):
+        out.mkdir(parents=True, exist_ok=True)
+        self.config, self.out, self.team, self.progress = config, out, team, progress
+        self.checkpoint_path = out / CHECKPOINT
+        self.fingerprint = corpus.vocab.fingerprint()
+        self.vocab_size = vocab_size = len(corpus.vocab)
+        device = team.device
+        torch.manual_seed(config.seed)  # the same on every process: the network starts the same everywhere
+        np.random.seed(config.seed)
+        self.net = net = build_network(config, corpus, team, progress=progress)
+        counts = np.bincount(corpus.train, minlength=vocab_size) + 1.0
+        unigram = torch.from_numpy(counts / counts.sum())  # (V,) add-one unigram of train: q
+        net.set_unigram_biases(unigram)  # start from the unigram: b = log q (b_c = log q(c); energy: b = -log q)
+        net.to(device)
+        self.sampler = torch.Generator(device=device)
+        self.sampler.manual_seed(config.seed)
+        self.objective = make_objective(config.objective, unigram.float().to(device), config.samples, self.sampler)
+        self.optimizer = make_optimizer(net, config)
+        self.batch = team.batch(config.batch)  # windows per update, all processes together
+        self.state = NPLMState(rate=config.peak_lr)
+        saved = team.from_rank0(lambda: self.read_resumed(resume))  # read on rank 0, sent to every process
+        if saved is not None:
+            self.restore(saved)
+        # the (T,) targets of the training stream and their contexts (gathered per minibatch), on the device once
+        self.contexts = StreamWindows(corpus.train, net.history, device)
+        self.targets = torch.from_numpy(corpus.train.astype(np.int64)).to(device)
+        self.steps_per_epoch = math.ceil(len(self.targets) / self.batch)
+        self.valid_stream, self.valid_start = corpus.stream_for("valid", history=net.history)
+        if config.valid_tokens is not None:  # the epochs' validation: a prefix of valid, the same every epoch
+            self.valid_stream = self.valid_stream[:self.valid_start + config.valid_tokens]
+
+    # -- checkpoints ----------------------------------------------------------------------------------
+
+    def read_resumed(self, resume: bool) -> dict | None:
+        """The checkpoint to resume (None: a new run), refused when it is not this run's."""
+        path = self.checkpoint_path
+        if not path.exists():
             return None
         if not resume:
-            raise LMBenchError(f"{out} already holds a run ({CHECKPOINT}): pass --resume to continue it "
+            raise LMBenchError(f"{self.out} already holds a run ({CHECKPOINT}): pass --resume to continue it "
                                "or choose another --out directory")
-        saved = read_checkpoint(checkpoint_path, fingerprint, config)
+        saved = read_checkpoint(path, self.fingerprint, self.config)
         saved_config = saved["config"]
         before = saved.get("batch", saved_config["batch_size"] or RECIPES[saved_config["recipe"]].batch)
-        if before != batch:
-            raise LMBenchError(f"checkpoint {checkpoint_path} was trained with {before} windows per update, "
-                               f"not {batch}: resume with the same minibatch (with --parallel data: "
+        if before != self.batch:
+            raise LMBenchError(f"checkpoint {path} was trained with {before} windows per update, "
+                               f"not {self.batch}: resume with the same minibatch (with --parallel data: "
                                "--batch-size times the processes)")
         return saved
 
-    saved = team.from_rank0(read_resumed)  # read on rank 0, sent to every process
-    if saved is not None:
-        net.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
+    def restore(self, saved: dict) -> None:
+        self.net.load_state_dict(saved["model"])
+        self.optimizer.load_state_dict(saved["optimizer"])
         torch.set_rng_state(saved["torch_rng"])
         np.random.set_state(saved["numpy_rng"])
-        sampler.set_state(saved["sampler_rng"])
-        state = saved["state"]
-        if state["stopped"] == "max_steps":  # a deliberate stop: carry on
-            state["stopped"] = None
-        if saved["config"]["lr"] != config.lr:  # a new --lr (after a NaN, say) restarts the schedule there
-            state["rate"] = config.peak_lr
-        log.info("resumed %s at epoch %d, update %d", checkpoint_path, state["epoch"] + 1, state["step"])
+        self.sampler.set_state(saved["sampler_rng"])
+        self.state = NPLMState.restored(saved["state"], self.checkpoint_path)
+        if saved["config"]["lr"] != self.config.lr:  # a new --lr (after a NaN, say) restarts the schedule there
+            self.state.rate = self.config.peak_lr
 
-    def save_checkpoint() -> None:
-        model = team.state_dict(net)  # the whole network on rank 0
+    def save_checkpoint(self) -> None:
+        model = self.team.state_dict(self.net)  # the whole network on rank 0
 
         def write() -> None:
             if not all(torch.isfinite(t).all() for t in model.values()):
-                raise nan_error(state["step"], checkpoint_path)
-            atomic_save({"model": model, "optimizer": optimizer.state_dict(),
+                raise nan_error(self.state.step, self.checkpoint_path)
+            atomic_save({"model": model, "optimizer": self.optimizer.state_dict(),
                          "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(),
-                         "sampler_rng": sampler.get_state(), "state": state,
-                         "config": dataclasses.asdict(config), "fingerprint": fingerprint,
-                         "vocab_size": vocab_size, "batch": batch}, checkpoint_path)
-        team.from_rank0(write)
+                         "sampler_rng": self.sampler.get_state(), "state": self.state.saved(),
+                         "config": dataclasses.asdict(self.config), "fingerprint": self.fingerprint,
+                         "vocab_size": self.vocab_size, "batch": self.batch}, self.checkpoint_path)
+        self.team.from_rank0(write)
 
-    def settle_decay(rate: float) -> None:
-        apply_weight_decay(net, rate, config.weight_decay, state["decay_pending"])
-        state["decay_pending"] = 0
+    # -- the loop's hooks -----------------------------------------------------------------------------
 
-    # the (T,) targets of the training stream and their contexts (gathered per minibatch), on the device once
-    contexts = StreamWindows(corpus.train, net.history, device)
-    targets = torch.from_numpy(corpus.train.astype(np.int64)).to(device)
-    steps_per_epoch = math.ceil(len(targets) / batch)
-    valid_stream, valid_start = corpus.stream_for("valid", history=net.history)
-    if config.valid_tokens is not None:  # the epochs' validation: a prefix of valid, the same every epoch
-        valid_stream = valid_stream[:valid_start + config.valid_tokens]
+    def begin_epoch(self) -> int:
+        permutation = np.random.default_rng([self.config.seed, self.state.epoch]).permutation(len(self.targets))
+        self.order = torch.from_numpy(permutation).to(self.team.device)  # (T,) this epoch's visiting order
+        self.net.train()
+        return self.steps_per_epoch
 
-    last_save = time.monotonic()
-    while state["epoch"] < config.epochs and state["stopped"] is None:
-        epoch = state["epoch"]
-        permutation = np.random.default_rng([config.seed, epoch]).permutation(len(targets))
-        order = torch.from_numpy(permutation).to(device)  # (T,) this epoch's visiting order
-        started = time.perf_counter()
-        seconds_before = state["seconds"]
-        bar = epoch_bar(progress, steps_per_epoch, state["position"], f"epoch {epoch + 1}")
-        net.train()
-        while state["position"] < steps_per_epoch:
-            if config.max_steps is not None and state["step"] >= config.max_steps:
-                state["stopped"] = "max_steps"
-                break
-            lo = state["position"] * batch
-            idx = order[lo: lo + batch]
-            lr = learning_rate(config, state["step"], state["rate"])
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            mine, share = team.shard_batch(idx)  # data-parallel: this process's windows
-            loss = objective.loss(net, net.features(contexts[mine]), targets[mine], bf16=config.bf16)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            value = team.sum_gradients(net, loss, share)  # the minibatch's loss and gradients
-            if not math.isfinite(value):
-                raise nan_error(state["step"], checkpoint_path, value)
-            state["decay_pending"] += 1  # p <- p (1 - lr lambda) - lr grad, the decay compounded
-            if state["decay_pending"] >= config.decay_every:
-                settle_decay(lr)
-            optimizer.step()
-            state["step"] += 1
-            state["position"] += 1
-            state["loss_sum"] += value * len(idx)
-            state["tokens"] += len(idx)
-            state["seconds"] = seconds_before + time.perf_counter() - started
-            if bar is not None:
-                bar.update(1)
-                if state["position"] % 50 == 0:
-                    speed = state["tokens"] / max(state["seconds"], 1e-9)
-                    bar.set_postfix(loss=f"{state['loss_sum'] / state['tokens']:.3f}", tok_s=f"{speed:.0f}",
-                                    refresh=False)
-            if team.any(time.monotonic() - last_save > 60 * config.checkpoint_minutes):
-                save_checkpoint()
-                last_save = time.monotonic()
-        if bar is not None:
-            bar.close()
-        if state["stopped"] is not None:
-            break
-        settle_decay(learning_rate(config, state["step"], state["rate"]))
+    def update(self) -> tuple[float, int]:
+        config, state, optimizer, net = self.config, self.state, self.optimizer, self.net
+        lo = state.position * self.batch
+        idx = self.order[lo: lo + self.batch]
+        lr = learning_rate(config, state.step, state.rate)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        mine, share = self.team.shard_batch(idx)  # data-parallel: this process's windows
+        loss = self.objective.loss(net, net.features(self.contexts[mine]), self.targets[mine], bf16=config.bf16)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        value = self.team.sum_gradients(net, loss, share)  # the minibatch's loss and gradients
+        if not math.isfinite(value):
+            raise nan_error(state.step, self.checkpoint_path, value)
+        state.decay_pending += 1  # p <- p (1 - lr lambda) - lr grad, the decay compounded
+        if state.decay_pending >= config.decay_every:
+            self.settle_decay(lr)
+        optimizer.step()
+        return value, len(idx)
+
+    def settle_decay(self, rate: float) -> None:
+        apply_weight_decay(self.net, rate, self.config.weight_decay, self.state.decay_pending)
+        self.state.decay_pending = 0
+
+    def end_epoch(self) -> None:
+        """The epoch's weight decay settled, then validation perplexity, the log line, the best model,
+        the next rate and early stopping."""
+        config, state, team, net = self.config, self.state, self.team, self.net
+        self.settle_decay(learning_rate(config, state.step, state.rate))
         team.sync_replicas(net)
-        end_epoch(net, config, state, valid_stream, valid_start, out, fingerprint, team)
-        save_checkpoint()
-        last_save = time.monotonic()
-
-    save_checkpoint()
-    return finish(corpus, config, state, out, team, evaluate)
+        valid_ppl = perplexity(team.score_stream(net, self.valid_stream, self.valid_start,
+                                                 batch_size=config.eval_batch, bf16=config.bf16))
+        if not math.isfinite(valid_ppl) or not math.isfinite(state.loss_sum):  # diverged, not yet NaN
+            raise nan_error(state.step, self.checkpoint_path, valid_ppl, "the validation perplexity")
+        train_tokens = state.tokens
+        record = state.record(learning_rate(config, state.step, state.rate), valid_ppl,
+                              len(self.valid_stream) - self.valid_start, not OBJECTIVES[config.objective].sampled)
+        log.info("epoch %d: train loss %.4f (running), valid ppl %.2f, %.0f tokens/s, %.0f s, lr %.3g",
+                 record["epoch"], record["train_loss"], valid_ppl, record["tokens_per_s"], record["seconds"],
+                 record["lr"])
+        if team.writer:
+            write_log(self.out / LOG, state.history)
+        gain = 1.0 - valid_ppl / state.best_valid  # -inf .. 1; 1 - 0 for the first epoch
+        if state.improves(valid_ppl):
+            state.bad_epochs = 0
+            model = team.state_dict(net)
+            if team.writer:
+                atomic_save({"model": model, "config": dataclasses.asdict(config), "fingerprint": self.fingerprint,
+                             "vocab_size": net.vocab_size, "epoch": record["epoch"],
+                             "valid_perplexity": valid_ppl}, self.out / BEST)
+        else:
+            state.bad_epochs += 1
+        if config.recipe == "paper":
+            if state.bad_epochs >= config.patience:
+                state.stopped = "early_stopping"
+        else:
+            state.rate, state.annealing, converged = next_epoch_rate(config, state.rate, state.annealing, gain,
+                                                                     train_tokens)
+            if converged:
+                state.stopped = "converged"
+        state.next_epoch()
 
 
 def nan_error(step: int, checkpoint_path: Path, value: float | None = None,
@@ -267,59 +290,12 @@ def nan_error(step: int, checkpoint_path: Path, value: float | None = None,
                         f"or start again{kept}")
 
 
-def end_epoch(net, config, state, valid_stream, valid_start, out, fingerprint, team) -> None:
-    """Validation perplexity, the log line, the best model, the next rate and early stopping."""
-    valid_ppl = perplexity(team.score_stream(net, valid_stream, valid_start, batch_size=config.eval_batch,
-                                             bf16=config.bf16))
-    if not math.isfinite(valid_ppl) or not math.isfinite(state["loss_sum"]):  # diverged, not yet NaN
-        raise nan_error(state["step"], out / CHECKPOINT, valid_ppl, "the validation perplexity")
-    train_tokens = state["tokens"]
-    record = {"epoch": state["epoch"] + 1, "step": state["step"],
-              "lr": learning_rate(config, state["step"], state["rate"]),
-              "train_loss": state["loss_sum"] / train_tokens, "valid_perplexity": valid_ppl,
-              "valid_tokens": len(valid_stream) - valid_start, "tokens_per_s": train_tokens / state["seconds"],
-              "seconds": state["seconds"],
-              "total_seconds": sum(r["seconds"] for r in state["history"]) + state["seconds"]}
-    if not OBJECTIVES[config.objective].sampled:  # an exact log-likelihood: its exp is a perplexity
-        record["train_perplexity"] = math.exp(record["train_loss"]) if record["train_loss"] < 700 else math.inf
-    state["history"].append(record)
-    log.info("epoch %d: train loss %.4f (running), valid ppl %.2f, %.0f tokens/s, %.0f s, lr %.3g",
-             record["epoch"], record["train_loss"], valid_ppl, record["tokens_per_s"], record["seconds"],
-             record["lr"])
-    if team.writer:
-        atomic_write_text(out / LOG, "".join(json.dumps(r) + "\n" for r in state["history"]))
-    gain = 1.0 - valid_ppl / state["best_valid"]  # -inf .. 1; 1 - 0 for the first epoch
-    if valid_ppl < state["best_valid"]:
-        state["best_valid"], state["bad_epochs"] = valid_ppl, 0
-        model = team.state_dict(net)
-        if team.writer:
-            atomic_save({"model": model, "config": dataclasses.asdict(config), "fingerprint": fingerprint,
-                         "vocab_size": net.vocab_size, "epoch": record["epoch"],
-                         "valid_perplexity": valid_ppl}, out / BEST)
-    else:
-        state["bad_epochs"] += 1
-    if config.recipe == "paper":
-        if state["bad_epochs"] >= config.patience:
-            state["stopped"] = "early_stopping"
-    else:
-        state["rate"], state["annealing"], converged = next_epoch_rate(config, state["rate"], state["annealing"],
-                                                                       gain, train_tokens)
-        if converged:
-            state["stopped"] = "converged"
-    state.update(epoch=state["epoch"] + 1, position=0, loss_sum=0.0, tokens=0, seconds=0.0)
-
-
-def finish(corpus, config, state, out, team, evaluate: bool = True) -> dict:
+def finish(corpus, config, state: NPLMState, out, team, evaluate: bool = True) -> dict:
     """The run's figures, with the train/valid/test perplexities of the best model when `evaluate`
     (a caller that scores the splits itself passes False)."""
-    history = state["history"]
-    seconds = sum(r["seconds"] for r in history) + state["seconds"]  # with an unfinished epoch's part
-    tokens = sum(r["tokens_per_s"] * r["seconds"] for r in history) + state["tokens"]
-    result = {"out": str(out), "recipe": config.recipe, "objective": config.objective, "epochs": len(history),
-              "updates": state["step"], "stopped": state["stopped"] or "epochs",
-              "tokens_per_s": tokens / seconds if seconds else None, "seconds": seconds,
+    result = {"out": str(out), "recipe": config.recipe, "objective": config.objective, **state.figures(),
               "config": dataclasses.asdict(config)}
-    if not history:  # stopped inside the first epoch: nothing validated yet
+    if not state.history:  # stopped inside the first epoch: nothing validated yet
         return result
     if evaluate:
         net = load_nplm(out, corpus, bf16=config.bf16, team=team).net
@@ -327,7 +303,7 @@ def finish(corpus, config, state, out, team, evaluate: bool = True) -> dict:
             stream, start = corpus.stream_for(split, history=net.history)
             logprobs = team.score_stream(net, stream, start, bf16=config.bf16)
             result[f"{split}_perplexity"] = perplexity(logprobs)
-    result["best_epoch"] = int(np.argmin([r["valid_perplexity"] for r in history])) + 1
+    result["best_epoch"] = int(np.argmin([r["valid_perplexity"] for r in state.history])) + 1
     if team.writer:
         atomic_write_text(out / RESULT, json.dumps(result, indent=1))
     return result

@@ -73,7 +73,7 @@ def kn5_mixtures(rows: list[Row], label=lambda row: f"{row.model} + KN interpola
 # full softmax gets one epoch only (about 3.5 minutes on 2 cores, where a sampled epoch takes seconds):
 # its point shows where it stands at equal time, not where it converges.
 OBJECTIVE_ROWS = {objective: 1 if objective == "softmax" else None  # objective: epochs (None: the schedule's)
-                  for objective in ("importance", "nce", "class", "softmax") if objective != NPLMConfig().objective}
+                  for objective in ("importance", "nce", "class", "tree", "softmax") if objective != NPLMConfig().objective}
 CLUSTER_PASSES = 10  # exchange passes for the table's clusterings (the objective has all but settled)
 SRILM_CUTOFF = 2  # SRILM's ngram-count keeps trigrams and longer seen at least twice (-gt3min 2 ...)
 

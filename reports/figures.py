@@ -45,7 +45,7 @@ def learning_curves(results: dict, directory: Path) -> Path | None:
 
 
 OBJECTIVE_LABELS = {"softmax": "full softmax", "importance": "importance sampling", "nce": "NCE",
-                    "class": "class-factored softmax"}
+                    "class": "class-factored softmax", "tree": "tree softmax"}
 BASELINE_LINES = {"kn-interp-5": "interpolated KN 5", "class-3-500": "class-based 3-gram, 500",
                   "kn-backoff-5": "KN back-off 5", "del-int": "Del. Int. trigram"}
 

@@ -124,6 +124,32 @@ def test_resume_equals_uninterrupted(tmp_path, recipe, objective):
     assert [r["epoch"] for r in log] == [1, 2, 3]
 
 
+# The run state as train_nplm kept it before the typed state (neural.train.NPLMState): a plain dict
+# with these keys, in every checkpoint written since.
+DICT_STATE_KEYS = ("epoch", "position", "step", "loss_sum", "tokens", "seconds", "best_valid", "bad_epochs",
+                   "history", "stopped", "rate", "annealing", "decay_pending")
+
+
+def test_a_checkpoint_with_the_dict_state_resumes_exactly(tmp_path):
+    """A checkpoint whose state is the string-keyed dict of the trainer before NPLMState (written here
+    by hand from the killed run's) resumes into the uninterrupted run."""
+    config = tiny(objective="importance", min_gain=0.05)
+    whole = train_nplm(CORPUS, config, tmp_path / "whole", progress=False)
+    steps_per_epoch = math.ceil(len(CORPUS.train) / config.batch)
+    train_nplm(CORPUS, dataclasses.replace(config, max_steps=steps_per_epoch + 3), tmp_path / "split", progress=False)
+    path = tmp_path / "split" / CHECKPOINT
+    saved = torch.load(path, weights_only=False)
+    saved["state"] = {key: saved["state"][key] for key in DICT_STATE_KEYS}  # exactly the old dict's keys
+    torch.save(saved, path)
+    resumed = train_nplm(CORPUS, config, tmp_path / "split", resume=True, progress=False)
+    assert resumed["updates"] == whole["updates"] and resumed["epochs"] == whole["epochs"]
+    assert resumed["valid_perplexity"] == whole["valid_perplexity"]
+    saved["state"]["temperature"] = 1.0  # a field no trainer has: refused in one line
+    torch.save(saved, path)
+    with pytest.raises(LMBenchError, match=r"unknown fields \['temperature'\]"):
+        train_nplm(CORPUS, config, tmp_path / "split", resume=True, progress=False)
+
+
 def test_existing_run_needs_resume(tmp_path):
     train_nplm(CORPUS, tiny(epochs=1), tmp_path, progress=False)
     with pytest.raises(LMBenchError, match="--resume"):
