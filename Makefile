@@ -27,12 +27,14 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $@
 
-# Everything (CI too: .ci/run); test-fast leaves out the tests marked slow, for everyday work.
+# Everything (CI too: .ci/run); test-fast leaves out the tests marked slow, for everyday work. Both run
+# one test process per core (pytest-xdist; the Brown tests share one, tests/conftest.py).
+PARALLEL ?= -n auto --dist loadgroup
 test: install
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PARALLEL)
 
 test-fast: install
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" $(PARALLEL)
 
 # Benchmarks print figures (speed is never a timed test).
 bench: install

@@ -22,11 +22,14 @@ HOME_DEFAULTS = {"LMBENCH_CACHE": "lmbench-cache", "MPLCONFIGDIR": "matplotlib",
 
 def pytest_configure(config):
     """Point NLTK and the AP pipeline at ../shared when it exists and the variables are unset (read
-    only), and every folder in HOME_DEFAULTS at a fresh temporary folder of this session."""
+    only), and every folder in HOME_DEFAULTS at a fresh temporary folder of this session (under
+    pytest-xdist: of this worker)."""
     if (SHARED / "nltk_data").is_dir():
         os.environ.setdefault("NLTK_DATA", str(SHARED / "nltk_data"))
     if (SHARED / "corpora" / "ap89").is_dir():
         os.environ.setdefault("AP_DIR", str(SHARED / "corpora" / "ap89"))
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # one of several test processes: one thread each, or
+        os.environ.setdefault("OMP_NUM_THREADS", "1")  # their torch threads fight over the cores
     config.session_home = Path(tempfile.mkdtemp(prefix="lmbench-tests-"))
     for variable, folder in HOME_DEFAULTS.items():
         os.environ[variable] = str(config.session_home / folder)
@@ -44,11 +47,15 @@ def session_home(pytestconfig) -> Path:
     return pytestconfig.session_home
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    """A test on Brown (the `brown` fixture) is slow: it reads the real corpus."""
+    """A test on Brown (the `brown` fixture) is slow: it reads the real corpus. Under pytest-xdist
+    (`make test` runs `-n auto --dist loadgroup`) the Brown tests share one worker, so that Brown is
+    prepared once."""
     for item in items:
         if "brown" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.xdist_group("brown"))
 
 
 def brown_available() -> bool:
