@@ -17,16 +17,26 @@ nothing of the suite's upper packages: a corpus is whatever has `vocab` and `str
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Protocol, Sequence, Sized
 
 import numpy as np
 
 from lmbench.errors import LMBenchError
 
-if TYPE_CHECKING:
-    from corpora.corpus import Corpus
-
 SCORE_CHUNK = 1 << 20  # positions scored at once by `in_chunks`
+
+
+class Corpus(Protocol):
+    """What a model reads of a corpus (corpora.corpus.Corpus is one): its vocabulary, its splits of
+    ids, and a split's stream with the tokens before it."""
+
+    name: str
+    vocab: Sized
+    train: np.ndarray
+
+    def stream_for(self, split: str, history: int | None = None) -> tuple[np.ndarray, int]:
+        """(stream, start): the split's ids from `start` on, after up to `history` tokens before it
+        (None: all of them) from the splits before it in train | valid | test."""
 
 
 def in_chunks(score: Callable[[np.ndarray, int], np.ndarray], stream: np.ndarray, start: int, history: int,
@@ -58,7 +68,7 @@ class LanguageModel(ABC):
     order: int | None = None
     vocab_size: int
 
-    def fit(self, corpus: "Corpus") -> "LanguageModel":
+    def fit(self, corpus: Corpus) -> "LanguageModel":
         """Estimate the model from corpus.train (and corpus.valid where the method tunes on it)."""
         if self.order is not None and len(corpus.train) < self.order:
             raise LMBenchError(
@@ -69,7 +79,7 @@ class LanguageModel(ABC):
         return self
 
     @abstractmethod
-    def _fit(self, corpus: "Corpus") -> None:
+    def _fit(self, corpus: Corpus) -> None:
         """Estimate the parameters."""
 
     @abstractmethod
@@ -82,7 +92,7 @@ class LanguageModel(ABC):
         oldest first, possibly shorter than order - 1 (the start of a stream)."""
 
 
-def split_logprobs(model: LanguageModel, corpus: "Corpus", split: str) -> np.ndarray:
+def split_logprobs(model: LanguageModel, corpus: Corpus, split: str) -> np.ndarray:
     """Natural-log probability of every token of `split` ('train', 'valid' or 'test') of `corpus`,
     each given the tokens before it in train | valid | test (as many as the model's order reads)."""
     if len(corpus.vocab) != model.vocab_size:
@@ -94,6 +104,6 @@ def split_logprobs(model: LanguageModel, corpus: "Corpus", split: str) -> np.nda
     return model.score(stream, start)
 
 
-def split_perplexity(model: LanguageModel, corpus: "Corpus", split: str) -> float:
+def split_perplexity(model: LanguageModel, corpus: Corpus, split: str) -> float:
     """Perplexity of `model` on `split` of `corpus`, every token counted."""
     return perplexity(split_logprobs(model, corpus, split))
