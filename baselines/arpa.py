@@ -4,8 +4,8 @@ Public API
 ----------
 `write_arpa(model, vocab, path)`: any BackoffModel (Katz, KN back-off, interpolated KN in back-off
     form) to a standard ARPA file; returns the n-gram counts per order written in the header.
-`read_arpa(path, vocab)` -> `ArpaModel`: the file as a BackoffModel over `vocab`, ready for
-    `attach(corpus)`; it scores exactly as the model that wrote it (up to the printed digits).
+`read_arpa(path, vocab)` -> `ArpaModel`: the file as a BackoffModel over `vocab`, scored like any
+    model (`lmbench.model.split_logprobs(model, corpus, split)`); it scores exactly as the model that wrote it (up to the printed digits).
 `read_arpa_header(path)`: {order: count} of the `\\data\\` section.
 
 Format (SRILM / KenLM conventions):
@@ -138,7 +138,8 @@ class ArpaModel(BackoffModel):
     """A back-off model read from an ARPA file (see read_arpa)."""
 
     def _fit(self, corpus) -> None:
-        raise LMBenchError("an ARPA model is read, not fitted: use read_arpa(path, vocab).attach(corpus)")
+        raise LMBenchError("an ARPA model is read, not fitted: use read_arpa(path, vocab) and score it with "
+                           "lmbench.model.split_logprobs(model, corpus, split)")
 
 
 def _section(text: str, n: int, expected: int) -> pd.DataFrame:

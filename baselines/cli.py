@@ -17,7 +17,7 @@ from typing import Callable
 
 from corpora.cli import add_corpus_options, load_corpus
 from lmbench.errors import LMBenchError
-from lmbench.model import LanguageModel
+from lmbench.model import LanguageModel, split_perplexity
 from lmbench.options import integer, output_directory, output_file
 
 
@@ -170,12 +170,12 @@ def run(args: argparse.Namespace) -> dict:
     if args.min_ngram_count > 1:
         result["min_ngram_count"] = args.min_ngram_count
     for split in ("train", "valid", "test"):
-        result[f"{split}_perplexity"] = model.perplexity(split)
+        result[f"{split}_perplexity"] = split_perplexity(model, corpus, split)
     result.update(build_seconds=round(build_seconds, 3),
                   score_seconds=round(time.perf_counter() - started, 3))
     if args.save_logprobs:
         from mixing import saved
-        saved.save(args.save_logprobs, saved.scored_splits(model))
+        saved.save(args.save_logprobs, saved.scored_splits(model, corpus))
         result["logprobs"] = str(args.save_logprobs)
     if args.arpa:
         from baselines.arpa import write_arpa

@@ -19,8 +19,8 @@ The weights depend on the frequency bucket of the context,
 so unseen contexts (x = 0) fall in the highest bucket ceil(ln T) and frequent ones in low buckets.
 Since 0 <= x <= T - 1, l(x) lies in [0, ceil(ln T)]; bucket 0 is reached only by a context that
 fills the whole training set, and on Brown (T = 800,000) the most frequent pair lands in bucket 5,
-so the low buckets are empty. Counts are clipped into [0, T - 1] before l is applied (a model
-attached to another corpus cannot produce a bucket outside the table). There is one weight vector
+so the low buckets are empty. Counts are clipped into [0, T - 1] before l is applied (the
+splits of another corpus cannot produce a bucket outside the table). There is one weight vector
 (a0..a3) per bucket, fitted by EM on the valid split; a bucket with no valid token keeps its
 uniform starting weights (1/4 each).
 
@@ -160,9 +160,9 @@ class DeletedInterpolationTrigram(LanguageModel):
         u, v, _ = self._contexts(stream, start)
         return self.bucket_of_count(self._trigram_context_counts(u, v))
 
-    def split_buckets(self, split: str) -> np.ndarray:
-        """q_t of every token of a split of the attached corpus (for context-conditional mixing)."""
-        stream, start = self.corpus.stream_for(split, history=2)
+    def split_buckets(self, corpus, split: str) -> np.ndarray:
+        """q_t of every token of a split of `corpus` (for context-conditional mixing)."""
+        stream, start = corpus.stream_for(split, history=2)
         return self.buckets(stream, start)
 
     def components(self, stream: np.ndarray, start: int) -> np.ndarray:

@@ -54,9 +54,11 @@ def measure_clustering(num_classes: int, max_iters: int) -> dict:
             "objective_final": clustering.info["objective"][-1]}
 
 
-def perplexities(model) -> dict:
+def perplexities(model, corpus) -> dict:
+    from lmbench.model import split_perplexity
+
     started = time.perf_counter()
-    result = {f"{split}_perplexity": round(model.perplexity(split), 3)
+    result = {f"{split}_perplexity": round(split_perplexity(model, corpus, split), 3)
               for split in ("train", "valid", "test")}
     result["score_seconds"] = round(time.perf_counter() - started, 3)
     return result
@@ -68,7 +70,7 @@ def deleted_interpolation(corpus) -> dict:
     model = DeletedInterpolationTrigram().fit(corpus)
     return {"count_seconds": round(model.timings["count_seconds"], 3),
             "em_seconds": round(model.timings["em_seconds"], 3),
-            "em_iterations": len(model.em_history) - 1, **perplexities(model)}
+            "em_iterations": len(model.em_history) - 1, **perplexities(model, corpus)}
 
 
 def class_trigram(corpus, num_classes: int, max_iters: int) -> dict:
@@ -78,7 +80,7 @@ def class_trigram(corpus, num_classes: int, max_iters: int) -> dict:
     started = time.perf_counter()
     model = ClassNgram(DeletedInterpolationTrigram, num_classes, max_iters=max_iters).fit(corpus)
     return {"classes": num_classes, "class_model": "deleted-interpolation trigram",
-            "fit_seconds": round(time.perf_counter() - started, 3), **perplexities(model)}
+            "fit_seconds": round(time.perf_counter() - started, 3), **perplexities(model, corpus)}
 
 
 def main() -> None:

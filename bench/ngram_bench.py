@@ -42,6 +42,7 @@ def one(method: str, order: int, min_count: int) -> dict:
     """Fit one model on Brown in this process and time it."""
     from baselines.cli import METHODS
     from corpora.brown import load_brown
+    from lmbench.model import split_logprobs
 
     corpus = load_brown()
     model = METHODS[method].build(argparse.Namespace(method=method, order=order, classes=None,
@@ -50,7 +51,7 @@ def one(method: str, order: int, min_count: int) -> dict:
     model.fit(corpus)
     build = time.perf_counter() - started
     started = time.perf_counter()
-    valid, test = model.logprobs("valid"), model.logprobs("test")
+    valid, test = (split_logprobs(model, corpus, split) for split in ("valid", "test"))
     score = time.perf_counter() - started
     tokens = len(valid) + len(test)
     return {"method": method, "order": order, "min_ngram_count": min_count,
@@ -94,6 +95,7 @@ def compare_lmplz(lmplz: str, orders=(3, 5)) -> list[dict]:
     from baselines.arpa import read_arpa
     from baselines.kneser_ney import KneserNey
     from corpora.brown import load_brown
+    from lmbench.model import split_perplexity
 
     corpus = load_brown()
     placeholder = "UNKNOWN_WORD_PLACEHOLDER"
@@ -116,7 +118,7 @@ def compare_lmplz(lmplz: str, orders=(3, 5)) -> list[dict]:
             listed = set(re.search(r"\\1-grams:\n(.*?)\n\n", text, re.S).group(1).split("\n"))
             listed = {line.split("\t")[1] for line in listed}
             arpa.write_text(text)
-            theirs = read_arpa(arpa, corpus.vocab).attach(corpus)
+            theirs = read_arpa(arpa, corpus.vocab)
             absent = np.array([w not in listed for w in corpus.vocab.words])
             theirs.logp[1][absent] = unk_log10 * np.log(10)
             ours = KneserNey(order).fit(corpus)
@@ -124,7 +126,7 @@ def compare_lmplz(lmplz: str, orders=(3, 5)) -> list[dict]:
                    "lmplz_discounts": re.findall(r"\n(\d) \d+ (D1=\S+ D2=\S+ D3\+=\S+)", log),
                    "our_discounts": {n: np.round(d[1:], 6).tolist() for n, d in ours.discounts.items()}}
             for split in ("valid", "test"):
-                a, b = ours.perplexity(split), theirs.perplexity(split)
+                a, b = split_perplexity(ours, corpus, split), split_perplexity(theirs, corpus, split)
                 row[split] = {"ours": round(a, 3), "lmplz": round(b, 3),
                               "relative_difference_percent": round(100 * (a - b) / b, 4)}
             results.append(row)

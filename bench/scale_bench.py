@@ -155,6 +155,7 @@ def one(tokens: int, stream: Path, memory: str | None, tmp_dir: str | None) -> d
     from baselines.kneser_ney import KneserNey
     from corpora.cli import load_default
     from corpora.corpus import Corpus
+    from lmbench.model import split_perplexity
 
     ap = load_default("ap")
     train = np.load(stream, mmap_mode="r")[:tokens].astype(np.int32)
@@ -175,7 +176,7 @@ def one(tokens: int, stream: Path, memory: str | None, tmp_dir: str | None) -> d
     _reset_peak()
     started, cpu = time.perf_counter(), _cpu_seconds()
     for split in ("valid", "test"):
-        row[f"{split}_perplexity"] = round(model.perplexity(split), 4)
+        row[f"{split}_perplexity"] = round(split_perplexity(model, corpus, split), 4)
     row.update(score_seconds=round(time.perf_counter() - started, 1), score_cpu_seconds=round(_cpu_seconds() - cpu, 1),
                score_peak_gb=round(_peak_gb(), 3),
                peak_gb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 3))

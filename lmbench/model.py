@@ -6,24 +6,37 @@ first tokens take their context from the end of train, test's from the end of va
 exp(-mean log-probability) over every token, markers and <unk> included, with no special
 end-of-sentence status (Bengio et al. 2003, section 4).
 
-A model is fitted on a Corpus (train ids; valid may be used for tuning), scores any split through
-`logprobs(split)`, and gives the full distribution over the vocabulary for one context through
-`distribution(context)`.
+A model is fitted on a Corpus (train ids; valid may be used for tuning) and keeps none of it: it
+scores a stream (`score(stream, start)`) and gives the full distribution over the vocabulary for one
+context (`distribution(context)`). Scoring a split of a corpus is a function of the two,
+`split_logprobs(model, corpus, split)` (and `split_perplexity`), whichever way the model was made
+(fitted, read from an ARPA file, loaded from a checkpoint). This module, the ground floor, imports
+nothing of the suite's upper packages: a corpus is whatever has `vocab` and `stream_for`.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Protocol, Sequence, Sized
 
 import numpy as np
 
 from lmbench.errors import LMBenchError
 
-if TYPE_CHECKING:
-    from corpora.corpus import Corpus
-
 SCORE_CHUNK = 1 << 20  # positions scored at once by `in_chunks`
+
+
+class Corpus(Protocol):
+    """What a model reads of a corpus (corpora.corpus.Corpus is one): its vocabulary, its splits of
+    ids, and a split's stream with the tokens before it."""
+
+    name: str
+    vocab: Sized
+    train: np.ndarray
+
+    def stream_for(self, split: str, history: int | None = None) -> tuple[np.ndarray, int]:
+        """(stream, start): the split's ids from `start` on, after up to `history` tokens before it
+        (None: all of them) from the splits before it in train | valid | test."""
 
 
 def in_chunks(score: Callable[[np.ndarray, int], np.ndarray], stream: np.ndarray, start: int, history: int,
@@ -54,9 +67,8 @@ class LanguageModel(ABC):
 
     order: int | None = None
     vocab_size: int
-    corpus: "Corpus | None" = None
 
-    def fit(self, corpus: "Corpus") -> "LanguageModel":
+    def fit(self, corpus: Corpus) -> "LanguageModel":
         """Estimate the model from corpus.train (and corpus.valid where the method tunes on it)."""
         if self.order is not None and len(corpus.train) < self.order:
             raise LMBenchError(
@@ -64,20 +76,10 @@ class LanguageModel(ABC):
                 f"{self.order}: use a longer corpus or a lower order")
         self.vocab_size = len(corpus.vocab)
         self._fit(corpus)
-        self.corpus = corpus
-        return self
-
-    def attach(self, corpus: "Corpus") -> "LanguageModel":
-        """Score the splits of `corpus` with a model that was loaded rather than fitted."""
-        if len(corpus.vocab) != self.vocab_size:
-            raise LMBenchError(
-                f"the model has a vocabulary of {self.vocab_size} words but corpus {corpus.name!r} "
-                f"has {len(corpus.vocab)}: load the model with the corpus it was trained on")
-        self.corpus = corpus
         return self
 
     @abstractmethod
-    def _fit(self, corpus: "Corpus") -> None:
+    def _fit(self, corpus: Corpus) -> None:
         """Estimate the parameters."""
 
     @abstractmethod
@@ -89,13 +91,19 @@ class LanguageModel(ABC):
         """P(w | context) for every id w, shape (vocab_size,); context is a sequence of ids,
         oldest first, possibly shorter than order - 1 (the start of a stream)."""
 
-    def logprobs(self, split: str) -> np.ndarray:
-        """Natural-log probability of every token of `split` ('train', 'valid' or 'test')."""
-        if self.corpus is None:
-            raise LMBenchError("the model has no corpus: call fit(corpus) or attach(corpus) first")
-        history = None if self.order is None else self.order - 1
-        stream, start = self.corpus.stream_for(split, history=history)
-        return self.score(stream, start)
 
-    def perplexity(self, split: str) -> float:
-        return perplexity(self.logprobs(split))
+def split_logprobs(model: LanguageModel, corpus: Corpus, split: str) -> np.ndarray:
+    """Natural-log probability of every token of `split` ('train', 'valid' or 'test') of `corpus`,
+    each given the tokens before it in train | valid | test (as many as the model's order reads)."""
+    if len(corpus.vocab) != model.vocab_size:
+        raise LMBenchError(
+            f"the model has a vocabulary of {model.vocab_size} words but corpus {corpus.name!r} "
+            f"has {len(corpus.vocab)}: score it on the corpus it was trained on")
+    history = None if model.order is None else model.order - 1
+    stream, start = corpus.stream_for(split, history=history)
+    return model.score(stream, start)
+
+
+def split_perplexity(model: LanguageModel, corpus: Corpus, split: str) -> float:
+    """Perplexity of `model` on `split` of `corpus`, every token counted."""
+    return perplexity(split_logprobs(model, corpus, split))

@@ -20,7 +20,7 @@ import numpy as np
 
 from lmbench.errors import LMBenchError
 from lmbench.interpolation import fit_weights, mix_logprobs
-from lmbench.model import LanguageModel
+from lmbench.model import LanguageModel, split_logprobs
 
 
 class ContextBuckets(Protocol):
@@ -64,10 +64,7 @@ class Mixture(LanguageModel):
     def _fit(self, corpus) -> None:
         if self.method == "fixed":
             return
-        for component in self.components:
-            if component.corpus is None:
-                component.attach(corpus)
-        logprobs = np.stack([c.logprobs("valid") for c in self.components])
+        logprobs = np.stack([split_logprobs(c, corpus, "valid") for c in self.components])
         stream, start = corpus.stream_for("valid", history=None if self.order is None else self.order - 1)
         self.weights = fit_weights(logprobs, self._buckets(stream, start), self._n_buckets())
 

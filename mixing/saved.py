@@ -13,15 +13,15 @@ import numpy as np
 
 from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write, read_checked, write_checked
-from lmbench.model import LanguageModel
+from lmbench.model import LanguageModel, split_logprobs
 from lmbench.interpolation import fit_weights, mix_logprobs
 
 
-def scored_splits(model: LanguageModel, splits=("valid", "test")) -> dict[str, np.ndarray]:
-    """The model's log-probabilities of each split, and its context buckets when it has them."""
-    arrays = {split: model.logprobs(split) for split in splits}
+def scored_splits(model: LanguageModel, corpus, splits=("valid", "test")) -> dict[str, np.ndarray]:
+    """The model's log-probabilities of each split of `corpus`, and its context buckets when it has them."""
+    arrays = {split: split_logprobs(model, corpus, split) for split in splits}
     if hasattr(model, "split_buckets"):
-        arrays.update({f"buckets_{split}": model.split_buckets(split) for split in splits})
+        arrays.update({f"buckets_{split}": model.split_buckets(corpus, split) for split in splits})
     return arrays
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from corpora.cli import add_corpus_options, load_corpus
 from lmbench.errors import LMBenchError
+from lmbench.model import split_logprobs
 from lmbench.options import integer, output_file
 
 
@@ -244,7 +245,7 @@ def run_eval(args: argparse.Namespace) -> dict | None:
 
 def _score_split(team, model, corpus, split: str, bf16: bool) -> np.ndarray:
     if model.order is None:  # a stream network (the whole history; one process): its own scoring
-        return model.logprobs(split)
+        return split_logprobs(model, corpus, split)
     stream, start = corpus.stream_for(split, history=model.order - 1)
     return team.score_stream(model.net, stream, start, bf16=bf16)
 

@@ -82,7 +82,7 @@ def score_stream(net: NPLM, stream: np.ndarray, start: int, *, batch_size: int =
 
 class NPLMLanguageModel(LanguageModel):
     """A trained network behind the suite's interface. `fit` is not how it is made: use
-    neural.train.train_nplm, then neural.train.load_nplm (which attaches the corpus). A network with a
+    neural.train.train_nplm, then neural.train.load_nplm (which checks it against the corpus). A network with a
     class layer is its class-factored distribution; factored=False makes it the full softmax of its y."""
 
     def __init__(self, net: NPLM, bf16: bool = False, factored: bool = True):

@@ -301,7 +301,7 @@ def finish(corpus, config, state: RunState, out, evaluate: bool) -> dict:
     if evaluate:
         model = load_stream(out, corpus, device=config.device, bf16=config.bf16, threads=config.threads)
         started = time.perf_counter()
-        scores = scored_splits(model)  # (train is not scored: as long as both together, and no row needs it)
+        scores = scored_splits(model, corpus)  # (train is not scored: as long as both together, and no row needs it)
         result["eval_seconds"] = time.perf_counter() - started
         for split, logprobs in scores.items():
             result[f"{split}_perplexity"] = perplexity(logprobs)
@@ -314,11 +314,12 @@ def finish(corpus, config, state: RunState, out, evaluate: bool) -> dict:
 
 def load_stream(out_dir: str | Path, corpus, *, device: str = "auto", bf16: bool = False,
                 which: str = BEST, threads: int | None = None) -> StreamLanguageModel:
-    """The best model of a run (or its last checkpoint, which=CHECKPOINT), attached to `corpus`."""
+    """The best model of a run (or its last checkpoint, which=CHECKPOINT), checked against the vocabulary of
+    `corpus`, the corpus it was trained on."""
     path = Path(out_dir) / which
     if not path.exists():
         raise LMBenchError(f"no {which} in {out_dir}: train there first, or let the run finish one epoch")
     saved = read_stream_checkpoint(path, corpus.vocab.fingerprint())
     net = build_stream_network(saved["family"], saved["vocab_size"], saved["network"])  # (dropout: training only)
     net.load_state_dict(saved["model"])
-    return StreamLanguageModel(net.to(resolve_device(device, threads)), bf16=bf16).attach(corpus)
+    return StreamLanguageModel(net.to(resolve_device(device, threads)), bf16=bf16)

@@ -312,7 +312,8 @@ def finish(corpus, config, state: NPLMState, out, team, evaluate: bool = True) -
 def load_nplm(out_dir: str | Path, corpus, *, device: str | torch.device = "auto",
               bf16: bool = False, which: str = BEST, threads: int | None = None,
               factored: bool = True, team: Team | None = None) -> NPLMLanguageModel:
-    """The best model of a run (or its last checkpoint, which=CHECKPOINT), attached to `corpus`;
+    """The best model of a run (or its last checkpoint, which=CHECKPOINT), checked against the
+    vocabulary of `corpus`, the corpus it was trained on;
     factored=False scores a network with a class layer by the full softmax of y instead. With a
     `team` (which then sets the device): read on rank 0 and placed on every process (under "vocab",
     each its block; all of them then score together)."""
@@ -339,4 +340,4 @@ def load_nplm(out_dir: str | Path, corpus, *, device: str | torch.device = "auto
     structure = family(model).network_class().saved_structure(saved["model"])
     net = team.network(model, shape, saved["vocab_size"], output=output, structure=structure)
     net.load_state_dict(saved["model"])
-    return NPLMLanguageModel(net.to(team.device), bf16=bf16, factored=factored).attach(corpus)
+    return NPLMLanguageModel(net.to(team.device), bf16=bf16, factored=factored)

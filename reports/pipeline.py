@@ -28,7 +28,7 @@ from corpora.corpus import SPLITS, Corpus, slice_corpus
 from lmbench import __version__
 from lmbench.errors import LMBenchError
 from lmbench.files import DamagedFile, atomic_write_text, read_checked, set_aside, write_checked
-from lmbench.model import perplexity
+from lmbench.model import perplexity, split_logprobs, split_perplexity
 from mixing import saved
 from reports.experiments import EXTRA_ROWS, OURS, ROWS, Row, ours_rows, text_rows
 from reports.provenance import checked_state, code_state
@@ -242,7 +242,7 @@ class Reproduction:
             self.text is not None and row.method in BOUNDED_METHODS) else {}
         model = make_ngram(row.method, row.n, row.classes, row.min_ngram_count, row.cluster_passes,
                            **bounded).fit(self.corpus)
-        return saved.scored_splits(model, SPLITS)  # with the context buckets of deleted interpolation
+        return saved.scored_splits(model, self.corpus, SPLITS)  # with the context buckets of deleted interpolation
 
     def _run_network(self, row: Row, extra: dict) -> dict:
         from neural.train import load_nplm, train_nplm
@@ -251,7 +251,7 @@ class Reproduction:
         summary = train_nplm(self.corpus, config, out, resume=True, evaluate=False)  # scored below
         model = load_nplm(out, self.corpus)
         splits = SPLITS if row.paper_model else ("valid", "test")  # our extra rows: no train column
-        logprobs = {split: model.logprobs(split) for split in splits}
+        logprobs = {split: split_logprobs(model, self.corpus, split) for split in splits}
         curve = read_checked(out / "log.jsonl", _read_curve, what="training log",
                              fix=f"delete the run folder {out} to train this network again")
         extra.update(curve=curve, epochs=summary.get("epochs"), best_epoch=summary.get("best_epoch"),
@@ -259,7 +259,7 @@ class Reproduction:
                      config=asdict(config))
         if model.net.num_classes:  # the same network scored by the full softmax of y, beside its own
             plain = load_nplm(out, self.corpus, factored=False)
-            extra["full_softmax_ppl"] = {split: perplexity(plain.logprobs(split)) for split in ("valid", "test")}
+            extra["full_softmax_ppl"] = {split: split_perplexity(plain, self.corpus, split) for split in ("valid", "test")}
         if row.word_vectors:
             extra["embedding"] = self._embedding(model, row.id)
         return logprobs

@@ -6,6 +6,7 @@ import numpy as np
 
 from corpora.corpus import Corpus
 from corpora.vocab import Vocabulary, count_types
+from lmbench.model import split_logprobs
 
 
 def make_corpus(train: str, valid: str, test: str, *, min_count: int = 1) -> Corpus:
@@ -43,7 +44,7 @@ def assert_normalised(model, corpus: Corpus, *, count: int = 20, seed: int = 0, 
 def assert_scores_match_distribution(model, corpus: Corpus, split: str = "valid", *,
                                      tokens: int = 30, tol: float = 1e-9) -> None:
     """logprobs(split)[i] is log distribution(context of token i)[token i]."""
-    logprobs = model.logprobs(split)
+    logprobs = split_logprobs(model, corpus, split)
     stream, start = corpus.stream_for(split)
     width = (model.order or len(stream)) - 1
     for t in range(start, min(len(stream), start + tokens)):

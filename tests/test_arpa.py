@@ -11,6 +11,7 @@ from baselines.katz import Katz
 from baselines.kneser_ney import KneserNey, KneserNeyBackoff
 from baselines.unigram import AddOneUnigram
 from lmbench.errors import LMBenchError
+from lmbench.model import split_logprobs, split_perplexity
 from tests.helpers import markov_text
 from tests.lm_checks import assert_normalised, make_corpus
 
@@ -47,11 +48,11 @@ def test_round_trip_scores_the_same(cls, order, corpus, tmp_path):
     assert "\n-99.00000000\t<s>\t0.00000000\n" in text
     assert text.startswith("\\data\\\n") and text.rstrip().endswith("\\end\\")
     assert re.search(r"\n-?\d+\.\d+\t<unk>\t", text), "<unk> is a unigram"
-    loaded = read_arpa(path, corpus.vocab).attach(corpus)
+    loaded = read_arpa(path, corpus.vocab)
     assert loaded.order == order
     for split in ("valid", "test"):
-        assert abs(loaded.perplexity(split) - model.perplexity(split)) <= 1e-4
-    assert np.allclose(loaded.logprobs("test"), model.logprobs("test"), atol=1e-6)
+        assert abs(split_perplexity(loaded, corpus, split) - split_perplexity(model, corpus, split)) <= 1e-4
+    assert np.allclose(split_logprobs(loaded, corpus, "test"), split_logprobs(model, corpus, "test"), atol=1e-6)
     assert_normalised(loaded, corpus, tol=1e-5)
 
 
@@ -60,9 +61,9 @@ def test_round_trip_on_brown(brown, tmp_path):
     path = tmp_path / "brown3.arpa"
     sizes = write_arpa(model, brown.vocab, path)
     assert section_lines(path) == sizes
-    loaded = read_arpa(path, brown.vocab).attach(brown)
+    loaded = read_arpa(path, brown.vocab)
     for split in ("valid", "test"):
-        assert abs(loaded.perplexity(split) - model.perplexity(split)) <= 1e-4
+        assert abs(split_perplexity(loaded, brown, split) - split_perplexity(model, brown, split)) <= 1e-4
 
 
 FOREIGN = """\\data\\
@@ -90,7 +91,7 @@ def test_foreign_file_rules(tmp_path):
     corpus = make_corpus("a b a", "a b", "b a")      # V = <unk>, a, b
     path = tmp_path / "foreign.arpa"
     path.write_text(FOREIGN)
-    model = read_arpa(path, corpus.vocab).attach(corpus)
+    model = read_arpa(path, corpus.vocab)
     ln10 = math.log(10)
     unigram = np.array([-0.6, -0.4, -0.6]) * ln10
     assert np.allclose(np.log(model.distribution([])), unigram)
@@ -98,7 +99,7 @@ def test_foreign_file_rules(tmp_path):
     expected = np.array([-0.6 - 0.3, -0.2, -0.6 - 0.3]) * ln10
     assert np.allclose(np.log(model.distribution([1])), expected)
     # Test "b a" follows valid's last "b", which is no context (no back-off weight): P(b), P(a).
-    assert np.allclose(model.logprobs("test"), [-0.6 * ln10, -0.4 * ln10])
+    assert np.allclose(split_logprobs(model, corpus, "test"), [-0.6 * ln10, -0.4 * ln10])
 
 
 def test_bad_files(tmp_path, corpus):

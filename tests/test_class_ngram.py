@@ -8,7 +8,7 @@ from baselines.clustering import Clustering
 from baselines.deleted_interpolation import DeletedInterpolationTrigram
 from baselines.unigram import AddOneUnigram
 from lmbench.errors import LMBenchError
-from lmbench.model import LanguageModel
+from lmbench.model import LanguageModel, split_logprobs, split_perplexity
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
 
 
@@ -50,9 +50,9 @@ def test_hand_computed_class_bigram():
     # word given class, add-one: class 0 = {<unk>:0, a:3, c:1} -> (n + 1) / 7; class 1 = {b:2, d:1} -> /5
     # valid "a b e" after train's last word b: a|b = P(0|1) P(a|0), b|a = P(1|0) P(b|1), e=<unk>|b
     expected = [2 / 4 * 4 / 7, 3 / 6 * 3 / 5, 2 / 4 * 1 / 7]
-    assert np.allclose(np.exp(model.logprobs("valid")), expected)
+    assert np.allclose(np.exp(split_logprobs(model, corpus, "valid")), expected)
     # test "d a" after valid's last word e (<unk>, class 0)
-    assert np.allclose(np.exp(model.logprobs("test")), [3 / 6 * 2 / 5, 2 / 4 * 4 / 7])
+    assert np.allclose(np.exp(split_logprobs(model, corpus, "test")), [3 / 6 * 2 / 5, 2 / 4 * 4 / 7])
     assert_normalised(model, corpus)
     assert_scores_match_distribution(model, corpus, "valid")
     assert_scores_match_distribution(model, corpus, "test")
@@ -63,7 +63,7 @@ def test_hand_computed_class_unigram():
     model = ClassNgram(AddOneUnigram, 2, clustering=clustering).fit(corpus)
     assert model.order == 1
     # class counts: 0 -> 4, 1 -> 3 of 7; add-one over C = 2: P(0) = 5/9, P(1) = 4/9
-    assert math.isclose(model.perplexity("test"), 1 / math.sqrt(4 / 9 * 2 / 5 * 5 / 9 * 4 / 7))
+    assert math.isclose(split_perplexity(model, corpus, "test"), 1 / math.sqrt(4 / 9 * 2 / 5 * 5 / 9 * 4 / 7))
     assert_normalised(model, corpus)
 
 
@@ -84,7 +84,7 @@ def test_with_exchange_clustering_and_a_trigram_class_model(tmp_path, monkeypatc
     assert model.order == 3 and len(list((tmp_path / "clusters").glob("*.json"))) == 1
     assert_normalised(model, corpus)
     assert_scores_match_distribution(model, corpus, "valid")
-    assert np.all(np.isfinite(model.logprobs("test")))
+    assert np.all(np.isfinite(split_logprobs(model, corpus, "test")))
 
 
 def test_refuses_a_clustering_of_another_vocabulary():

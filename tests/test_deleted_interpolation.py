@@ -3,6 +3,7 @@ import math
 import numpy as np
 import pytest
 
+from lmbench.model import split_logprobs
 from baselines.deleted_interpolation import DeletedInterpolationTrigram
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
 
@@ -22,17 +23,17 @@ def test_components_and_buckets_match_hand_computation():
     stream, start = corpus.stream_for("valid", history=2)
     assert np.allclose(model.components(stream, start),
                        [[1 / 4, 2 / 4, 2 / 4, 2 / 4], [1 / 4, 1 / 4, 1 / 2, 1 / 2]])
-    assert model.split_buckets("valid").tolist() == [2, 2]
+    assert model.split_buckets(corpus, "valid").tolist() == [2, 2]
     # test stream [a b | c]: p2(c|b) = 0/1, p3(c|a b) = 0/1, c(a b .) = 1 -> bucket 1
     assert np.allclose(model.components(*corpus.stream_for("test", history=2)), [[1 / 4, 1 / 4, 0, 0]])
-    assert model.split_buckets("test").tolist() == [1]
+    assert model.split_buckets(corpus, "test").tolist() == [1]
     # the start of train has short contexts: p2 = p1 at t=0, p3 = p2 at t<2, bucket l(0)
     assert np.allclose(model.components(train, 0)[:2],
                        [[1 / 4, 2 / 4, 2 / 4, 2 / 4], [1 / 4, 1 / 4, 1 / 2, 1 / 2]])
     assert model.buckets(train, 0)[:2].tolist() == [2, 2]
     # test perplexity with the fitted bucket-1 weights (no valid token there: uniform 1/4)
     assert np.allclose(model.weights[1], 0.25)
-    assert math.isclose(model.logprobs("test")[0], math.log(0.25 * (1 / 4 + 1 / 4)))
+    assert math.isclose(split_logprobs(model, corpus, "test")[0], math.log(0.25 * (1 / 4 + 1 / 4)))
 
 
 def _text(seed: int, n: int) -> str:
@@ -56,7 +57,7 @@ def test_em_increases_valid_likelihood_and_weights_sum_to_one():
     assert np.allclose(model.weights.sum(axis=1), 1.0)
     assert np.all(model.weights >= 0)
     # the last recorded likelihood is the valid log-likelihood of the fitted model
-    assert math.isclose(model.logprobs("valid").sum(), history[-1], rel_tol=1e-6)
+    assert math.isclose(split_logprobs(model, corpus, "valid").sum(), history[-1], rel_tol=1e-6)
     assert_normalised(model, corpus)
     assert_scores_match_distribution(model, corpus, "valid")
     assert_scores_match_distribution(model, corpus, "test")
@@ -86,6 +87,6 @@ def test_bounded_memory_counts_give_the_same_model(tmp_path, unique_end):
         assert np.array_equal(a.get(keys), b.get(keys)), name
     assert np.array_equal(in_memory.weights, bounded.weights)
     for split in ("train", "valid", "test"):
-        assert np.array_equal(in_memory.logprobs(split), bounded.logprobs(split))
+        assert np.array_equal(split_logprobs(in_memory, corpus, split), split_logprobs(bounded, corpus, split))
     assert np.array_equal(in_memory.distribution([1, 2]), bounded.distribution([1, 2]))
     assert list(tmp_path.iterdir()) == []

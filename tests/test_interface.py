@@ -5,7 +5,7 @@ import pytest
 
 from baselines.unigram import AddOneUnigram
 from lmbench.errors import LMBenchError
-from lmbench.model import perplexity
+from lmbench.model import perplexity, split_logprobs, split_perplexity
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
 
 
@@ -23,8 +23,8 @@ def test_stream_for_gives_each_split_its_history():
 def test_add_one_unigram_matches_hand_computation():
     corpus = make_corpus("a a b", "a c", "b")
     model = AddOneUnigram().fit(corpus)  # V = {<unk>, a, b}, N = 3
-    assert np.allclose(np.exp(model.logprobs("valid")), [3 / 6, 1 / 6])  # c is <unk>
-    assert math.isclose(model.perplexity("test"), 6 / 2)
+    assert np.allclose(np.exp(split_logprobs(model, corpus, "valid")), [3 / 6, 1 / 6])  # c is <unk>
+    assert math.isclose(split_perplexity(model, corpus, "test"), 6 / 2)
     assert_normalised(model, corpus)
     assert_scores_match_distribution(model, corpus)
 
@@ -35,10 +35,10 @@ def test_perplexity_counts_every_token():
         perplexity(np.array([]))
 
 
-def test_attach_refuses_another_vocabulary():
+def test_a_split_of_another_vocabulary_is_refused():
     model = AddOneUnigram().fit(make_corpus("a b", "a", "b"))
     with pytest.raises(LMBenchError, match="vocabulary"):
-        model.attach(make_corpus("a b c d", "a", "b"))
+        split_logprobs(model, make_corpus("a b c d", "a", "b"), "valid")
 
 
 def test_slice_corpus_remaps_to_a_smaller_vocabulary():
@@ -66,12 +66,12 @@ def test_long_streams_are_scored_in_chunks_to_the_same_values(monkeypatch):
     from tests.test_kneser_ney import markov_text
     corpus = make_corpus(markov_text(3000, 40, 0), markov_text(500, 40, 1), markov_text(500, 40, 2))
     for model in (DeletedInterpolationTrigram().fit(corpus), KneserNey(4).fit(corpus)):
-        whole = {split: model.logprobs(split) for split in ("train", "valid", "test")}
-        buckets = hasattr(model, "split_buckets") and model.split_buckets("valid")
+        whole = {split: split_logprobs(model, corpus, split) for split in ("train", "valid", "test")}
+        buckets = hasattr(model, "split_buckets") and model.split_buckets(corpus, "valid")
         monkeypatch.setattr(lmbench.model, "SCORE_CHUNK", 7)
         for split in whole:
-            assert np.array_equal(model.logprobs(split), whole[split]), (type(model).__name__, split)
+            assert np.array_equal(split_logprobs(model, corpus, split), whole[split]), (type(model).__name__, split)
             assert len(whole[split]) == len(corpus.split(split))
         if buckets is not False:
-            assert np.array_equal(model.split_buckets("valid"), buckets)
+            assert np.array_equal(model.split_buckets(corpus, "valid"), buckets)
         monkeypatch.undo()

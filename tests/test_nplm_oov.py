@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from lmbench.errors import LMBenchError
+from lmbench.model import split_logprobs
 from lmbench_cli import main
 from neural import oov
 from neural.energy import EnergyNetwork
@@ -73,7 +74,7 @@ def test_grown_distribution_sums_to_one_and_scores_are_its_log(kind):
         assert scores[position - grown.start] == pytest.approx(np.log(p[grown.stream[position]]), abs=1e-12)
     # before the first new word the vocabulary is V: the scores are the <unk> convention's
     before = grown.first[0] - grown.start
-    unk = NPLMLanguageModel(net).attach(CORPUS).logprobs("valid")
+    unk = split_logprobs(NPLMLanguageModel(net), CORPUS, "valid")
     np.testing.assert_allclose(scores[:before], unk[:before], rtol=0, atol=1e-12)
 
 

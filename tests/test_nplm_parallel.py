@@ -18,7 +18,7 @@ import torch
 import torch.multiprocessing as mp
 
 from lmbench.errors import LMBenchError
-from lmbench.model import perplexity
+from lmbench.model import perplexity, split_perplexity
 from neural.classes import word_classes
 from neural.config import NPLMConfig
 from neural.lm import context_windows
@@ -177,21 +177,21 @@ def test_run_learns_stops_resumes_and_evaluates_like_one_process(tmp_path, schem
     start.net.reset_parameters()
     counts = np.bincount(CORPUS.train, minlength=V) + 1.0
     start.net.set_unigram_biases(torch.from_numpy(counts / counts.sum()))
-    assert first["resumed"]["valid_perplexity"] < 0.7 * start.perplexity("valid")
+    assert first["resumed"]["valid_perplexity"] < 0.7 * split_perplexity(start, CORPUS, "valid")
     # one checkpoint, in the single-process format: it loads, scores and resumes on one process
     run = tmp_path / "split"
     assert sorted(p.name for p in run.iterdir()) == [BEST, CHECKPOINT, "log.jsonl", "result.json"]
     written = json.loads((run / "result.json").read_text())
     assert written["valid_perplexity"] == first["resumed"]["valid_perplexity"]
     single = load_nplm(run, CORPUS, device="cpu")
-    assert single.perplexity("valid") == pytest.approx(first["distributed_valid"], rel=1e-6)
-    assert single.perplexity("valid") == pytest.approx(first["resumed"]["valid_perplexity"], rel=1e-6)
+    assert split_perplexity(single, CORPUS, "valid") == pytest.approx(first["distributed_valid"], rel=1e-6)
+    assert split_perplexity(single, CORPUS, "valid") == pytest.approx(first["resumed"]["valid_perplexity"], rel=1e-6)
     stream, start_at = CORPUS.stream_for("valid", history=2)
     expected = single.net(torch.from_numpy(context_windows(stream, 2, start_at).copy())).detach()
     for result in results:
         assert_close(result["full_scores"], expected, "the gathered scores y")
     more = train_nplm(CORPUS, tiny(objective="softmax", epochs=13), run, resume=True, progress=False)
-    assert more["epochs"] == 13 and more["valid_perplexity"] < 0.7 * start.perplexity("valid")
+    assert more["epochs"] == 13 and more["valid_perplexity"] < 0.7 * split_perplexity(start, CORPUS, "valid")
 
 
 # -- launched by torchrun, through the command line ---------------------------------------------------
