@@ -91,7 +91,7 @@ def test_brown_sized_corpus_many_runs(tmp_path, brown):
     in_memory = KneserNey(5).fit(brown)
     bounded = KneserNey(5, memory=brown.train.nbytes + parse_size("6M"), tmp_dir=tmp_path).fit(brown)
     assert isinstance(bounded.table.keys[5], np.memmap)
-    assert_same_model(in_memory, bounded, corpus)
+    assert_same_model(in_memory, bounded, brown)
 
 
 def test_the_cap_chooses_the_path(tmp_path, corpus):
