@@ -1,6 +1,6 @@
-"""End to end: `lmbench reproduce brown --quick --extra energy` runs every row of Table 1 and the energy
-network's on a slice of Brown, caches the rows, and builds the report; a second run takes every row from
-the cache. What is checked is what a reader of the report relies on: every row is there with a finite
+"""End to end: `lmbench reproduce brown --quick` runs every row of Table 1 on a slice of Brown, caches
+the rows, and builds the report; a second run takes every row from the cache (the optional groups'
+rows, `--extra`, run through the same pipeline: tests/test_rows.py). What is checked is what a reader of the report relies on: every row is there with a finite
 perplexity, no mixture is above both of its parts, and each claim's verdict follows from the rows."""
 
 import json
@@ -9,7 +9,7 @@ import math
 import pytest
 
 from lmbench_cli import main
-from reports.experiments import brown_rows, energy_rows
+from reports.experiments import brown_rows
 
 
 def assert_mixtures_not_above_their_parts(rows: dict) -> None:
@@ -30,15 +30,14 @@ def assert_mixtures_not_above_their_parts(rows: dict) -> None:
 @pytest.mark.usefixtures("brown")
 def test_quick_reproduction_end_to_end(tmp_path, capsys):
     work, report = tmp_path / "work", tmp_path / "report"
-    argv = ["reproduce", "brown", "--quick", "--work-dir", str(work), "--report-dir", str(report), "--json",
-            "--extra", "energy"]
+    argv = ["reproduce", "brown", "--quick", "--work-dir", str(work), "--report-dir", str(report), "--json"]
     assert main(argv) == 0
     summary = json.loads(capsys.readouterr().out)
     results = json.loads((report / "results.json").read_text())
     vocab_size = results["corpus_summary"]["vocab_size"]
     rows = {row["id"]: row for row in results["rows"]}
     ours = ["nplm-ours", "nplm-ours-kn-interp-5-em"]  # NPLM (ours), shaped by the training split, and its mixture
-    assert list(rows) == [row.id for row in brown_rows()] + ours + [row.id for row in energy_rows()]  # every row
+    assert list(rows) == [row.id for row in brown_rows()] + ours  # every row
     trained = rows["nplm-ours"]["config"]  # the whole training configuration, the shape within it
     assert trained["shape"]["bag"] == 50 and trained["dropout"] == 0.3 and trained["weight_decay"] == 1e-5
     for row in rows.values():
@@ -50,9 +49,7 @@ def test_quick_reproduction_end_to_end(tmp_path, capsys):
     # EM-fitted weights are fitted on valid: there the mixture cannot lose to either part
     assert rows["mlp1-del-int-em"]["valid_ppl"] <= min(rows["mlp1"]["valid_ppl"], rows["del-int"]["valid_ppl"]) + 1e-6
     assert rows["mlp1"]["curve"] and results["embedding"]["words"]
-    assert rows["energy1"]["config"]["model"] == "energy" and rows["mlp1"]["config"]["model"] == "nplm"
-    assert rows["energy1"]["family"] == "energy" and rows["mlp1"]["family"] == "nplm"
-    assert rows["energy1"]["config"]["objective"] == rows["mlp1"]["config"]["objective"]
+    assert rows["mlp1"]["config"]["model"] == "nplm" and rows["mlp1"]["family"] == "nplm"
     assert (report / "report.html").exists() and (report / "figures" / "learning_curves.png").exists()
     assert {"commit", "dirty"} <= set(results["meta"])
 

@@ -2,6 +2,7 @@
 paper's network, whatever other families a run adds; results.json written before rows named their
 family still loads, and rebuilds the committed tables unchanged."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from reports.tables import comparison
 from tests.lm_checks import make_corpus
 from tests.test_kneser_ney import markov_text
 from tests.test_reports import fake_results
+from tests.test_reproduce import assert_mixtures_not_above_their_parts
 
 REPORTS = Path(__file__).resolve().parent.parent / "reports"
 
@@ -50,6 +52,26 @@ def test_a_kind_runs_through_its_entry_of_the_runner_table(tmp_path, monkeypatch
     results = {row["id"]: row for row in run["rows"]}
     assert results["flat"]["planted"] and results["flat"]["test_ppl"] == pytest.approx(run["corpus_summary"]["vocab_size"])
     assert results["kn3-flat"]["valid_ppl"] <= results["kn3"]["valid_ppl"] * (1 + 1e-9)
+
+
+@pytest.mark.slow
+def test_the_energy_rows_train_in_mlp1s_shape_with_its_objective(tmp_path, monkeypatch):
+    """`--extra energy` (energy_rows) with the n-gram models its mixtures take: the energy network is a
+    row of its own family, trained in MLP1's shape with the objective MLP1 trains with, and no mixture
+    of it is above both of its parts."""
+    energy_row = energy_rows()[0]
+    briefly = dataclasses.replace(energy_row, config={**energy_row.config, "epochs": 2})  # (its rows are tested,
+    table = [row for row in brown_rows() if row.id in ("del-int", "kn-interp-5")] + [briefly] + energy_rows()[1:]
+    rows = {row["id"]: row for row in reproduce(tmp_path, monkeypatch, table)["rows"]}  # not its 12 epochs)
+    assert list(rows) == [row.id for row in table]
+    energy = rows["energy1"]
+    mlp1 = dataclasses.asdict(pipeline.Reproduction(pipeline.default_settings("brown", False), tmp_path / "w",
+                                                    tmp_path / "r").training_config(brown_rows()[0]))
+    assert brown_rows()[0].id == "mlp1" and energy["family"] == energy["config"]["model"] == "energy"
+    assert energy["config"]["objective"] == mlp1["objective"] == "importance"
+    assert {key: energy["config"]["shape"][key] for key in ("n", "m", "h", "direct")} == {
+        key: mlp1["shape"][key] for key in ("n", "m", "h", "direct")}
+    assert_mixtures_not_above_their_parts(rows)
 
 
 def test_a_row_of_an_unknown_kind_fails_in_one_line(tmp_path, monkeypatch):
