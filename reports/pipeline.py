@@ -224,8 +224,8 @@ class Reproduction:
         extra: dict = {}
         logprobs = runner(row).run(self, row, extra)
         self._save_row_logprobs(row, logprobs)
-        result = {**row.to_dict(), "fingerprint": self.fingerprint(row),
-                  "seconds": time.perf_counter() - started, **extra}
+        seconds = time.perf_counter() - started + extra.pop("seconds_apart", 0.0)  # the row's whole run
+        result = {**row.to_dict(), "fingerprint": self.fingerprint(row), "seconds": seconds, **extra}
         for split in SPLITS:
             result[f"{split}_ppl"] = perplexity(logprobs[split]) if split in logprobs else None
         log.info("row %s: valid %.1f test %.1f (%.0f s)", row.id, result["valid_ppl"], result["test_ppl"],
@@ -248,7 +248,9 @@ class Reproduction:
         from neural.train import load_nplm, train_nplm
         config = self.training_config(row)
         out = self.work / "nplm" / f"{row.id}-{self.fingerprint(row)}"  # a changed row trains afresh
+        started = time.perf_counter()
         summary = train_nplm(self.corpus, config, out, resume=True, evaluate=False)  # scored below
+        trained_here = time.perf_counter() - started  # (0 for a run finished before: resumed, or trained apart)
         model = load_nplm(out, self.corpus)
         splits = SPLITS if row.paper_model else ("valid", "test")  # our extra rows: no train column
         logprobs = {split: split_logprobs(model, self.corpus, split) for split in splits}
@@ -257,6 +259,8 @@ class Reproduction:
         extra.update(curve=curve, epochs=summary.get("epochs"), best_epoch=summary.get("best_epoch"),
                      tokens_per_s=summary.get("tokens_per_s"), train_seconds=summary.get("seconds"),
                      config=asdict(config))
+        # training this invocation did not see (a run resumed, or trained apart and found at its path)
+        extra["seconds_apart"] = max(0.0, (summary.get("seconds") or 0.0) - trained_here)
         if model.net.num_classes:  # the same network scored by the full softmax of y, beside its own
             plain = load_nplm(out, self.corpus, factored=False)
             extra["full_softmax_ppl"] = {split: split_perplexity(plain, self.corpus, split) for split in ("valid", "test")}

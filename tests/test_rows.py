@@ -74,6 +74,17 @@ def test_the_energy_rows_train_in_mlp1s_shape_with_its_objective(tmp_path, monke
     assert_mixtures_not_above_their_parts(rows)
 
 
+def test_a_network_found_trained_at_its_path_counts_its_training_seconds(tmp_path, monkeypatch):
+    """A row whose run finished before (trained apart, or by an earlier reproduction) and is found at
+    its path: the row's seconds are its run's training and its scoring, not the scoring alone."""
+    tiny = Row("tiny", "network", "tiny NPLM", family="nplm", config=dict(n=3, h=8, m=4, direct=True, epochs=1))
+    first = reproduce(tmp_path, monkeypatch, [tiny])["rows"][0]
+    (tmp_path / "work" / "rows" / "tiny.json").unlink()  # the row runs again and finds its finished run
+    again = reproduce(tmp_path, monkeypatch, [tiny])["rows"][0]
+    assert again["train_seconds"] == first["train_seconds"] > 0
+    assert again["seconds"] >= again["train_seconds"] and first["seconds"] >= first["train_seconds"]
+
+
 def test_a_row_of_an_unknown_kind_fails_in_one_line(tmp_path, monkeypatch):
     with pytest.raises(LMBenchError) as caught:
         reproduce(tmp_path, monkeypatch, [Row("kn3", "ngram", "KN", n=3, method="kneser-ney"),
