@@ -28,8 +28,8 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # Everything (CI too: .ci/run); test-fast leaves out the tests marked slow, for everyday work. Both run
-# one test process per core (pytest-xdist; the Brown tests share one, tests/conftest.py).
-PARALLEL ?= -n auto --dist loadgroup
+# one test process per core, at most 4 (pytest-xdist; the Brown tests share one, tests/conftest.py).
+PARALLEL ?= -n auto --maxprocesses 4 --dist loadgroup
 test: install
 	$(PY) -m pytest -q $(PARALLEL)
 
