@@ -4,7 +4,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from baselines.clustering import Clustering, cached_cluster, cluster, exchange, objective, relabel
+from baselines.clustering import Clustering, cached_cluster, cluster, exchange, f, objective, relabel
 from lmbench.errors import LMBenchError
 from tests.helpers import random_text
 from tests.lm_checks import make_corpus
@@ -101,3 +101,11 @@ def test_refuses_impossible_class_counts():
         cluster(corpus.vocab, corpus.train, 10)
     with pytest.raises(LMBenchError, match="at least 2"):
         cluster(corpus.vocab, corpus.train, 1)
+
+
+def test_the_compiled_f_of_a_count_equals_x_log_x_below_and_above_its_table():
+    """The exchange's f of a count reads a table of the counts below 65,536 and computes x ln x above."""
+    from baselines.clustering import F_TABLE, _f
+
+    counts = np.array([0, 1, 2, 65_534, 65_535, 65_536, 65_537, 10**6, 123_456_789], dtype=np.float64)
+    assert [_f(x, F_TABLE) for x in counts] == list(f(counts))
