@@ -84,11 +84,16 @@ class LSTMNetwork(StreamNetwork):
         contiguous pieces, piece j = targets [a_j, a_{j+1}) read from s_j = a_j - warmup (or from the
         stream's start, when that is nearer or warmup is None) with a fresh state, and scored side by
         side in chunks of EVAL_CHUNK steps, the state carried. lanes None: EVAL_LANES (on CUDA 8 times
-        as many, to fill the device)."""
+        as many, to fill the device), but no more than there are `warmup`-long pieces in the targets, so
+        that warming the lanes never reads more tokens than are scored (a split of 800 tokens is one
+        lane: 32 lanes would read 64,000 tokens of warm-up for it)."""
         inputs = padded_inputs(stream)  # (N + 1,) inputs[t] predicts stream[t]
         device = self.embedding.device
         count = len(stream) - start
-        lanes = lanes or EVAL_LANES * (8 if device.type == "cuda" else 1)
+        if lanes is None:
+            lanes = EVAL_LANES * (8 if device.type == "cuda" else 1)
+            if warmup:
+                lanes = min(lanes, count // warmup)
         lanes = max(1, min(lanes, count))
         bounds = start + (count * np.arange(lanes + 1)) // lanes  # (lanes + 1,) a_j
         begins = np.zeros(lanes, dtype=np.int64) if warmup is None else np.maximum(0, bounds[:-1] - warmup)  # s_j

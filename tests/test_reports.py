@@ -132,12 +132,14 @@ def test_a_network_above_kn_is_worded_higher():
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """(folder, what build_report returned) of a report built from a results.json alone, once for the
-    module (drawing its figures takes seconds): MLP1 10% above the paper's 268, MLP2 at 250."""
+    module (drawing its figures takes seconds; the tests that read it share one test process,
+    an xdist group): MLP1 10% above the paper's 268, MLP2 at 250."""
     folder = tmp_path_factory.mktemp("report")
     (folder / "results.json").write_text(json.dumps(fake_results({"mlp1": 268 * 1.1, "mlp2": 250.0})))
     return folder, build_report(folder)
 
 
+@pytest.mark.xdist_group("built_report")
 def test_report_is_rebuilt_from_results_alone(built):
     tmp_path, built = built
     for name in ("table.md", "table.csv", "table.tex", "report.md", "report.html", "claims.json"):
@@ -158,6 +160,7 @@ def test_missing_results_say_what_to_run(tmp_path):
         build_report(tmp_path / "brown")
 
 
+@pytest.mark.xdist_group("built_report")
 def test_report_html_has_contents_and_coloured_differences(built):
     page = (built[0] / "report.html").read_text()
     for anchor in ("summary", "table", "claims", "training", "neighbours", "figures", "word_vectors"):

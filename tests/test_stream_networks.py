@@ -87,6 +87,26 @@ def test_lstm_lanes_equal_one_lane_after_their_warm_up(trained, corpus):
     assert np.abs(net.score_stream(stream, start, lanes=7, warmup=0) - one).max() > 1e-3
 
 
+def test_lstm_lanes_read_no_more_warm_up_than_they_score(trained, corpus, monkeypatch):
+    """By default a split is cut into lanes only as far as each lane still scores `warmup` tokens:
+    the warm-up read to score it is at most its length, or one lane's warm-up."""
+    family, out = trained
+    if family != "lstm":
+        pytest.skip("lanes are the LSTM's")
+    net = load_stream(out, corpus, device="cpu").net
+    read = []
+    encode = type(net).encode
+    monkeypatch.setattr(type(net), "encode", lambda self, inputs, state=None: read.append(inputs.numel())
+                        or encode(self, inputs, state))
+    stream, start = corpus.stream_for("test")
+    count = len(stream) - start
+    for warmup in (count // 5, count // 2, 3 * count):
+        read.clear()
+        net.score_stream(stream, start, warmup=warmup)
+        bound = count + max(count, min(warmup, start)) + 32  # 32: the lanes' end padding
+        assert sum(read) <= bound, (warmup, sum(read), count)
+
+
 def test_transformer_windows_give_every_target_half_its_context_of_history():
     from neural.transformer import TransformerNetwork
     net = TransformerNetwork(TransformerShape(layers=1, d=4, heads=1, ff=4, context=8), 5)
