@@ -197,20 +197,8 @@ def _exchange_pass(order, s_ptr, s_idx, s_val, p_ptr, p_idx, p_val, self_loops, 
     for w in order:
         g = word_class[w]
         s = self_loops[w]
-        nr = 0
-        for j in range(s_ptr[w], s_ptr[w + 1]):
-            d = word_class[s_idx[j]]
-            if r[d] == 0.0:
-                rd[nr] = d
-                nr += 1
-            r[d] += s_val[j]
-        nl = 0
-        for j in range(p_ptr[w], p_ptr[w + 1]):
-            c = word_class[p_idx[j]]
-            if l[c] == 0.0:
-                lc[nl] = c
-                nl += 1
-            l[c] += p_val[j]
+        nr = _by_class(s_idx[s_ptr[w]: s_ptr[w + 1]], s_val[s_ptr[w]: s_ptr[w + 1]], word_class, r, rd)
+        nl = _by_class(p_idx[p_ptr[w]: p_ptr[w + 1]], p_val[p_ptr[w]: p_ptr[w + 1]], word_class, l, lc)
         r[g] -= s
         l[g] -= s
         n_left, n_right = s, s  # c(w, .), c(., w)
@@ -251,6 +239,20 @@ def _exchange_pass(order, s_ptr, s_idx, s_val, p_ptr, p_idx, p_val, self_loops, 
         for t in range(nl):
             l[lc[t]] = 0.0
     return moves, F
+
+
+@numba.njit(cache=True, inline="always")
+def _by_class(words, counts, word_class, into, touched) -> int:
+    """Add the bigram counts of `words` into `into` (C,) by their class; the classes first touched are
+    written to `touched`, and their number returned (`into` is zero outside them)."""
+    n = 0
+    for j in range(len(words)):
+        c = word_class[words[j]]
+        if into[c] == 0.0:
+            touched[n] = c
+            n += 1
+        into[c] += counts[j]
+    return n
 
 
 @numba.njit(cache=True, inline="always")
