@@ -17,7 +17,7 @@ from lmbench.errors import LMBenchError
 from lmbench.files import read_checked
 from reports import summary
 from reports.claims import check_claims
-from reports.figures import draw_all
+from reports.figures import DRAWING_CODE, draw_all, drawn_once
 from reports.provenance import code_state, stamp
 from reports.records import upgrade
 from reports.tables import PAPER_TABLE, _display, comparison, to_markdown, write_tables
@@ -169,6 +169,13 @@ def _figure_html(path: Path) -> str:
             f'</figcaption></figure>')
 
 
+def _summary_figure(across: list[dict], directory: Path) -> Path | None:
+    """The cross-corpus figure of the report's summary lines, drawn once (`reports.figures.drawn_once`)."""
+    drawn = drawn_once(directory, "summary", across, (Path(summary.__file__), DRAWING_CODE),
+                       lambda: [p for p in [summary.summary_figure(across, directory / "summary.png")] if p])
+    return drawn[0] if drawn else None
+
+
 def build_report(report_dir: Path, code: dict | None = None) -> dict:
     """Write table.*, claims.json, figures/*, report.md and report.html; return what was written.
     `code`: the state of the checkout building it (reports.provenance; default: as found now)."""
@@ -181,7 +188,7 @@ def build_report(report_dir: Path, code: dict | None = None) -> dict:
     figures = draw_all(results, table, report_dir / "figures")
     across = summary.gather(report_dir.parent, report_dir, results)
     across_frame = summary.summary_frame(across)
-    across_figure = summary.summary_figure(across, report_dir / "figures" / "summary.png")
+    across_figure = _summary_figure(across, report_dir / "figures")
     claims_frame = pd.DataFrame(claims)
     neighbors = _neighbors_frame(results)
     training = _training_frame(results)

@@ -1,9 +1,17 @@
-"""The report's figures, drawn from results.json alone (matplotlib, PNG and SVG)."""
+"""The report's figures, drawn from results.json alone (matplotlib, PNG and SVG).
+
+Drawing is most of a report build's time (seconds a figure: each is rendered once per format), so a
+folder's figures are drawn again only when what they show may have changed: `drawn_once` keeps, beside
+them, a record (figures/drawn.json) of the digest of their inputs and of the code that draws them.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import Counter
 from pathlib import Path
+from typing import Callable
 
 import matplotlib
 
@@ -13,8 +21,39 @@ from matplotlib.transforms import Bbox  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from lmbench.files import atomic_write_text  # noqa: E402
 from reports.experiments import PAPER_FAMILY, TABLE1_NETWORKS  # noqa: E402
 from reports.records import by_id, network_of, shape  # noqa: E402
+
+
+DRAWN = "drawn.json"  # in a figures folder: which inputs drew which files (`drawn_once`)
+DRAWING_CODE = Path(__file__)  # this module: a change of it draws every figure again
+
+
+def drawn_once(directory: Path, name: str, inputs, code: tuple[Path, ...],
+               draw: Callable[[], list[Path]]) -> list[Path]:
+    """The PNGs `draw()` writes into `directory`, drawn only when the figure set `name` has not been drawn
+    there from the same `inputs` (anything JSON can write) by the same `code` (the files of the modules
+    that draw it) and matplotlib, with every file it wrote (PNG and SVG) still in place."""
+    digest = hashlib.sha256()
+    for module in code:
+        digest.update(module.read_bytes())
+    digest.update(json.dumps([matplotlib.__version__, inputs], sort_keys=True, default=str).encode())
+    key, record = digest.hexdigest(), directory / DRAWN
+    try:
+        drawn = json.loads(record.read_text())
+    except (OSError, ValueError):
+        drawn = {}
+    before = drawn.get(name, {})
+    if before.get("key") == key:
+        paths = [directory / file for file in before["files"]]
+        if all(path.exists() and path.with_suffix(".svg").exists() for path in paths):
+            return paths
+    paths = draw()
+    drawn[name] = {"key": key, "files": [path.name for path in paths]}
+    directory.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(record, json.dumps(drawn, indent=1, sort_keys=True) + "\n")
+    return paths
 
 
 def _save(fig, directory: Path, name: str, tight: bool = True) -> Path:
@@ -251,7 +290,10 @@ def word_vectors(results: dict, directory: Path) -> Path | None:
 
 
 def draw_all(results: dict, table, directory: Path) -> list[Path]:
-    drawn = [learning_curves(results, directory), time_to_perplexity(results, directory),
-             paper_vs_ours(results, table, directory),
-             context_size(results, directory), word_vectors(results, directory)]
-    return [path for path in drawn if path is not None]
+    """The report's figures of `results` (and its `table`, which follows from them), drawn once."""
+    def draw() -> list[Path]:
+        drawn = [learning_curves(results, directory), time_to_perplexity(results, directory),
+                 paper_vs_ours(results, table, directory),
+                 context_size(results, directory), word_vectors(results, directory)]
+        return [path for path in drawn if path is not None]
+    return drawn_once(directory, "report", results, (DRAWING_CODE,), draw)

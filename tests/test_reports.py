@@ -4,10 +4,12 @@ import re
 import numpy as np
 import pytest
 
+import reports.figures
 from lmbench.errors import LMBenchError
 from reports.build import build_report
 from reports.claims import check_claims
 from reports.experiments import ROWS, stream_rows, text_rows
+from reports.figures import drawn_once
 from reports.tables import comparison, paper_rows
 
 
@@ -153,6 +155,42 @@ def test_report_is_rebuilt_from_results_alone(built):
     report = (tmp_path / "report.md").read_text()
     assert "## How the networks were trained" in report and "| mlp1-class " in report
     assert built["claims"]
+
+
+@pytest.mark.xdist_group("built_report")
+def test_a_rebuild_from_the_same_results_draws_nothing(built, monkeypatch):
+    folder, first = built
+    report = (folder / "report.md").read_text()
+
+    def no_drawing(*args, **kwargs):
+        raise AssertionError("a figure was drawn again")
+    monkeypatch.setattr(reports.figures, "_save", no_drawing)
+    again = build_report(folder)
+    assert again["figures"] == first["figures"] and (folder / "report.md").read_text() == report
+
+
+def test_figures_are_drawn_again_only_when_their_inputs_code_or_files_change(tmp_path):
+    folder, code, drawings = tmp_path / "figures", tmp_path / "drawing.py", []
+    code.write_text("colour = 'blue'\n")
+
+    def draw() -> list:
+        drawings.append(1)
+        for suffix in ("png", "svg"):
+            (folder / f"curve.{suffix}").write_text(str(len(drawings)))
+        return [folder / "curve.png"]
+
+    folder.mkdir()
+    def drawn(inputs, name="report"):
+        assert drawn_once(folder, name, inputs, (code,), draw) == [folder / "curve.png"]
+        return len(drawings)
+
+    assert drawn({"mlp1": 250.0}) == 1 and drawn({"mlp1": 250.0}) == 1
+    assert drawn({"mlp1": 249.0}) == 2 and drawn({"mlp1": 249.0}) == 2  # other results
+    (folder / "curve.svg").unlink()
+    assert drawn({"mlp1": 249.0}) == 3  # a file gone
+    code.write_text("colour = 'red'\n")
+    assert drawn({"mlp1": 249.0}) == 4  # other drawing code
+    assert drawn({"mlp1": 249.0}, name="summary") == 5 and drawn({"mlp1": 249.0}) == 5  # sets kept apart
 
 
 def test_missing_results_say_what_to_run(tmp_path):
