@@ -4,6 +4,7 @@ NaN handling, refused checkpoints, save/load, and the CLI."""
 import dataclasses
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from lmbench.errors import LMBenchError
 from lmbench.model import split_perplexity
 from neural.families import NPLMShape
 from neural.model import NPLM
-from neural.recipe import anneal_threshold, apply_weight_decay, learning_rate, next_epoch_rate
+from neural.recipe import anneal_threshold, apply_weight_decay, learning_rate, next_epoch_rate, resolve_device
 from neural.train import CHECKPOINT, NPLMConfig, load_nplm, train_nplm
 from tests.helpers import corpus_args, write_splits
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
@@ -28,6 +29,24 @@ def tiny(**overrides) -> NPLMConfig:
                     threads=1, device="cpu", patience=5, min_gain=-1.0)
     settings.update(overrides)
     return NPLMConfig(**settings)
+
+
+@pytest.mark.parametrize("omp, expected", [("1", 1), ("3", 3), (None, os.cpu_count()), ("", os.cpu_count()),
+                                           ("x", os.cpu_count())])
+def test_a_run_that_names_no_thread_count_takes_omp_num_threads_else_every_core(monkeypatch, omp, expected):
+    """Several jobs sharing the cores (the test processes, a user's OMP_NUM_THREADS=1) each keep to theirs."""
+    before = torch.get_num_threads()
+    if omp is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", omp)
+    try:
+        resolve_device("cpu")
+        assert torch.get_num_threads() == expected
+        resolve_device("cpu", threads=2)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_weight_decay_spares_biases_and_compounds():
