@@ -58,7 +58,7 @@ NPLM_OPTIONS = {
     "brown": {},
     "ap": {"epochs": 8, "weight_decay": 1e-5},
 }
-QUICK_NPLM_OPTIONS = {"epochs": 2, "batch_size": 128}
+QUICK_NPLM_OPTIONS = {"epochs": 1, "batch_size": 128}
 QUICK_IGNORED = ("epochs", "valid_tokens")  # a row's own budget, which a quick run replaces by its own
 # A quick run's networks beyond 2003, narrowed to the slice (as QUICK_CLASSES shrinks C): at their own
 # widths (neural.families) one update of 128 lanes takes seconds on a core, and a quick run only checks
