@@ -17,7 +17,7 @@ from neural.families import NPLMShape
 from neural.model import NPLM
 from neural.recipe import anneal_threshold, apply_weight_decay, learning_rate, next_epoch_rate, resolve_device
 from neural.train import CHECKPOINT, NPLMConfig, load_nplm, train_nplm
-from tests.helpers import corpus_args, write_splits
+from tests.helpers import corpus_args, random_text, run_cli, write_splits
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
 
 TEXT = "the cat sat on the mat . the dog sat on the log . a cat and a dog saw the mat . " * 12
@@ -284,3 +284,18 @@ def test_bad_device_is_named_before_any_corpus_is_loaded(tmp_path, monkeypatch, 
     monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
     assert main(["nplm", "train", "--corpus", "brown", "--device", "foo", "--out", str(tmp_path / "run")]) == 2
     assert "--device 'foo' is not a device" in capsys.readouterr().err
+
+
+def test_a_best_model_whose_exact_perplexity_overflows_is_a_diverged_run(tmp_path, capsys):
+    """NCE one window at a time at the full rate (a case hypothesis drew in tests/test_cli_options.py):
+    the epoch's validation stays finite but some train token gets e^-1000 or less: one line, files kept."""
+    files = write_splits(tmp_path, **{split: random_text(seed, length, "abcdefgh") for split, length, seed
+                                      in (("train", 200, 1), ("valid", 40, 2), ("test", 40, 3))})
+    out = tmp_path / "run"
+    code, printed, err = run_cli(capsys, "nplm", "train", *corpus_args(files), "--no-direct", "--n", "2", "--m", "3",
+                                 "--objective", "nce", "--epochs", "1", "--batch-size", "1", "--device", "cpu",
+                                 "--threads", "1", "--out", str(out), "--json")
+    assert code == 2 and printed == "", printed
+    [line] = [line for line in err.splitlines() if line.startswith("lmbench: error: ")]
+    assert "train perplexity is inf: the run diverged; lower the learning rate (--lr)" in line and str(out) in line
+    assert (out / "best.pt").exists()
