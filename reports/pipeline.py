@@ -46,7 +46,7 @@ class Settings:
     slice: dict | None = None          # quick: tokens per split and min count of the sliced vocabulary
 
 
-QUICK_SLICE = {"train": 20_000, "valid": 4_000, "test": 4_000, "min_count": 3}
+QUICK_SLICE = {"train": 10_000, "valid": 2_000, "test": 2_000, "min_count": 3}
 QUICK_CLASSES = {150: 20, 200: 30, 500: 50, 1000: 80, 2000: 120}  # quick runs shrink C with |V|
 
 
