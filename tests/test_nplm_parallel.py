@@ -150,13 +150,16 @@ def test_loss_gradients_and_updates_equal_one_process(tmp_path, scheme, objectiv
 
 # -- a run: learn, stop, resume, evaluate -------------------------------------------------------------
 
+RUN_EPOCHS = 8  # of 18 updates (16 windows each)
+
+
 def run_worker(rank, directory, scheme):
-    """An uninterrupted run and one stopped after 150 updates then resumed (each 300 updates), and
+    """An uninterrupted run and one stopped after 100 updates then resumed (each 144 updates), and
     the distributed evaluation of the resumed run's best model."""
     team = connect(scheme, V, device="cpu", threads=1)
-    config = tiny(objective="softmax", parallel=scheme, epochs=12)
+    config = tiny(objective="softmax", parallel=scheme, epochs=RUN_EPOCHS)
     whole = train_nplm(CORPUS, config, directory / "whole", progress=False, team=team)
-    stopped = train_nplm(CORPUS, dataclasses.replace(config, max_steps=150), directory / "split",
+    stopped = train_nplm(CORPUS, dataclasses.replace(config, max_steps=100), directory / "split",
                          progress=False, team=team)
     resumed = train_nplm(CORPUS, config, directory / "split", resume=True, progress=False, team=team)
     net = load_nplm(directory / "split", CORPUS, team=team).net
@@ -171,8 +174,8 @@ def run_worker(rank, directory, scheme):
 def test_run_learns_stops_resumes_and_evaluates_like_one_process(tmp_path, scheme):
     results = spawn(run_worker, tmp_path, scheme)
     first = results[0]
-    assert first["stopped"]["stopped"] == "max_steps" and first["stopped"]["updates"] == 150
-    updates = 12 * math.ceil(len(CORPUS.train) / BATCH)
+    assert first["stopped"]["stopped"] == "max_steps" and first["stopped"]["updates"] == 100
+    updates = RUN_EPOCHS * math.ceil(len(CORPUS.train) / BATCH)
     assert first["whole"]["updates"] == first["resumed"]["updates"] == updates
     assert first["resumed"]["valid_perplexity"] == pytest.approx(first["whole"]["valid_perplexity"], rel=1e-6)
     for result in results:  # every process reports the same figures
@@ -195,8 +198,8 @@ def test_run_learns_stops_resumes_and_evaluates_like_one_process(tmp_path, schem
     expected = single.net(torch.from_numpy(context_windows(stream, 2, start_at).copy())).detach()
     for result in results:
         assert_close(result["full_scores"], expected, "the gathered scores y")
-    more = train_nplm(CORPUS, tiny(objective="softmax", epochs=13), run, resume=True, progress=False)
-    assert more["epochs"] == 13 and more["valid_perplexity"] < 0.7 * split_perplexity(start, CORPUS, "valid")
+    more = train_nplm(CORPUS, tiny(objective="softmax", epochs=RUN_EPOCHS + 1), run, resume=True, progress=False)
+    assert more["epochs"] == RUN_EPOCHS + 1 and more["valid_perplexity"] < 0.7 * split_perplexity(start, CORPUS, "valid")
 
 
 # -- bad set-ups: one clear line, before any rendezvous -----------------------------------------------
