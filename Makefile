@@ -29,12 +29,15 @@ $(VENV)/.installed: pyproject.toml
 
 # Everything (CI too: .ci/run); test-fast leaves out the tests marked slow, for everyday work. Both run
 # one test process per core, at most 4 (pytest-xdist; the Brown tests share one, tests/conftest.py).
+# Python keeps its compiled modules (__pycache__, ignored by git) for the tests even where
+# PYTHONDONTWRITEBYTECODE is set: each test process then collects in about 7.5 s instead of 11.5 s.
 PARALLEL ?= -n auto --maxprocesses 4 --dist loadgroup
+PYTEST := env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q
 test: install
-	$(PY) -m pytest -q $(PARALLEL)
+	$(PYTEST) $(PARALLEL)
 
 test-fast: install
-	$(PY) -m pytest -q -m "not slow" $(PARALLEL)
+	$(PYTEST) -m "not slow" $(PARALLEL)
 
 # Benchmarks print figures (speed is never a timed test).
 bench: install

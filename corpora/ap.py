@@ -57,8 +57,9 @@ the last one needed are not read, documents past the test split are unused. A fo
 these sizes gets them scaled down in proportion (each split keeps at least one document); fewer
 than three documents is an error.
 
-Preparation tokenises files in worker processes (`workers`, default min(2, CPUs)) streamed in file
-order, keeps only int32 type ids, a sentence-initial flag per token and document lengths, and is
+Preparation tokenises files in worker processes (`workers`, default min(2, CPUs); one, this process,
+for a folder of fewer than POOL_MIN_FILES files, since a worker spends about 2 s importing nltk) streamed
+in file order, keeps only int32 type ids, a sentence-initial flag per token and document lengths, and is
 cached (corpora.corpus.cached) under the folder's fingerprint (file names, sizes, mtimes), the
 options and PIPELINE_VERSION.
 """
@@ -96,6 +97,7 @@ DEFAULT_VOCAB_SIZE = 17_964
 PAPER_SPLIT = (13_994_528, 963_138, 963_071)  # train, valid, test tokens (Bengio et al. 2003, 4.1)
 PROPER_THRESHOLD = 0.9
 PIPELINE_VERSION = 2  # bump when a rule changes: the cache key includes it
+POOL_MIN_FILES = 8  # fewer files are tokenised in this process (a worker process takes seconds to start)
 
 FIX = "pass --ap-dir or set AP_DIR to the folder of TREC/Tipster AP SGML files (plain or .gz)"
 DAMAGE_FIX = ("replace it with a good copy, move it out of the folder, or pass --skip-bad-files to leave it "
@@ -449,7 +451,7 @@ def load_ap(directory: str | Path, *, vocab_size: int = DEFAULT_VOCAB_SIZE,
             workers: int | None = None, skip_bad_files: bool = False) -> Corpus:
     """AP News from a folder of TREC/Tipster SGML files, as a cached Corpus named "ap".
     `split_sizes`: train, valid, test tokens (default the paper's). `workers` (processes that
-    tokenise; default min(2, CPUs)) does not change the result. `skip_bad_files`: leave a damaged
+    tokenise; default min(2, CPUs), one below POOL_MIN_FILES files) does not change the result. `skip_bad_files`: leave a damaged
     file out with a warning rather than stop."""
     if vocab_size <= len(SPECIALS):
         raise LMBenchError(f"--vocab-size must exceed {len(SPECIALS)} (the symbols "
@@ -458,7 +460,7 @@ def load_ap(directory: str | Path, *, vocab_size: int = DEFAULT_VOCAB_SIZE,
     if len(sizes) != 3 or min(sizes) < 1:
         raise LMBenchError(f"split sizes must be three positive token counts, not {split_sizes}")
     files = source_files(directory)
-    workers = workers or min(2, os.cpu_count() or 1)
+    workers = workers or (min(2, os.cpu_count() or 1) if len(files) >= POOL_MIN_FILES else 1)
     key = {"corpus": "ap", "source": fingerprint(files), "files": len(files),
            "directory": str(Path(directory).resolve()), "vocab_size": vocab_size, "split_sizes": sizes,
            "pipeline": PIPELINE_VERSION}

@@ -51,11 +51,13 @@ def in_chunks(score: Callable[[np.ndarray, int], np.ndarray], stream: np.ndarray
 
 
 def perplexity(logprobs: np.ndarray) -> float:
-    """exp(-mean natural-log probability) over every token."""
+    """exp(-mean natural-log probability) over every token; inf beyond float64's range (a mean log
+    probability below -709: a diverged network), which is the answer, not a warning."""
     logprobs = np.asarray(logprobs, dtype=np.float64)
     if logprobs.size == 0:
         raise LMBenchError("cannot compute perplexity of an empty split: give it at least one token")
-    return float(np.exp(-logprobs.mean()))
+    with np.errstate(over="ignore"):
+        return float(np.exp(-logprobs.mean()))
 
 
 class LanguageModel(ABC):

@@ -132,7 +132,8 @@ def _device_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="auto (CUDA when present, else all CPU cores), "
                                                          "cpu, cuda, cuda:N")
     parser.add_argument("--bf16", action="store_true", help="bfloat16 for the |V|-sized matrix products")
-    parser.add_argument("--threads", type=integer(1), default=None, help="CPU threads (default: all cores)")
+    parser.add_argument("--threads", type=integer(1), default=None,
+                        help="CPU threads (default: OMP_NUM_THREADS when set, else all cores)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 

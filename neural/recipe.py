@@ -91,5 +91,12 @@ def resolve_device(name: str, threads: int | None = None) -> torch.device:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise LMBenchError(f"device {name!r} asked for but CUDA is not available: use --device cpu or auto")
     if device.type == "cpu":
-        torch.set_num_threads(threads or os.cpu_count() or 1)
+        torch.set_num_threads(threads or default_threads())
     return device
+
+
+def default_threads() -> int:
+    """The CPU threads of a run that names none: OMP_NUM_THREADS when it is set (as torch itself reads it:
+    a machine shared by several jobs, the test processes), else every core."""
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    return int(value) if value.isdigit() and int(value) > 0 else os.cpu_count() or 1

@@ -48,7 +48,7 @@ from neural.loop import RunState, run_epochs, write_log
 from neural.objectives import make_objective
 from neural.recipe import resolve_device
 from neural.stream import StreamLanguageModel, StreamNetwork, padded_inputs
-from neural.train import BEST, CHECKPOINT, LOG, RESULT, atomic_save, nan_error, read_checkpoint
+from neural.train import BEST, CHECKPOINT, LOG, RESULT, atomic_save, check_finite, nan_error, read_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -305,6 +305,7 @@ def finish(corpus, config, state: RunState, out, evaluate: bool) -> dict:
         result["eval_seconds"] = time.perf_counter() - started
         for split, logprobs in scores.items():
             result[f"{split}_perplexity"] = perplexity(logprobs)
+        check_finite(result, out)
         save_logprobs(out / LOGPROBS, scores)  # the input of `lmbench mix`
         result["logprobs"] = str(out / LOGPROBS)
     result["best_epoch"] = int(np.argmin([r["valid_perplexity"] for r in state.history])) + 1

@@ -290,6 +290,15 @@ def nan_error(step: int, checkpoint_path: Path, value: float | None = None,
                         f"or start again{kept}")
 
 
+def check_finite(result: dict, out: Path) -> None:
+    """A best model whose exact perplexity on a split overflows (some token of it given e^-1000 or less,
+    while the epochs' validation stayed finite) has diverged: stopped in one line, its files kept."""
+    for key, value in result.items():
+        if key.endswith("_perplexity") and not math.isfinite(value):
+            raise LMBenchError(f"the best model's {key.replace('_', ' ')} is {value}: the run diverged; lower "
+                               f"the learning rate (--lr) and train again (its files are kept in {out})")
+
+
 def finish(corpus, config, state: NPLMState, out, team, evaluate: bool = True) -> dict:
     """The run's figures, with the train/valid/test perplexities of the best model when `evaluate`
     (a caller that scores the splits itself passes False)."""
@@ -303,6 +312,7 @@ def finish(corpus, config, state: NPLMState, out, team, evaluate: bool = True) -
             stream, start = corpus.stream_for(split, history=net.history)
             logprobs = team.score_stream(net, stream, start, bf16=config.bf16)
             result[f"{split}_perplexity"] = perplexity(logprobs)
+        check_finite(result, out)
     result["best_epoch"] = int(np.argmin([r["valid_perplexity"] for r in state.history])) + 1
     if team.writer:
         atomic_write_text(out / RESULT, json.dumps(result, indent=1))

@@ -72,8 +72,9 @@ def register(subparsers) -> None:
                              "more on 2 cores); brown, ap: lstm and transformer add our LSTM and Transformer, "
                              "alone and mixed with interpolated KN 5")
     parser.add_argument("--threads", type=integer(1), default=None,
-                        help="CPU threads of the network rows (default: all cores; e.g. 1 to share the machine "
-                             "with another run): how fast, not what, so not part of a row's cache key")
+                        help="CPU threads of the network rows (default: OMP_NUM_THREADS when set, else all cores; "
+                             "e.g. 1 to share the machine with another run): how fast, not what, so not part of a "
+                             "row's cache key")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     _add_allow_dirty(parser)
     text = parser.add_argument_group("your own corpus (reproduce text)")

@@ -46,7 +46,7 @@ class Settings:
     slice: dict | None = None          # quick: tokens per split and min count of the sliced vocabulary
 
 
-QUICK_SLICE = {"train": 20_000, "valid": 4_000, "test": 4_000, "min_count": 3}
+QUICK_SLICE = {"train": 10_000, "valid": 2_000, "test": 2_000, "min_count": 3}
 QUICK_CLASSES = {150: 20, 200: 30, 500: 50, 1000: 80, 2000: 120}  # quick runs shrink C with |V|
 
 
@@ -58,7 +58,7 @@ NPLM_OPTIONS = {
     "brown": {},
     "ap": {"epochs": 8, "weight_decay": 1e-5},
 }
-QUICK_NPLM_OPTIONS = {"epochs": 2, "batch_size": 128}
+QUICK_NPLM_OPTIONS = {"epochs": 1, "batch_size": 128}
 QUICK_IGNORED = ("epochs", "valid_tokens")  # a row's own budget, which a quick run replaces by its own
 # A quick run's networks beyond 2003, narrowed to the slice (as QUICK_CLASSES shrinks C): at their own
 # widths (neural.families) one update of 128 lanes takes seconds on a core, and a quick run only checks
@@ -107,7 +107,7 @@ class Reproduction:
     def __init__(self, settings: Settings, work_dir: Path, report_dir: Path, text: TextCorpus | None = None,
                  extra: tuple[str, ...] = (), code: dict | None = None, threads: int | None = None):
         self.settings = settings
-        self.threads = threads  # CPU threads of the network rows (None: all cores): how fast, not what
+        self.threads = threads  # network rows' CPU threads (None: neural.recipe.default_threads): how fast
         self.code = code or code_state(report_dir)  # the commit that runs, reports.provenance
         self.extra = extra  # the optional row groups to add (EXTRA_ROWS of the corpus)
         self.work = work_dir
@@ -368,7 +368,7 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
     `skip`: kinds of rows (keys of RUNNERS) to leave out; `text`: the user's corpus when `corpus` is
     "text"; `extra`: names of the corpus's optional row groups to add (EXTRA_ROWS); `allow_dirty`: write
     into a committed report folder from a tree with uncommitted changes (reports.provenance); `threads`:
-    CPU threads of the network rows (None: all cores)."""
+    CPU threads of the network rows (None: OMP_NUM_THREADS when set, else all cores)."""
     from reports.build import build_report
 
     if corpus not in ROWS and not (corpus == "text" and text is not None):

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from corpora import ap
 from corpora.ap import (DEFAULT_VOCAB_SIZE, documents_suffice, is_number, load_ap, split_documents,
                         split_sentences, tokenize_text)
 from lmbench_cli import main
@@ -188,10 +189,16 @@ def test_split_documents_by_cumulative_targets():
         split_documents(lengths[:2], (1, 1, 1))
 
 
-def test_workers_do_not_change_the_result(three_docs):
+def test_workers_do_not_change_the_result(three_docs, monkeypatch):
     one, two = load(three_docs), load(three_docs, workers=2)
     assert one.vocab.words == two.vocab.words
     assert all(np.array_equal(one.split(s), two.split(s)) for s in ("train", "valid", "test"))
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a folder of fewer than POOL_MIN_FILES files started worker processes")
+    monkeypatch.setattr(ap, "ProcessPoolExecutor", no_pool)  # a small folder, by default: this process
+    default = load(three_docs, workers=None)
+    assert all(np.array_equal(one.split(s), default.split(s)) for s in ("train", "valid", "test"))
 
 
 def test_cache_is_keyed_by_files_and_options(three_docs, monkeypatch, tmp_path):

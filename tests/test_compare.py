@@ -87,6 +87,7 @@ def test_rows_are_chosen_by_only_and_networks():
     assert class_counts(16_000) == [160, 480, 1600] and class_counts(50) == [2, 5]
 
 
+@pytest.mark.slow  # two comparisons
 def test_bounded_memory_gives_the_same_rows(corpus_files, tmp_path, capsys, monkeypatch):
     """--memory: the n-gram rows that take it estimate in bounded memory, to the same perplexities and
     the same fingerprints (the cap is no part of them) as in memory."""

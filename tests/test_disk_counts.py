@@ -48,6 +48,9 @@ def disk_counts(tmp_path, stream, order, vocab_size, memory=TINY_CAP):
         return DiskCounts(ws, stream, order, vocab_size, memory).count()
 
 
+ORDER_5 = pytest.param(5, marks=pytest.mark.slow)  # the longest builds: in `make test`, not test-fast
+
+
 @pytest.mark.parametrize("packed", [None, False])
 def test_counts_equal_the_in_memory_counts(tmp_path, corpus, monkeypatch, packed):
     if packed is False:  # prefix-rank keys at every order (as AP's 5-grams need)
@@ -68,7 +71,7 @@ def test_counts_equal_the_in_memory_counts(tmp_path, corpus, monkeypatch, packed
 
 
 @pytest.mark.parametrize("cls", [KneserNey, KneserNeyBackoff, Katz])
-@pytest.mark.parametrize("order", [2, 3, 5])
+@pytest.mark.parametrize("order", [2, 3, ORDER_5])
 def test_every_probability_equals_the_in_memory_model(tmp_path, corpus, cls, order):
     in_memory = cls(order).fit(corpus)
     bounded = cls(order, memory=TINY_CAP, tmp_dir=tmp_path).fit(corpus)
@@ -102,7 +105,7 @@ def test_the_cap_chooses_the_path(tmp_path, corpus):
 
 @pytest.mark.parametrize("packed", [None, False])
 @pytest.mark.parametrize("cls", [KneserNeyBackoff, Katz])
-@pytest.mark.parametrize("order", [3, 5])
+@pytest.mark.parametrize("order", [3, ORDER_5])
 def test_count_cutoffs_on_the_bounded_path(tmp_path, corpus, monkeypatch, packed, cls, order):
     """SRILM's cutoffs (the paper's back-off rows): the listed rows, renumbered keys included, and every
     probability and weight equal the in-memory model's."""

@@ -10,6 +10,7 @@ the file (exit 2 from the command line); never a traceback.
 import gzip
 import json
 import logging
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -222,22 +223,42 @@ def test_damaged_row_cache_runs_the_row_again(reproduction, tmp_path, name, how,
     assert numbers(json.loads((tmp_path / "report" / "results.json").read_text())) == numbers(clean)
 
 
+TINY_CORPUS = make_corpus(markov_text(2000, 60, 1), markov_text(300, 60, 2), markov_text(300, 60, 3))
+TINY_NETWORK = Row("tiny", "network", "tiny NPLM", family="nplm", config=dict(n=3, h=8, m=4, direct=True, epochs=1))
+
+
+def use_tiny_table(monkeypatch) -> pipeline.Settings:
+    """Brown's table made of one small network, run on a small corpus: its settings."""
+    monkeypatch.setitem(pipeline.ROWS, "brown", lambda corpus: [TINY_NETWORK])
+    monkeypatch.setattr(pipeline.Reproduction, "load_corpus", lambda self: TINY_CORPUS)
+    return pipeline.default_settings("brown", False)
+
+
+@pytest.fixture
+def tiny_table(monkeypatch):
+    return use_tiny_table(monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """A finished reproduction of the tiny table, run once for the module (each test damages a copy)."""
+    folder = tmp_path_factory.mktemp("tiny-run")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        pipeline.Reproduction(use_tiny_table(monkeypatch), folder / "work", folder / "report").run()
+    return folder
+
+
+@pytest.mark.xdist_group("tiny_run")  # one test process runs the module's tiny reproduction
 @pytest.mark.parametrize("how", ["empty", "half", "flipped byte"])
-def test_damaged_training_log_is_named_with_the_fix(tmp_path, monkeypatch, how):
+def test_damaged_training_log_is_named_with_the_fix(tmp_path, tiny_run, tiny_table, how):
     """A network's log.jsonl (its learning curve in the report) read back damaged: one error naming the
     file and how to train the network again, never a JSON traceback."""
-    corpus = make_corpus(markov_text(2000, 60, 1), markov_text(300, 60, 2), markov_text(300, 60, 3))
-    network = Row("tiny", "network", "tiny NPLM", family="nplm", config=dict(n=3, h=8, m=4, direct=True, epochs=1))
-    monkeypatch.setitem(pipeline.ROWS, "brown", lambda corpus: [network])
-    monkeypatch.setattr(pipeline.Reproduction, "load_corpus", lambda self: corpus)
-    settings = pipeline.default_settings("brown", False)
-    reproduction = pipeline.Reproduction(settings, tmp_path / "work", tmp_path / "report")
-    reproduction.run()
+    shutil.copytree(tiny_run, tmp_path, dirs_exist_ok=True)
     [log_file] = (tmp_path / "work" / "nplm").glob("tiny-*/log.jsonl")
     (tmp_path / "work" / "rows" / "tiny.json").unlink()  # the row runs again and reads its finished run
     damage(log_file, how)
     with pytest.raises(LMBenchError, match="training log") as caught:
-        pipeline.Reproduction(settings, tmp_path / "work", tmp_path / "report").run()
+        pipeline.Reproduction(tiny_table, tmp_path / "work", tmp_path / "report").run()
     assert str(log_file) in str(caught.value) and "train this network again" in str(caught.value)
 
 

@@ -1,4 +1,5 @@
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -31,6 +32,9 @@ def test_add_one_unigram_matches_hand_computation():
 
 def test_perplexity_counts_every_token():
     assert math.isclose(perplexity(np.log([0.5, 0.25])), math.sqrt(8))
+    with warnings.catch_warnings():  # a diverged network's perplexity is inf, quietly
+        warnings.simplefilter("error")
+        assert perplexity(np.array([-800.0, -900.0])) == math.inf
     with pytest.raises(LMBenchError):
         perplexity(np.array([]))
 

@@ -1,6 +1,7 @@
 """Katz back-off: Good-Turing ratios by hand, a hand-worked bigram, a loop-based reference,
 normalisation, the no-mass-left context, and degenerate data."""
 
+import functools
 import logging
 from collections import Counter, defaultdict
 
@@ -74,6 +75,7 @@ def reference_katz(train, V, N, k, min_count=1):
     unseen = [w for w in range(V) if (w,) not in raw[1]]
     freed = 1 - sum(d[1].get(c, 1) * c / total for c in raw[1].values())
 
+    @functools.cache  # the back-off weight asks the lower order of every seen word again
     def prob(w, h):
         if not h:
             c = raw[1].get((w,), 0)

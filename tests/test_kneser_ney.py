@@ -1,6 +1,7 @@
 """Modified Kneser-Ney: a hand-worked bigram, discounts, a loop-based reference, normalisation,
 degenerate data, and the CLI."""
 
+import functools
 import json
 import logging
 import math
@@ -105,6 +106,7 @@ def reference_kn(train, V, N, interpolate, min_count=1):
     def disc(n, c):
         return D[n][min(c, 3)]
 
+    @functools.cache  # the back-off weight asks the lower order of every listed word again
     def prob(w, h):
         n = len(h) + 1
         kids = children[n].get(h, {})

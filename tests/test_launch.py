@@ -42,15 +42,20 @@ def test_bad_launches_are_one_line(argv, message, capsys, monkeypatch):
 
 
 @pytest.mark.slow
-def test_nproc_per_node_trains_on_two_processes(tmp_path):
-    """The trap of the bare form: `--n 3` first, which torchrun would take for its own option."""
+def test_nproc_per_node_trains_on_two_processes_and_one_process_evaluates(tmp_path, capsys):
+    """The trap of the bare form: `--n 3` first, which torchrun would take for its own option. The launch
+    runs the bare form itself (`torchrun ... -m lmbench_cli -- nplm train ...`, the command above), so
+    this is the bare form's run too; its model then scores on one process as it did on two."""
     files = corpus_args(write_splits(tmp_path, train=TEXT, valid="the cat sat on the log .", test="a dog sat ."))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    out = tmp_path / "run"
     command = [sys.executable, "-m", "lmbench_cli", "nplm", "train", "--n", "3", "--m", "4", "--h", "5", *files,
-               "--epochs", "1", "--device", "cpu", "--threads", "1", "--nproc-per-node", "2", "--parallel", "data",
-               "--batch-size", "8", "--out", str(tmp_path / "run"), "--json"]
+               "--epochs", "1", "--objective", "softmax", "--device", "cpu", "--threads", "1",
+               "--nproc-per-node", "2", "--parallel", "vocab", "--out", str(out), "--json"]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     trained = json.loads(done.stdout)  # rank 0 alone prints its figures
     assert trained["epochs"] == 1 and 1 < trained["test_perplexity"]
-    assert (tmp_path / "run" / "best.pt").exists()
+    code, printed, _ = run_cli(capsys, "nplm", "eval", str(out), "--split", "test", *files, "--device", "cpu",
+                               "--json")
+    assert code == 0 and json.loads(printed)["perplexity"] == pytest.approx(trained["test_perplexity"], rel=1e-6)

@@ -1,15 +1,15 @@
 """Parallel training (neural/parallel.py) on 2 gloo processes on localhost, spawned by the tests: the
 loss and gradients of one minibatch and the parameters after a few updates equal one process's,
 a run of a few hundred updates learns, stops, resumes and writes one checkpoint in the
-single-process format, distributed evaluation scores like one process, and bad set-ups are named."""
+single-process format, distributed evaluation scores like one process, and bad set-ups are named.
+Launched by torchrun through the command line: tests/test_launch.py."""
 
 import dataclasses
 import json
 import math
+import multiprocessing
 import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +25,6 @@ from neural.lm import context_windows
 from neural.objectives import make_objective
 from neural.parallel import LAUNCH_ENV, Team, blocks, connect, leave_process_group
 from neural.train import BEST, CHECKPOINT, load_nplm, train_nplm
-from tests.helpers import corpus_args, write_splits
 from tests.lm_checks import make_corpus
 
 TEXT = ("the cat sat on the mat . the dog sat on the log . a cat and a dog saw the mat . "
@@ -34,7 +33,6 @@ CORPUS = make_corpus(TEXT, "the cat sat on the log . a dog saw a bird .", "a dog
 V = len(CORPUS.vocab)
 WORLD = 2
 BATCH = 16  # windows per update, all processes together
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def tiny(**overrides) -> NPLMConfig:
@@ -68,9 +66,16 @@ def _entry(rank, port, worker, directory, args):
         leave_process_group()
 
 
+# The processes are forked from one server that imported this module (torch with it) and torch._dynamo
+# (which the first optimizer imports) once: a fresh interpreter per process spent about 7 s of a core
+# importing them, most of each test.
+multiprocessing.set_forkserver_preload([__name__, "torch._dynamo"])
+
+
 def spawn(worker, directory: Path, *args) -> list:
     """What worker returned on each process."""
-    mp.spawn(_entry, args=(free_port(), worker, directory, args), nprocs=WORLD, join=True)
+    mp.start_processes(_entry, args=(free_port(), worker, directory, args), nprocs=WORLD, join=True,
+                       start_method="forkserver")
     return [torch.load(directory / f"rank{r}.pt", weights_only=False) for r in range(WORLD)]
 
 
@@ -145,13 +150,16 @@ def test_loss_gradients_and_updates_equal_one_process(tmp_path, scheme, objectiv
 
 # -- a run: learn, stop, resume, evaluate -------------------------------------------------------------
 
+RUN_EPOCHS = 8  # of 18 updates (16 windows each)
+
+
 def run_worker(rank, directory, scheme):
-    """An uninterrupted run and one stopped after 150 updates then resumed (each 300 updates), and
+    """An uninterrupted run and one stopped after 100 updates then resumed (each 144 updates), and
     the distributed evaluation of the resumed run's best model."""
     team = connect(scheme, V, device="cpu", threads=1)
-    config = tiny(objective="softmax", parallel=scheme, epochs=12)
+    config = tiny(objective="softmax", parallel=scheme, epochs=RUN_EPOCHS)
     whole = train_nplm(CORPUS, config, directory / "whole", progress=False, team=team)
-    stopped = train_nplm(CORPUS, dataclasses.replace(config, max_steps=150), directory / "split",
+    stopped = train_nplm(CORPUS, dataclasses.replace(config, max_steps=100), directory / "split",
                          progress=False, team=team)
     resumed = train_nplm(CORPUS, config, directory / "split", resume=True, progress=False, team=team)
     net = load_nplm(directory / "split", CORPUS, team=team).net
@@ -166,8 +174,8 @@ def run_worker(rank, directory, scheme):
 def test_run_learns_stops_resumes_and_evaluates_like_one_process(tmp_path, scheme):
     results = spawn(run_worker, tmp_path, scheme)
     first = results[0]
-    assert first["stopped"]["stopped"] == "max_steps" and first["stopped"]["updates"] == 150
-    updates = 12 * math.ceil(len(CORPUS.train) / BATCH)
+    assert first["stopped"]["stopped"] == "max_steps" and first["stopped"]["updates"] == 100
+    updates = RUN_EPOCHS * math.ceil(len(CORPUS.train) / BATCH)
     assert first["whole"]["updates"] == first["resumed"]["updates"] == updates
     assert first["resumed"]["valid_perplexity"] == pytest.approx(first["whole"]["valid_perplexity"], rel=1e-6)
     for result in results:  # every process reports the same figures
@@ -190,32 +198,8 @@ def test_run_learns_stops_resumes_and_evaluates_like_one_process(tmp_path, schem
     expected = single.net(torch.from_numpy(context_windows(stream, 2, start_at).copy())).detach()
     for result in results:
         assert_close(result["full_scores"], expected, "the gathered scores y")
-    more = train_nplm(CORPUS, tiny(objective="softmax", epochs=13), run, resume=True, progress=False)
-    assert more["epochs"] == 13 and more["valid_perplexity"] < 0.7 * split_perplexity(start, CORPUS, "valid")
-
-
-# -- launched by torchrun, through the command line ---------------------------------------------------
-
-@pytest.mark.slow
-def test_torchrun_cli_trains_and_one_process_evaluates(tmp_path):
-    files = corpus_args(write_splits(tmp_path, train=TEXT, valid="the cat sat on the log .", test="a dog sat ."))
-    out = tmp_path / "run"
-    env = {**os.environ, "LMBENCH_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(WORLD),
-               "--master-port", str(free_port()), "-m", "lmbench_cli", "--", "nplm", "train",
-               *files, "--n", "3", "--m", "4", "--h", "5", "--epochs", "2", "--objective", "softmax",
-               "--device", "cpu", "--threads", "1", "--parallel", "vocab", "--out", str(out), "--json"]
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    trained = json.loads(done.stdout)  # rank 0 alone prints its figures
-    from lmbench_cli import main
-    import contextlib
-    import io
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        assert main(["nplm", "eval", str(out), "--split", "test", *files,
-                     "--device", "cpu", "--json"]) == 0
-    assert json.loads(printed.getvalue())["perplexity"] == pytest.approx(trained["test_perplexity"], rel=1e-6)
+    more = train_nplm(CORPUS, tiny(objective="softmax", epochs=RUN_EPOCHS + 1), run, resume=True, progress=False)
+    assert more["epochs"] == RUN_EPOCHS + 1 and more["valid_perplexity"] < 0.7 * split_perplexity(start, CORPUS, "valid")
 
 
 # -- bad set-ups: one clear line, before any rendezvous -----------------------------------------------

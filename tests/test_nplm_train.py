@@ -4,6 +4,7 @@ NaN handling, refused checkpoints, save/load, and the CLI."""
 import dataclasses
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -14,9 +15,9 @@ from lmbench.errors import LMBenchError
 from lmbench.model import split_perplexity
 from neural.families import NPLMShape
 from neural.model import NPLM
-from neural.recipe import anneal_threshold, apply_weight_decay, learning_rate, next_epoch_rate
+from neural.recipe import anneal_threshold, apply_weight_decay, learning_rate, next_epoch_rate, resolve_device
 from neural.train import CHECKPOINT, NPLMConfig, load_nplm, train_nplm
-from tests.helpers import corpus_args, write_splits
+from tests.helpers import corpus_args, random_text, run_cli, write_splits
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
 
 TEXT = "the cat sat on the mat . the dog sat on the log . a cat and a dog saw the mat . " * 12
@@ -28,6 +29,24 @@ def tiny(**overrides) -> NPLMConfig:
                     threads=1, device="cpu", patience=5, min_gain=-1.0)
     settings.update(overrides)
     return NPLMConfig(**settings)
+
+
+@pytest.mark.parametrize("omp, expected", [("1", 1), ("3", 3), (None, os.cpu_count()), ("", os.cpu_count()),
+                                           ("x", os.cpu_count())])
+def test_a_run_that_names_no_thread_count_takes_omp_num_threads_else_every_core(monkeypatch, omp, expected):
+    """Several jobs sharing the cores (the test processes, a user's OMP_NUM_THREADS=1) each keep to theirs."""
+    before = torch.get_num_threads()
+    if omp is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", omp)
+    try:
+        resolve_device("cpu")
+        assert torch.get_num_threads() == expected
+        resolve_device("cpu", threads=2)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_weight_decay_spares_biases_and_compounds():
@@ -265,3 +284,18 @@ def test_bad_device_is_named_before_any_corpus_is_loaded(tmp_path, monkeypatch, 
     monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
     assert main(["nplm", "train", "--corpus", "brown", "--device", "foo", "--out", str(tmp_path / "run")]) == 2
     assert "--device 'foo' is not a device" in capsys.readouterr().err
+
+
+def test_a_best_model_whose_exact_perplexity_overflows_is_a_diverged_run(tmp_path, capsys):
+    """NCE one window at a time at the full rate (a case hypothesis drew in tests/test_cli_options.py):
+    the epoch's validation stays finite but some train token gets e^-1000 or less: one line, files kept."""
+    files = write_splits(tmp_path, **{split: random_text(seed, length, "abcdefgh") for split, length, seed
+                                      in (("train", 200, 1), ("valid", 40, 2), ("test", 40, 3))})
+    out = tmp_path / "run"
+    code, printed, err = run_cli(capsys, "nplm", "train", *corpus_args(files), "--no-direct", "--n", "2", "--m", "3",
+                                 "--objective", "nce", "--epochs", "1", "--batch-size", "1", "--device", "cpu",
+                                 "--threads", "1", "--out", str(out), "--json")
+    assert code == 2 and printed == "", printed
+    [line] = [line for line in err.splitlines() if line.startswith("lmbench: error: ")]
+    assert "train perplexity is inf: the run diverged; lower the learning rate (--lr)" in line and str(out) in line
+    assert (out / "best.pt").exists()

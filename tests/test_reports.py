@@ -141,6 +141,7 @@ def built(tmp_path_factory):
     return folder, build_report(folder)
 
 
+@pytest.mark.slow  # the shared report draws its figures
 @pytest.mark.xdist_group("built_report")
 def test_report_is_rebuilt_from_results_alone(built):
     tmp_path, built = built
@@ -157,6 +158,7 @@ def test_report_is_rebuilt_from_results_alone(built):
     assert built["claims"]
 
 
+@pytest.mark.slow  # the shared report draws its figures
 @pytest.mark.xdist_group("built_report")
 def test_a_rebuild_from_the_same_results_draws_nothing(built, monkeypatch):
     folder, first = built
@@ -198,6 +200,7 @@ def test_missing_results_say_what_to_run(tmp_path):
         build_report(tmp_path / "brown")
 
 
+@pytest.mark.slow  # the shared report draws its figures
 @pytest.mark.xdist_group("built_report")
 def test_report_html_has_contents_and_coloured_differences(built):
     page = (built[0] / "report.html").read_text()

@@ -46,8 +46,10 @@ def test_quick_reproduction_end_to_end(tmp_path, capsys):
             assert math.isfinite(row[f"{split}_ppl"]) and 1 < row[f"{split}_ppl"] <= vocab_size, (row["id"], split)
     assert rows["del-int"]["train_ppl"] < rows["del-int"]["valid_ppl"]
     assert_mixtures_not_above_their_parts(rows)
-    # EM-fitted weights are fitted on valid: there the mixture cannot lose to either part
-    assert rows["mlp1-del-int-em"]["valid_ppl"] <= min(rows["mlp1"]["valid_ppl"], rows["del-int"]["valid_ppl"]) + 1e-6
+    # EM-fitted weights are fitted on valid: there the mixture cannot lose to either part (beyond where EM
+    # stops: an optimum at a weight of 0 or 1 is approached slowly, as in tests/test_compare.py)
+    best_part = min(rows["mlp1"]["valid_ppl"], rows["del-int"]["valid_ppl"])
+    assert rows["mlp1-del-int-em"]["valid_ppl"] <= best_part * (1 + 1e-4)
     assert rows["mlp1"]["curve"] and results["embedding"]["words"]
     assert rows["mlp1"]["config"]["model"] == "nplm" and rows["mlp1"]["family"] == "nplm"
     assert (report / "report.html").exists() and (report / "figures" / "learning_curves.png").exists()
