@@ -451,8 +451,8 @@ def load_ap(directory: str | Path, *, vocab_size: int = DEFAULT_VOCAB_SIZE,
             workers: int | None = None, skip_bad_files: bool = False) -> Corpus:
     """AP News from a folder of TREC/Tipster SGML files, as a cached Corpus named "ap".
     `split_sizes`: train, valid, test tokens (default the paper's). `workers` (processes that
-    tokenise; default min(2, CPUs), one below POOL_MIN_FILES files) does not change the result. `skip_bad_files`: leave a damaged
-    file out with a warning rather than stop."""
+    tokenise; default min(2, CPUs), one below POOL_MIN_FILES files) does not change the result.
+    `skip_bad_files`: leave a damaged file out with a warning rather than stop."""
     if vocab_size <= len(SPECIALS):
         raise LMBenchError(f"--vocab-size must exceed {len(SPECIALS)} (the symbols "
                            f"{', '.join(SPECIALS)} are always in), not {vocab_size}")

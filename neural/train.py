@@ -291,7 +291,7 @@ def nan_error(step: int, checkpoint_path: Path, value: float | None = None,
 
 
 def check_finite(result: dict, out: Path) -> None:
-    """A best model whose exact perplexity on a split overflows (some token of it given e^-1000 or less,
+    """A best model whose exact perplexity on a split overflows (its tokens given e^-709 or less on average,
     while the epochs' validation stayed finite) has diverged: stopped in one line, its files kept."""
     for key, value in result.items():
         if key.endswith("_perplexity") and not math.isfinite(value):

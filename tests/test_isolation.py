@@ -42,9 +42,6 @@ def test_a_run_leaves_a_fake_home_untouched(tmp_path, monkeypatch, capsys, sessi
 
 
 GROUPED = '''
-import os
-from pathlib import Path
-
 import pytest
 
 from tests.conftest import pytest_collection_modifyitems  # the grouping under test
@@ -68,8 +65,9 @@ def test_the_brown_tests_share_one_test_process(tmp_path):
             f"    (__import__('pathlib').Path({str(log)!r}) / '{module}-{kind}{i}')"
             f".write_text(__import__('os').environ['PYTEST_XDIST_WORKER'])\n\n"
             for i in range(3) for kind in ("brown", "other")))
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-n", "2", "--dist",
-                           "loadgroup", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True,
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+               "-n", "2", "--dist", "loadgroup", str(tmp_path)]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
     assert done.returncode == 0, done.stdout[-2000:]
     workers = {path.name: path.read_text() for path in log.iterdir()}

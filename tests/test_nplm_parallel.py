@@ -199,7 +199,8 @@ def test_run_learns_stops_resumes_and_evaluates_like_one_process(tmp_path, schem
     for result in results:
         assert_close(result["full_scores"], expected, "the gathered scores y")
     more = train_nplm(CORPUS, tiny(objective="softmax", epochs=RUN_EPOCHS + 1), run, resume=True, progress=False)
-    assert more["epochs"] == RUN_EPOCHS + 1 and more["valid_perplexity"] < 0.7 * split_perplexity(start, CORPUS, "valid")
+    assert more["epochs"] == RUN_EPOCHS + 1
+    assert more["valid_perplexity"] < 0.7 * split_perplexity(start, CORPUS, "valid")
 
 
 # -- bad set-ups: one clear line, before any rendezvous -----------------------------------------------
