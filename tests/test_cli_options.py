@@ -38,6 +38,9 @@ settings.register_profile("ci", derandomize=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 EXAMPLES = settings(max_examples=50, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+# Each drawn `nplm train` trains a network (up to 400 updates at batch size 1): 50 of them cost 6-60 s in a
+# suite run, with what the other test process runs beside it.
+TRAINING_EXAMPLES = settings(EXAMPLES, max_examples=25)
 NOT_INTEGERS = ["x", "1.5", "", "1e3", "nan"]
 NOT_NUMBERS = ["x", "", "nan", "-inf"]  # "-inf": taken for an option, so the value is missing
 ABSENT = st.just(([], None))
@@ -266,7 +269,7 @@ def test_ngram(place, capsys, data):
         if draw.valid_only else None)
 
 
-@EXAMPLES
+@TRAINING_EXAMPLES
 @given(data=st.data())
 def test_nplm_train(place, capsys, data, tmp_path_factory):
     from neural.config import OBJECTIVES
