@@ -20,7 +20,7 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("nplm", help="the neural probabilistic language model")
     commands = parser.add_subparsers(dest="nplm_command", required=True)
 
-    from neural.config import BACKENDS, CLASS_SOURCES, OBJECTIVES, PARALLEL, RECIPES, NPLMConfig
+    from neural.config import BACKENDS, CLASS_SOURCES, OBJECTIVES, PARALLEL, RECIPES, SCHEDULES, NPLMConfig
     defaults = NPLMConfig()
     train = commands.add_parser("train", help="train a network and report its perplexities")
     add_corpus_options(train)
@@ -52,6 +52,9 @@ def register(subparsers) -> None:
     run_group.add_argument("--anneal-gain", type=float, default=None,
                            help="sgd: start halving once an epoch improves valid by less than this fixed "
                                 "fraction instead (default: the --min-gain rule)")
+    run_group.add_argument("--schedule", choices=SCHEDULES, default=defaults.schedule,
+                           help="sgd: halving (the --min-gain rule above; default) or linear (the rate falls "
+                                "linearly to 0 over all --epochs, every epoch run: NPLM (ours)'s budget)")
     run_group.add_argument("--weight-decay", type=float, default=None,
                            help=f"on the weights and C, not the biases (default {defaults.weight_decay}, the paper's "
                                 f"for Brown; AP: 1e-5; {_stream_default('weight_decay')})")

@@ -11,6 +11,7 @@ from neural.families import NetworkShape, check_numbers, family
 
 CLASS_SOURCES = ("frequency", "exchange")  # neural/classes.py makes each
 PARALLEL = ("data", "vocab")  # neural/parallel.py: minibatch shards, or blocks of output rows
+SCHEDULES = ("halving", "linear")  # the sgd recipe's rate schedules (neural/recipe.py)
 BACKENDS = ("auto", "gloo", "nccl")  # torch.distributed's; auto: nccl on CUDA, gloo on the CPU
 
 
@@ -74,6 +75,7 @@ class NPLMConfig:
     lr_decay: float = 1e-8  # paper: r in eps0 / (1 + r t)
     min_gain: float = 0.003  # sgd: halve once an epoch gains less than this per 1M train tokens (neural.recipe)
     anneal_gain: float | None = None  # sgd: start halving below this fixed gain instead (None: the rule)
+    schedule: str = "halving"  # sgd: "halving" (the rule above) or "linear" (lr to 0 over all `epochs`, neural.recipe)
     weight_decay: float = 1e-4  # on the weights and C, never the biases (paper: 1e-4 Brown, 1e-5 AP)
     patience: int = 2  # paper: stop after this many epochs without a better validation perplexity
     dropout: float = 0.0  # dropout on the features while training (not in the paper; NPLM: [tanh(d + Hx), x])
@@ -112,6 +114,11 @@ class NPLMConfig:
             raise LMBenchError(f"unknown recipe {self.recipe!r}: use one of {', '.join(RECIPES)}")
         if self.objective not in OBJECTIVES:
             raise LMBenchError(f"unknown objective {self.objective!r}: use one of {', '.join(OBJECTIVES)}")
+        if self.schedule not in SCHEDULES:
+            raise LMBenchError(f"unknown schedule {self.schedule!r}: use one of {', '.join(SCHEDULES)}")
+        if self.schedule != "halving" and self.recipe != "sgd":
+            raise LMBenchError(f"--schedule {self.schedule} is a schedule of the sgd recipe: drop it or use "
+                               "--recipe sgd")
         if self.class_source not in CLASS_SOURCES:
             raise LMBenchError(f"unknown class source {self.class_source!r}: use one of "
                                f"{', '.join(CLASS_SOURCES)}")

@@ -114,7 +114,7 @@ class NPLM(nn.Module):
         if self.h:
             a = torch.tanh(torch.addmm(self.d, x, self.H.t()))  # (B, h)
             x = torch.cat([a, x], dim=1) if self.direct else a  # (B, K)
-        return F.dropout(x, self.dropout, self.training) if self.dropout else x
+        return dropout(x, self.dropout) if self.dropout and self.training else x
 
     def forward(self, context: torch.Tensor) -> torch.Tensor:
         """The output layer's scores (B, V) (the softmax's y = b + [U, W] z); their softmax is P(. | context)
@@ -136,6 +136,14 @@ class NPLM(nn.Module):
         """float64 log P(target | context) (B,), or log P(. | context) (B, V) when target is None, of the
         output layer (full_softmax: a class layer scored by the softmax of its y)."""
         return self.output.log_probs(self.features(context), target, bf16=bf16, full_softmax=full_softmax)
+
+
+def dropout(x: torch.Tensor, p: float) -> torch.Tensor:
+    """Inverted dropout: each element kept with probability 1 - p and scaled by 1 / (1 - p). The mask
+    is drawn as uniform numbers >= p, which on the CPU costs a third of torch's Bernoulli draws (0.38
+    against 1.0 ms for a 128 x 900 minibatch, 13% of an update of NPLM (ours); bench/nplm_bench.py)."""
+    keep = torch.rand_like(x) >= p  # (same shape as x) bool
+    return x * keep * (1.0 / (1.0 - p))
 
 
 LEGACY_NAMES = {"out": "output.out", "b": "output.b", "class_out": "output.class_out",

@@ -13,8 +13,12 @@ the same network, y = b + [U, W] [tanh(d + H x), x], with two changes and one ru
   which starves the rare words' features; ours keeps 1e-5 (the paper's value for AP);
 - the shape is a rule of the number of training tokens T (`ours_options`), never of valid or test:
   n = 6 (5 words in order), bag = 50, m = 100, h = 300, direct connections; dropout 0.3 up to 2M
-  training tokens, then 0.3 sqrt(2M / T) (more data needs less of it: 0.21 at 4M, 0.11 at AP's 14M).
-  The schedule is every network's (`neural.recipe`).
+  training tokens, then 0.3 sqrt(2M / T) (more data needs less of it: 0.21 at 4M, 0.11 at AP's 14M);
+- a budget known before the run starts: the sgd recipe's linear schedule (`neural.recipe`: the rate
+  falls from 1 to 0 over the whole run) over E = round(30M / T) epochs, at least 1 and at most 5 (Brown
+  and a 1M-token corpus 5, AP's 14M 2: about 30M updates' worth of windows at most, which a 2-core
+  machine trains in 30 minutes), each epoch validated on the first 50,000 tokens of valid (as the
+  stream networks are; the final figures score all of it).
 
 Measured on the AP 1989 1M-token text corpus (|V| 10k; interpolated KN 5: valid 108.2, test 108.6),
 one thread of 2 shared cores, README "NPLM (ours)" (valid / test of the best epoch):
@@ -33,7 +37,9 @@ import math
 DROPOUT = 0.3  # on corpora of up to DROPOUT_TOKENS training tokens
 DROPOUT_TOKENS = 2_000_000
 SHAPE = {"n": 6, "m": 100, "h": 300, "direct": True, "bag": 50}
-TRAINING = {"weight_decay": 1e-5}
+TRAINING = {"weight_decay": 1e-5, "schedule": "linear", "valid_tokens": 50_000}
+BUDGET_TOKENS = 30_000_000  # training windows over the whole run, at most ...
+MAX_EPOCHS = 5  # ... and at most this many epochs of a small corpus
 
 
 def ours_dropout(train_tokens: int) -> float:
@@ -41,7 +47,13 @@ def ours_dropout(train_tokens: int) -> float:
     return round(DROPOUT * math.sqrt(min(1.0, DROPOUT_TOKENS / max(train_tokens, 1))), 2)
 
 
+def ours_epochs(train_tokens: int) -> int:
+    """round(30M / T) epochs, at least 1 and at most 5."""
+    return min(MAX_EPOCHS, max(1, round(BUDGET_TOKENS / max(train_tokens, 1))))
+
+
 def ours_options(corpus) -> dict:
     """The shape and training options of NPLM (ours) on `corpus`, from its training split's length
     alone (valid and test are never read)."""
-    return {**SHAPE, **TRAINING, "dropout": ours_dropout(len(corpus.train))}
+    tokens = len(corpus.train)
+    return {**SHAPE, **TRAINING, "dropout": ours_dropout(tokens), "epochs": ours_epochs(tokens)}

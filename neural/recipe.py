@@ -8,8 +8,8 @@ in how the learning rate moves:
 
 - "paper": one example per update, eps_t = eps0 / (1 + r t) (eps0 = 1e-3, r = 1e-8, t = updates so
   far), early stopping on validation perplexity after `patience` epochs without a better one.
-- "sgd" (default): minibatches of 128 windows, a constant rate (1.0 on the batch-mean loss), halved
-  after every epoch once an epoch improves validation perplexity (relatively) by less than `min_gain`
+- "sgd" (default): minibatches of 128 windows and one of two schedules of the rate (1.0 on the
+  batch-mean loss at first). "halving" (the paper's rows): a constant rate, halved after every epoch once an epoch improves validation perplexity (relatively) by less than `min_gain`
   per GAIN_TOKENS (1M) training tokens, and never less than `min_gain`; the run stops when, halving,
   an epoch again improves it by less than `min_gain` (the schedule of Mikolov's RNNLM toolkit; USC/ISI
   nplm halves whenever validation gets worse). One rule for every corpus: an epoch's gain grows with
@@ -17,6 +17,10 @@ in how the learning rate moves:
   1M tokens) halve below 0.3%, as before this rule; AP's (14M) below 4.2%, where a fixed 0.3% waited
   whole epochs on the plateau (its run needed a hand-set 3% before). `anneal_gain` overrides the
   threshold with a fixed one (an experiment's knob; no report uses it). Measured on Brown, see README.
+  "linear" (NPLM (ours), `neural.ours`): a fixed budget of `epochs` epochs, every one of them run, the
+  rate falling linearly from eps0 at the first update to 0 after the last (the budget schedule of
+  today's networks: no epoch spent on a plateau before the halving starts, and a run whose length is
+  known before it starts). Every epoch is still validated, and the best one is kept.
 
 The decay is applied as the factor (1 - eps lambda) per update. The sgd recipe compounds it over
 `Recipe.decay_every` updates ((1 - eps lambda)^N once) so that a sampled update, which touches a few hundred
@@ -36,10 +40,13 @@ from neural.config import NPLMConfig
 from neural.model import NPLM
 
 
-def learning_rate(config: NPLMConfig, step: int, epoch_rate: float) -> float:
-    """paper: eps0 / (1 + r t); sgd: the epoch's rate (see `next_epoch_rate`)."""
+def learning_rate(config: NPLMConfig, step: int, epoch_rate: float, total_steps: int) -> float:
+    """paper: eps0 / (1 + r t); sgd, halving: the epoch's rate (see `next_epoch_rate`); sgd, linear:
+    eps0 (1 - t / total_steps), `total_steps` the updates of all `epochs` epochs."""
     if config.recipe == "paper":
         return config.peak_lr / (1.0 + config.lr_decay * step)
+    if config.schedule == "linear":
+        return config.peak_lr * max(0.0, 1.0 - step / total_steps)
     return epoch_rate
 
 
@@ -58,7 +65,9 @@ def next_epoch_rate(config: NPLMConfig, rate: float, annealing: bool, gain: floa
                     epoch_tokens: int) -> tuple[float, bool, bool]:
     """The sgd schedule after an epoch of `epoch_tokens` training tokens whose validation perplexity
     improved on the best before it by `gain` (relative; negative when worse): (next rate, annealing,
-    stop)."""
+    stop). The linear schedule's rate does not move by epochs, and it stops after its budget only."""
+    if config.schedule == "linear":
+        return rate, False, False
     if annealing and gain < config.min_gain:
         return rate, True, True
     annealing = annealing or gain < anneal_threshold(config, epoch_tokens)

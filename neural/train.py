@@ -222,7 +222,7 @@ class WindowTrainer:
         config, state, optimizer, net = self.config, self.state, self.optimizer, self.net
         lo = state.position * self.batch
         idx = self.order[lo: lo + self.batch]
-        lr = learning_rate(config, state.step, state.rate)
+        lr = self.rate()
         for group in optimizer.param_groups:
             group["lr"] = lr
         mine, share = self.team.shard_batch(idx)  # data-parallel: this process's windows
@@ -238,6 +238,10 @@ class WindowTrainer:
         optimizer.step()
         return value, len(idx)
 
+    def rate(self) -> float:
+        """The learning rate of the next update (`neural.recipe.learning_rate`)."""
+        return learning_rate(self.config, self.state.step, self.state.rate, self.steps_per_epoch * self.config.epochs)
+
     def settle_decay(self, rate: float) -> None:
         apply_weight_decay(self.net, rate, self.config.weight_decay, self.state.decay_pending)
         self.state.decay_pending = 0
@@ -246,14 +250,14 @@ class WindowTrainer:
         """The epoch's weight decay settled, then validation perplexity, the log line, the best model,
         the next rate and early stopping."""
         config, state, team, net = self.config, self.state, self.team, self.net
-        self.settle_decay(learning_rate(config, state.step, state.rate))
+        self.settle_decay(self.rate())
         team.sync_replicas(net)
         valid_ppl = perplexity(team.score_stream(net, self.valid_stream, self.valid_start,
                                                  batch_size=config.eval_batch, bf16=config.bf16))
         if not math.isfinite(valid_ppl) or not math.isfinite(state.loss_sum):  # diverged, not yet NaN
             raise nan_error(state.step, self.checkpoint_path, valid_ppl, "the validation perplexity")
         train_tokens = state.tokens
-        record = state.record(learning_rate(config, state.step, state.rate), valid_ppl,
+        record = state.record(self.rate(), valid_ppl,
                               len(self.valid_stream) - self.valid_start, not OBJECTIVES[config.objective].sampled)
         log.info("epoch %d: train loss %.4f (running), valid ppl %.2f, %.0f tokens/s, %.0f s, lr %.3g",
                  record["epoch"], record["train_loss"], valid_ppl, record["tokens_per_s"], record["seconds"],

@@ -9,7 +9,7 @@ import torch
 from lmbench.errors import LMBenchError
 from neural.families import NPLMShape
 from neural.lm import NPLMLanguageModel, StreamWindows, context_windows
-from neural.model import NPLM, PAD_ID, parameter_count
+from neural.model import dropout, NPLM, PAD_ID, parameter_count
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
 
 TEXT = "the cat sat on the mat . the dog sat on the log . a cat and a dog ."
@@ -116,6 +116,17 @@ def test_dropout_acts_only_while_training():
     assert torch.equal(plain(contexts), dropped(contexts))
     dropped.train()
     assert not torch.equal(dropped.features(contexts), dropped.features(contexts))
+
+
+def test_dropout_keeps_each_element_with_probability_one_minus_p_scaled_to_keep_the_mean():
+    torch.manual_seed(0)
+    x = torch.full((400, 500), 2.0, requires_grad=True)
+    dropped = dropout(x, 0.3)
+    kept = dropped != 0
+    assert abs(kept.double().mean().item() - 0.7) < 0.005  # 200,000 draws: the standard error is 0.001
+    assert torch.allclose(dropped[kept], torch.tensor(2.0 / 0.7))
+    dropped.sum().backward()  # the gradient flows through the kept elements only, with the same scale
+    assert torch.equal(x.grad, kept * (1.0 / 0.7))
 
 
 def test_bag_is_the_mean_feature_vector_of_the_words_before_the_nearest():

@@ -26,11 +26,12 @@ class TrainOnly:
         return getattr(self, name)
 
 
-@pytest.mark.parametrize("train_tokens, dropout", [(800_000, 0.3), (1_000_000, 0.3), (2_000_000, 0.3),
-                                                   (4_000_000, 0.21), (14_000_000, 0.11)])
-def test_the_documented_shape_for_each_corpus_size(train_tokens, dropout):
+@pytest.mark.parametrize("train_tokens, dropout, epochs", [
+    (800_000, 0.3, 5), (1_000_000, 0.3, 5), (2_000_000, 0.3, 5), (4_000_000, 0.21, 5), (10_000_000, 0.13, 3),
+    (14_000_000, 0.11, 2), (25_000_000, 0.08, 1), (100_000_000, 0.04, 1)])
+def test_the_documented_shape_for_each_corpus_size(train_tokens, dropout, epochs):
     options = ours_options(TrainOnly(train_tokens, 10_000))
     assert options == {"n": 6, "bag": 50, "m": 100, "h": 300, "direct": True, "weight_decay": 1e-5,
-                       "dropout": dropout}
+                       "dropout": dropout, "schedule": "linear", "epochs": epochs, "valid_tokens": 50_000}
     assert options == ours_options(TrainOnly(train_tokens, 10_000))  # deterministic
     NPLMShape(**{k: options[k] for k in ("n", "m", "h", "direct", "bag")})  # a valid shape of the family

@@ -92,8 +92,8 @@ def test_paper_learning_rate_schedule():
     config = NPLMConfig(recipe="paper")
     assert config.batch == 1 and config.peak_lr == 1e-3 and config.weight_decay == 1e-4
     for t in (0, 1, 10 ** 6, 10 ** 8):
-        assert learning_rate(config, t, 123.0) == pytest.approx(1e-3 / (1 + 1e-8 * t), rel=1e-15)
-    assert learning_rate(config, 10 ** 8, 123.0) == pytest.approx(5e-4)
+        assert learning_rate(config, t, 123.0, 10) == pytest.approx(1e-3 / (1 + 1e-8 * t), rel=1e-15)
+    assert learning_rate(config, 10 ** 8, 123.0, 10) == pytest.approx(5e-4)
 
 
 def test_sgd_rate_halves_on_a_plateau_then_stops():
@@ -119,6 +119,26 @@ def test_sgd_plateau_is_judged_per_million_training_tokens():
     assert next_epoch_rate(config, 0.25, True, 0.002, long) == (0.25, True, True)
     fixed = dataclasses.replace(config, anneal_gain=0.03)  # an explicit threshold overrides the rule
     assert anneal_threshold(fixed, long) == anneal_threshold(fixed, 1) == 0.03
+
+
+def test_the_linear_schedule_falls_to_zero_over_the_budget_and_never_halves_or_stops():
+    config = NPLMConfig(recipe="sgd", schedule="linear", epochs=4)
+    assert [learning_rate(config, t, 123.0, 400) for t in (0, 100, 200, 399, 400)] == pytest.approx(
+        [1.0, 0.75, 0.5, 0.0025, 0.0], abs=1e-15)
+    assert next_epoch_rate(config, 1.0, False, -0.5, 800_000) == (1.0, False, False)  # worse: still no stop
+    assert next_epoch_rate(config, 1.0, False, 0.0, 14_000_000) == (1.0, False, False)
+    with pytest.raises(LMBenchError, match="--schedule linear is a schedule of the sgd recipe"):
+        NPLMConfig(recipe="paper", schedule="linear")
+
+
+def test_a_linear_run_trains_every_epoch_of_its_budget_and_ends_at_rate_zero(tmp_path):
+    config = tiny(schedule="linear", epochs=3)
+    result = train_nplm(CORPUS, config, tmp_path, progress=False)
+    log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert result["epochs"] == 3 and result["stopped"] == "epochs"
+    steps = math.ceil(len(CORPUS.train) / config.batch)
+    assert [record["lr"] for record in log] == pytest.approx([0.5 * (1 - (e + 1) / 3) for e in range(3)], abs=1e-12)
+    assert result["updates"] == 3 * steps
 
 
 def test_paper_recipe_updates_with_one_example(tmp_path):
