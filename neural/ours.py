@@ -2,7 +2,7 @@
 regularisation chosen from the training split alone.
 
 The paper's rows keep the paper's shapes (MLP1 ... MLP9, Table 2's network) and recipe. This row is
-the same network, y = b + [U, W] [tanh(d + H x), x], with two changes and one rule:
+the same network, y = b + [U, W] [tanh(d + H x), x], with two changes and two rules:
 
 - a wider context (as in the modernised NPLM of Sun & Iyyer 2021): beside the n-1 nearest words, x
   holds one more block, the mean of C over the `bag` words before them (`neural.model.NPLM`, `bag`):
@@ -15,9 +15,9 @@ the same network, y = b + [U, W] [tanh(d + H x), x], with two changes and one ru
   n = 6 (5 words in order), bag = 50, m = 100, h = 300, direct connections; dropout 0.3 up to 2M
   training tokens, then 0.3 sqrt(2M / T) (more data needs less of it: 0.21 at 4M, 0.11 at AP's 14M);
 - a budget known before the run starts: the sgd recipe's linear schedule (`neural.recipe`: the rate
-  falls from 1 to 0 over the whole run) over E = round(30M / T) epochs, at least 1 and at most 5 (Brown
-  and a 1M-token corpus 5, AP's 14M 2: about 30M updates' worth of windows at most, which a 2-core
-  machine trains in 30 minutes), each epoch validated on the first 50,000 tokens of valid (as the
+  falls from 1 to 0 over the whole run) over E = round(30M / T) epochs, at least 1 and at most 6 (Brown
+  and a 1M-token corpus 6, AP's 14M 2: about 30M windows at most, which 2 cores train in under 30
+  minutes), each epoch validated on the first 50,000 tokens of valid (as the
   stream networks are; the final figures score all of it).
 
 Measured on the AP 1989 1M-token text corpus (|V| 10k; interpolated KN 5: valid 108.2, test 108.6),
@@ -28,6 +28,10 @@ one thread of 2 shared cores, README "NPLM (ours)" (valid / test of the best epo
   tried and dropped, stopped early against the curves above: no direct connections (epoch 5: 111.0 vs
   100.9), a second hidden layer (residual, layer-normalised: epoch 4 148.0 vs 134.3), n = 8 with
   h = 400 (epoch 2 142.1 vs 142.6, at 1.6 times the cost).
+The schedule, measured on Brown (Table 1 protocol; one thread of 2 shared cores; valid / test):
+  the halving rule (every network's before), stopped by it after 9 epochs ............. 244.0 / 221.1
+  linear over 5 epochs ................................................................... 249.7 / 225.5
+  linear over 6 epochs (this rule) ....................................................... 244.1 / 220.7
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ DROPOUT_TOKENS = 2_000_000
 SHAPE = {"n": 6, "m": 100, "h": 300, "direct": True, "bag": 50}
 TRAINING = {"weight_decay": 1e-5, "schedule": "linear", "valid_tokens": 50_000}
 BUDGET_TOKENS = 30_000_000  # training windows over the whole run, at most ...
-MAX_EPOCHS = 5  # ... and at most this many epochs of a small corpus
+MAX_EPOCHS = 6  # ... and at most this many epochs of a small corpus
 
 
 def ours_dropout(train_tokens: int) -> float:
@@ -48,7 +52,7 @@ def ours_dropout(train_tokens: int) -> float:
 
 
 def ours_epochs(train_tokens: int) -> int:
-    """round(30M / T) epochs, at least 1 and at most 5."""
+    """round(30M / T) epochs, at least 1 and at most 6."""
     return min(MAX_EPOCHS, max(1, round(BUDGET_TOKENS / max(train_tokens, 1))))
 
 
