@@ -27,8 +27,8 @@ class TrainOnly:
 
 
 @pytest.mark.parametrize("train_tokens, dropout, epochs", [
-    (800_000, 0.3, 6), (1_000_000, 0.3, 6), (2_000_000, 0.3, 6), (4_000_000, 0.21, 6), (10_000_000, 0.13, 3),
-    (14_000_000, 0.11, 2), (25_000_000, 0.08, 1), (100_000_000, 0.04, 1)])
+    (800_000, 0.3, 6), (1_000_000, 0.3, 6), (2_000_000, 0.3, 6), (4_000_000, 0.21, 6), (10_000_000, 0.13, 4),
+    (14_000_000, 0.11, 3), (25_000_000, 0.08, 2), (100_000_000, 0.04, 1)])
 def test_the_documented_shape_for_each_corpus_size(train_tokens, dropout, epochs):
     options = ours_options(TrainOnly(train_tokens, 10_000))
     assert options == {"n": 6, "bag": 50, "m": 100, "h": 300, "direct": True, "weight_decay": 1e-5,
