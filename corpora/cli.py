@@ -7,7 +7,7 @@ import os
 
 from corpora.corpus import Corpus
 from lmbench.errors import LMBenchError
-from lmbench.options import existing_directory, existing_file, integer
+from lmbench.options import existing_directory, existing_file, integer, output_directory
 
 CORPORA = ("brown", "ap", "text")
 AP_MIN_VOCAB = 5  # more than the four symbols of corpora.ap.SPECIALS (imported only to prepare AP)
@@ -73,8 +73,31 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("corpus", help="prepare a corpus and print its statistics")
     add_corpus_options(parser, positional=True)
     parser.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    parser.add_argument("--write-text", type=output_directory, metavar="DIR",
+                        help="also write the prepared splits as DIR/train.txt, valid.txt, test.txt (words, "
+                             "<unk> literal), a corpus for --corpus text")
+    parser.add_argument("--first", type=token_counts, metavar="TRAIN,VALID,TEST",
+                        help="with --write-text: only the first tokens of each split, e.g. "
+                             "1000000,100000,100000 (reports/ap89-1m from ap)")
     parser.set_defaults(run=run)
 
 
+def token_counts(text: str) -> tuple[int, int, int]:
+    """--first: three positive token counts, comma-separated."""
+    counts = text.split(",")
+    if len(counts) != 3 or not all(c.strip().isdigit() and int(c) > 0 for c in counts):
+        raise argparse.ArgumentTypeError(f"--first takes three token counts (train,valid,test), "
+                                         f"e.g. 1000000,100000,100000, not {text!r}")
+    return tuple(int(c) for c in counts)
+
+
 def run(args: argparse.Namespace) -> dict:
-    return load_corpus(args).summary()
+    corpus = load_corpus(args)
+    if args.first and not args.write_text:
+        raise LMBenchError("--first cuts the files of --write-text: give --write-text DIR too")
+    if args.write_text:
+        from corpora.text import write_text
+        lengths = tuple(len(corpus.split(s)) for s in ("train", "valid", "test"))
+        paths = write_text(corpus, args.write_text, args.first or lengths)
+        return {**corpus.summary(), "written": {s: str(p) for s, p in paths.items()}}
+    return corpus.summary()

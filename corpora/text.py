@@ -27,6 +27,7 @@ import numpy as np
 from corpora.corpus import SPLITS, Corpus, cached
 from corpora.vocab import Vocabulary
 from lmbench.errors import LMBenchError
+from lmbench.files import atomic_write_text
 
 
 def read_text(path: str | Path) -> str:
@@ -113,6 +114,20 @@ def _corpus(texts: dict[str, str], min_count: int, max_vocab: int | None, info: 
         ids[s] = np.concatenate([np.zeros(0, np.int32)] + [e for e, _ in parts])
         unk_words[s] = np.concatenate([np.zeros(0, str)] + [u for _, u in parts])
     return Corpus("text", vocab, info=info, unk_words=unk_words, **ids)
+
+
+def write_text(corpus: Corpus, directory: str | Path, first: tuple[int, int, int]) -> dict[str, Path]:
+    """The first `first` tokens of train, valid and test of a prepared corpus (all of a shorter split)
+    as DIRECTORY/{train,valid,test}.txt: its words separated by spaces, <unk> literal, one line; what
+    `load_text` reads back to the same streams (how reports/ap89-1m's corpus is cut from AP 1989)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    words = np.asarray(corpus.vocab.words, dtype=object)
+    paths = {}
+    for split, count in zip(SPLITS, first):
+        paths[split] = directory / f"{split}.txt"
+        atomic_write_text(paths[split], " ".join(words[corpus.split(split)[:count]]) + "\n")
+    return paths
 
 
 def line_cut(lines: int, split: tuple[float, float, float]) -> dict[str, list[int]]:

@@ -110,3 +110,28 @@ def test_files_are_read_in_chunks_to_the_same_corpus(tmp_path, monkeypatch):
             assert np.array_equal(chunked.split(split), whole.split(split)), split
             assert chunked.unk_words[split].tolist() == whole.unk_words[split].tolist(), split
         assert sum(len(whole.unk_words[s]) for s in ("train", "valid", "test")) > 0
+
+
+def test_a_prepared_corpus_written_as_text_reads_back_as_the_same_streams(tmp_path, capsys):
+    """`lmbench corpus ... --write-text DIR --first N,N,N`: the first tokens of each split as words
+    (<unk> literal), which `--corpus text` reads back to the same ids under the same vocabulary: how
+    reports/ap89-1m's corpus is made from AP."""
+    from tests.helpers import run_cli
+    p = write_splits(tmp_path, train="a b c a b\nd a e", valid="a z b\nc", test="y b a a")
+    code, _, err = run_cli(capsys, "corpus", "text", *[w for s in p for w in (f"--{s}", p[s])],
+                           "--min-count", "2", "--write-text", tmp_path / "out", "--first", "6,9,3")
+    assert code == 0, err
+    assert (tmp_path / "out" / "train.txt").read_text() == "a b <unk> a b <unk>\n"
+    assert (tmp_path / "out" / "valid.txt").read_text() == "a <unk> b <unk>\n"  # shorter than 9: all of it
+    assert (tmp_path / "out" / "test.txt").read_text() == "<unk> b a\n"
+    again = load_text(*(tmp_path / "out" / f"{s}.txt" for s in ("train", "valid", "test")), use_cache=False)
+    assert again.vocab.words[1:] == ["a", "b"]  # <unk> counted from the file like any word, then dropped
+    assert again.train.tolist() == [1, 2, 0, 1, 2, 0]
+
+
+def test_first_needs_three_token_counts(tmp_path, capsys):
+    from tests.helpers import run_cli
+    p = write_splits(tmp_path, train="a b", valid="a", test="b")
+    code, _, err = run_cli(capsys, "corpus", "text", *[w for s in p for w in (f"--{s}", p[s])],
+                           "--write-text", tmp_path / "out", "--first", "6,9")
+    assert code == 2 and "--first takes three token counts" in err and len(err.strip().splitlines()) == 1
