@@ -6,6 +6,7 @@ import pytest
 
 import reports.figures
 from lmbench.errors import LMBenchError
+from neural.families import FAMILIES
 from reports.build import build_report
 from reports.claims import check_claims
 from reports.experiments import ROWS, stream_rows, text_rows
@@ -26,8 +27,11 @@ def fake_results(test_ppl: dict, corpus: str = "brown", streams: bool = False) -
         if row.family:
             record["curve"] = [{"epoch": e, "train_perplexity": 500 / e, "valid_perplexity": 600 / e,
                                 "seconds": 10.0} for e in (1, 2, 3)]
-            record.update(config={"objective": "nce", **row.config}, epochs=3, best_epoch=3, train_seconds=30.0,
-                          tokens_per_s=1e5)
+            shape_fields = FAMILIES[row.family].shape_fields()  # a run's config keeps its shape nested
+            config = {"model": row.family, "objective": "nce", "shape": {}}
+            for key, value in row.config.items():
+                (config["shape"] if key in shape_fields else config)[key] = value
+            record.update(config=config, epochs=3, best_epoch=3, train_seconds=30.0, tokens_per_s=1e5)
         rows.append(record)
     rng = np.random.default_rng(0)
     words = [f"w{i}" for i in range(40)]
