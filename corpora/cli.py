@@ -92,12 +92,11 @@ def token_counts(text: str) -> tuple[int, int, int]:
 
 
 def run(args: argparse.Namespace) -> dict:
-    corpus = load_corpus(args)
-    if args.first and not args.write_text:
+    if args.first and not args.write_text:  # refused before the corpus is prepared
         raise LMBenchError("--first cuts the files of --write-text: give --write-text DIR too")
+    corpus = load_corpus(args)
     if args.write_text:
         from corpora.text import write_text
-        lengths = tuple(len(corpus.split(s)) for s in ("train", "valid", "test"))
-        paths = write_text(corpus, args.write_text, args.first or lengths)
+        paths = write_text(corpus, args.write_text, args.first)
         return {**corpus.summary(), "written": {s: str(p) for s, p in paths.items()}}
     return corpus.summary()

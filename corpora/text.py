@@ -116,15 +116,15 @@ def _corpus(texts: dict[str, str], min_count: int, max_vocab: int | None, info: 
     return Corpus("text", vocab, info=info, unk_words=unk_words, **ids)
 
 
-def write_text(corpus: Corpus, directory: str | Path, first: tuple[int, int, int]) -> dict[str, Path]:
-    """The first `first` tokens of train, valid and test of a prepared corpus (all of a shorter split)
+def write_text(corpus: Corpus, directory: str | Path, first: tuple[int, int, int] | None = None) -> dict[str, Path]:
+    """The first `first` tokens (None: all) of train, valid and test of a prepared corpus (all of a shorter split)
     as DIRECTORY/{train,valid,test}.txt: its words separated by spaces, <unk> literal, one line; what
     `load_text` reads back to the same streams (how reports/ap89-1m's corpus is cut from AP 1989)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     words = np.asarray(corpus.vocab.words, dtype=object)
     paths = {}
-    for split, count in zip(SPLITS, first):
+    for split, count in zip(SPLITS, first or (None,) * len(SPLITS)):
         paths[split] = directory / f"{split}.txt"
         atomic_write_text(paths[split], " ".join(words[corpus.split(split)[:count]]) + "\n")
     return paths
