@@ -1,9 +1,10 @@
 """The paper's claims as checks on our numbers: each gives the paper's figure, ours and a verdict.
 
 The claims are about the paper's network (`reports.records.paper_network`): a row of another family
-(the energy network, or any family added later) or of our own design never takes part. Our networks
-beyond 2003 (the LSTM and the Transformer, where the run has them) get claims of their own, as
-relations on the same rows (`beyond_2003`).
+(the energy network, or any family added later) or of our own design never takes part. Our own
+networks get claims of their own, as relations on the same rows: NPLM (ours) against interpolated
+KN 5 (`ours_claims`), and the networks beyond 2003, the LSTM and the Transformer, where the run has
+them (`beyond_2003`).
 """
 
 from __future__ import annotations
@@ -62,9 +63,10 @@ def versus(ours: tuple[str, float], other: tuple[str, float]) -> str:
 def check_claims(results: dict) -> list[dict]:
     rows = {r["id"]: r for r in results["rows"]}
     corpus = results["corpus"]
+    ours = ours_claims(rows) + beyond_2003(rows)
     if corpus not in ("brown", "ap"):
-        return relations(rows) + beyond_2003(rows)
-    return paper_claims(rows, corpus) + [{**claim, "paper": "not in the paper (2003)"} for claim in beyond_2003(rows)]
+        return relations(rows) + ours
+    return paper_claims(rows, corpus) + [{**claim, "paper": "not in the paper (2003)"} for claim in ours]
 
 
 def paper_claims(rows: dict, corpus: str) -> list[dict]:
@@ -180,6 +182,16 @@ def relations(rows: dict) -> list[dict]:
                                 ("the network (MLP7 shape, n = 3, against MLP5, n = 5)", "mlp7", "mlp5")]:
         claims.append(_relation(f"A longer context helps {family}", _row(rows, long), _row(rows, short)))
     return claims
+
+
+def ours_claims(rows: dict) -> list[dict]:
+    """NPLM (ours)'s claims, where the run has it: alone it beats interpolated KN 5, the strongest
+    n-gram model here; mixing it with KN 5 (EM) helps."""
+    ours = _row(rows, "nplm-ours")
+    if ours is None:
+        return []
+    return [_relation("NPLM (ours) alone beats interpolated KN 5", ours, _row(rows, "kn-interp-5")),
+            _relation("Mixing NPLM (ours) with interpolated KN 5 helps", _row(rows, "nplm-ours-kn-interp-5-em"), ours)]
 
 
 def _feed_forward(row: dict, rows: dict) -> bool:

@@ -1,5 +1,6 @@
 import json
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -9,16 +10,17 @@ from lmbench.errors import LMBenchError
 from neural.families import FAMILIES
 from reports.build import build_report
 from reports.claims import check_claims
-from reports.experiments import ROWS, stream_rows, text_rows
+from reports.experiments import ROWS, ours_rows, stream_rows, text_rows
 from reports.figures import drawn_once
 from reports.tables import comparison, paper_rows
 
 
 def fake_results(test_ppl: dict, corpus: str = "brown", streams: bool = False) -> dict:
-    """Results of every row of the corpus's table (a user's corpus: the rows of a 1,000-word vocabulary,
-    with the LSTM and Transformer only when `streams`, like Brown and AP), of test perplexity
-    `test_ppl[id]` (else 400)."""
+    """Results of every row of the corpus's table (a user's corpus: the rows of a 1,000-word vocabulary),
+    NPLM (ours) as the pipeline adds it for an 800,000-token training split, with the LSTM and
+    Transformer only when `streams`, like Brown and AP), of test perplexity `test_ppl[id]` (else 400)."""
     table = ROWS[corpus]() if corpus in ROWS else text_rows(1000, networks=("mlp1", "mlp3", "mlp5", "mlp7", "mlp9"))
+    table += ours_rows(SimpleNamespace(train=np.zeros(800_000, dtype=np.int32)))
     rows = []
     for row in table + (stream_rows() if streams else []):
         record = row.to_dict()
@@ -64,7 +66,8 @@ def test_comparison_puts_paper_and_ours_side_by_side():
 def test_claims_verdicts_follow_the_numbers():
     numbers = {"mlp1": 260, "mlp2": 250, "mlp3": 300, "mlp4": 290, "mlp5": 270, "mlp6": 260,
                "mlp7": 290, "mlp8": 280, "mlp9": 265, "mlp10": 255, "del-int": 340,
-               "kn-backoff-3": 330, "kn-backoff-5": 325, "kn-interp-5": 320}
+               "kn-backoff-3": 330, "kn-backoff-5": 325, "kn-interp-5": 320,
+               "nplm-ours": 240, "nplm-ours-kn-interp-5-em": 230}
     verdicts = {c["claim"]: c["verdict"] for c in check_claims(fake_results(numbers))}
     assert set(verdicts.values()) == {"holds"}
     numbers["mlp2"] = 270  # mixing hurts one pair
@@ -110,8 +113,10 @@ CLAIM_NUMBERS = {
               **{f"mlp{i}-del-int{how}": 310 for i in (1, 3, 5, 7, 9) for how in ("", "-em", "-bucketed")},
               **{f"kn-{family}-{n}": 250 for family in ("backoff", "interp") for n in (3, 5)}}),
 }
-BEYOND_2003 = ({"lstm": 60, "lstm-kn-interp-5-em": 55, "transformer": 58, "transformer-kn-interp-5-em": 50},
-               {"lstm": 500, "lstm-kn-interp-5-em": 510, "transformer": 520, "transformer-kn-interp-5-em": 530})
+BEYOND_2003 = ({"nplm-ours": 65, "nplm-ours-kn-interp-5-em": 62,
+                "lstm": 60, "lstm-kn-interp-5-em": 55, "transformer": 58, "transformer-kn-interp-5-em": 50},
+               {"nplm-ours": 450, "nplm-ours-kn-interp-5-em": 460,
+                "lstm": 500, "lstm-kn-interp-5-em": 510, "transformer": 520, "transformer-kn-interp-5-em": 530})
 for holding, failing in CLAIM_NUMBERS.values():
     holding.update(BEYOND_2003[0])
     failing.update(BEYOND_2003[1])
@@ -125,7 +130,8 @@ def test_every_claim_holds_and_fails_and_is_worded_alike(corpus):
         assert {c["claim"]: c["verdict"] for c in claims} == {c["claim"]: verdict for c in claims}
         for claim in claims:  # every comparison in the one wording of reports.claims.versus
             assert all(ROW_VS_ROW.fullmatch(part) for part in claim["ours"].split("; ")), claim["ours"]
-    assert len(claims) == {"brown": 8, "ap": 6, "text": 6}[corpus] + 5  # the paper's, then the LSTM's and Transformer's
+    # the paper's, then NPLM (ours)'s two, then the LSTM's and Transformer's five
+    assert len(claims) == {"brown": 8, "ap": 6, "text": 6}[corpus] + 2 + 5
 
 
 def test_a_network_above_kn_is_worded_higher():
