@@ -46,9 +46,12 @@ def test_quick_comparison_end_to_end(corpus_files, tmp_path, capsys):
     table = (tmp_path / "report" / "table.md").read_text()
     assert [line for line in table.splitlines() if "paper" in line] == [] and " test " in table.splitlines()[0]
     claims = {c["claim"]: c for c in json.loads((tmp_path / "report" / "claims.json").read_text())}
-    assert len(claims) == 11 and all("paper" not in claim for claim in claims.values())  # the paper's 6, then 5 of ours
+    assert len(claims) == 13 and all("paper" not in claim for claim in claims.values())  # the paper's 6, then 7 of ours
     lstm = claims["Mixing the LSTM (ours) with interpolated KN 5 helps"]  # recomputed from the rows
     assert lstm["verdict"] == ("holds" if rows["lstm-kn-interp-5-em"]["test_ppl"] < rows["lstm"]["test_ppl"]
+                               else "does not hold")
+    ours = claims["NPLM (ours) alone beats interpolated KN 5"]
+    assert ours["verdict"] == ("holds" if rows["nplm-ours"]["test_ppl"] < rows["kn-interp-5"]["test_ppl"]
                                else "does not hold")
     assert {c: f"{claims[c]['verdict']}: {claims[c]['ours']}" for c in claims} == summary["claims"]
     # the headline recomputed from the rows: the best network alone against the best n-gram model
