@@ -191,7 +191,13 @@ def ours_claims(rows: dict) -> list[dict]:
     if ours is None:
         return []
     return [_relation("NPLM (ours) alone beats interpolated KN 5", ours, _row(rows, "kn-interp-5")),
-            _relation("Mixing NPLM (ours) with interpolated KN 5 helps", _row(rows, "nplm-ours-kn-interp-5-em"), ours)]
+            _mixing_with_kn5_helps(rows, "NPLM (ours)", ours)]
+
+
+def _mixing_with_kn5_helps(rows: dict, label: str, network: tuple[str, float]) -> dict:
+    """The claim that `network` mixed with interpolated KN 5 by EM (its row `<id>-kn-interp-5-em`) is
+    below `network` alone."""
+    return _relation(f"Mixing {label} with interpolated KN 5 helps", _row(rows, f"{network[0]}-kn-interp-5-em"), network)
 
 
 def _feed_forward(row: dict, rows: dict) -> bool:
@@ -210,8 +216,7 @@ def beyond_2003(rows: dict) -> list[dict]:
         if network is None:
             continue
         claims.append(_relation(f"The {label} (ours) beats the best feed-forward network", network, feed_forward))
-        claims.append(_relation(f"Mixing the {label} (ours) with interpolated KN 5 helps",
-                                _row(rows, f"{network[0]}-kn-interp-5-em"), network))
+        claims.append(_mixing_with_kn5_helps(rows, f"the {label} (ours)", network))
     if lstm and transformer:
         claims.append(_relation("The Transformer (ours) beats the LSTM (ours)", transformer, lstm))
     return claims
