@@ -58,16 +58,17 @@ bench-scale: install
 
 # The paper's tables end to end; QUICK=1 runs the same pipeline on a small slice in a few minutes,
 # SKIP=network leaves out the rows of a kind (listed as not run); EXTRA=energy adds the named optional
-# row groups (brown: energy, section 5.1's energy network, about 20 minutes more).
+# row groups (brown: energy, section 5.1's energy network, about 20 minutes more). The report goes to
+# runs/reports/brown (ignored by git); REPORT_DIR=results/brown rebuilds the committed one.
 reproduce-brown: install
-	$(PY) -m lmbench_cli reproduce brown $(if $(QUICK),--quick) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA))
+	$(PY) -m lmbench_cli reproduce brown $(if $(QUICK),--quick) $(if $(REPORT_DIR),--report-dir $(REPORT_DIR)) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA))
 
 reproduce-ap: install
-	$(PY) -m lmbench_cli reproduce ap $(if $(QUICK),--quick) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA))
+	$(PY) -m lmbench_cli reproduce ap $(if $(QUICK),--quick) $(if $(REPORT_DIR),--report-dir $(REPORT_DIR)) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA))
 
 # The same comparison on your own corpus: make compare TRAIN=a.txt VALID=b.txt TEST=c.txt, or one file cut
 # by lines, make compare CORPUS=all.txt [SPLIT=0.8,0.1,0.1]; [NAME=mine] [NETWORKS=mlp1,mlp9] [ONLY=ngram]
-# [MIN_COUNT=2] [VOCAB_SIZE=10000] [QUICK=1]; the report goes to reports/NAME (default reports/text).
+# [MIN_COUNT=2] [VOCAB_SIZE=10000] [QUICK=1]; the report goes to runs/reports/NAME (default runs/reports/text; git ignores runs/).
 compare: install
 	@test -n "$(CORPUS)" -o \( -n "$(TRAIN)" -a -n "$(VALID)" -a -n "$(TEST)" \) || { echo "compare: give CORPUS= (one file, cut by lines), or TRAIN=, VALID= and TEST= (files of whitespace-separated tokens)" >&2; exit 2; }
 	$(PY) -m lmbench_cli reproduce text $(if $(CORPUS),--corpus-file $(CORPUS) $(if $(SPLIT),--split $(SPLIT)),--train $(TRAIN) --valid $(VALID) --test $(TEST)) $(if $(NAME),--name $(NAME)) \
@@ -78,7 +79,7 @@ compare: install
 # Render the Brown report in headless Chromium (not installed by `make install`: `apt-get install -y
 # chromium`, or set CHROMIUM) and fail unless a screenshot comes out; it is left in build/ to look at.
 CHROMIUM ?= chromium
-REPORT_HTML ?= reports/brown/report.html
+REPORT_HTML ?= results/brown/report.html
 REPORT_SHOT := build/report-check.png
 
 report-check:

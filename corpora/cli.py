@@ -78,7 +78,7 @@ def register(subparsers) -> None:
                              "<unk> literal), a corpus for --corpus text")
     parser.add_argument("--first", type=token_counts, metavar="TRAIN,VALID,TEST",
                         help="with --write-text: only the first tokens of each split, e.g. "
-                             "1000000,100000,100000 (reports/ap89-1m from ap)")
+                             "1000000,100000,100000 (results/ap89-1m from ap)")
     parser.set_defaults(run=run)
 
 

@@ -119,7 +119,7 @@ def _corpus(texts: dict[str, str], min_count: int, max_vocab: int | None, info: 
 def write_text(corpus: Corpus, directory: str | Path, first: tuple[int, int, int] | None = None) -> dict[str, Path]:
     """The first `first` tokens (None: all) of train, valid and test of a prepared corpus (all of a shorter split)
     as DIRECTORY/{train,valid,test}.txt: its words separated by spaces, <unk> literal, one line; what
-    `load_text` reads back to the same streams (how reports/ap89-1m's corpus is cut from AP 1989)."""
+    `load_text` reads back to the same streams (how results/ap89-1m's corpus is cut from AP 1989)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     words = np.asarray(corpus.vocab.words, dtype=object)

@@ -13,13 +13,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lmbench.errors import LMBenchError
-from lmbench.files import read_checked
 from reports import summary
 from reports.claims import check_claims
 from reports.figures import DRAWING_CODE, draw_all, drawn_once
 from reports.provenance import code_state, stamp
-from reports.records import upgrade
+from reports.records import load_results
 from reports.tables import PAPER_TABLE, _display, comparison, to_markdown, write_tables
 
 
@@ -89,23 +87,6 @@ def html_table(frame: pd.DataFrame, first_extra: int | None = None) -> str:
         row_class = ' class="first-extra"' if position == first_extra else ""
         lines.append(f"<tr{row_class}>{''.join(cells)}</tr>")
     return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(lines)}</tbody></table></div>'
-
-
-def load_results(report_dir: Path) -> dict:
-    path = report_dir / "results.json"
-    if not path.exists():
-        raise LMBenchError(f"no results at {path}: run `make reproduce-brown` / `make reproduce-ap` (or "
-                           f"`lmbench reproduce brown|ap|text ...` with --report-dir {report_dir}) first")
-
-    def read(path: Path) -> dict:
-        results = json.loads(path.read_text())
-        if not isinstance(results, dict) or not isinstance(results.get("rows"), list):
-            raise ValueError("it holds no list of rows")
-        return results
-
-    return upgrade(read_checked(path, read, what="results file",
-                                fix="run the same `lmbench reproduce ...` again (finished rows come from the row "
-                                    "cache, so only results.json is rewritten)"))
 
 
 def _headings(results: dict) -> dict:
@@ -186,7 +167,7 @@ def build_report(report_dir: Path, code: dict | None = None) -> dict:
     claims = check_claims(results)
     (report_dir / "claims.json").write_text(json.dumps(claims, indent=1))
     figures = draw_all(results, table, report_dir / "figures")
-    across = summary.gather(report_dir.parent, report_dir, results)
+    across = summary.gather(report_dir, results)
     across_frame = summary.summary_frame(across)
     across_figure = _summary_figure(across, report_dir / "figures")
     claims_frame = pd.DataFrame(claims)

@@ -48,12 +48,12 @@ def folder_name(text: str) -> str:
 
 def _add_name(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", type=folder_name, default="text",
-                        help="text: the report's name, written to reports/NAME (default: text)")
+                        help="text: the report's name, written to runs/reports/NAME (default: text)")
 
 
 def _add_allow_dirty(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-dirty", action="store_true",
-                        help="write into a committed report folder (reports/brown, ...) although the checkout "
+                        help="write into a committed report folder (results/brown, ...) although the checkout "
                              "has uncommitted changes; the report's first line says so")
 
 
@@ -63,7 +63,7 @@ def register(subparsers) -> None:
     parser.add_argument("corpus", choices=CORPORA, help="brown, ap: the paper's tables; text: your three files")
     parser.add_argument("--quick", action="store_true", help="the same pipeline on a small slice (minutes)")
     parser.add_argument("--work-dir", type=output_directory, help="row cache and checkpoints (default runs/NAME)")
-    parser.add_argument("--report-dir", type=output_directory, help="results and report (default reports/NAME)")
+    parser.add_argument("--report-dir", type=output_directory, help="results and report (default runs/reports/NAME; the committed ones: results/NAME)")
     parser.add_argument("--skip", nargs="+", choices=KINDS, default=[],
                         help="leave out the rows of these kinds (listed as not run), e.g. --skip network")
     parser.add_argument("--extra", type=comma_list(EXTRA_GROUPS), default=(),
@@ -99,11 +99,11 @@ def register(subparsers) -> None:
     parser.set_defaults(run=run_reproduce)
 
     parser = subparsers.add_parser("report", help="rebuild tables, claims and figures from results.json "
-                                   "(summary: the cross-corpus summary, reports/summary.md, from every report's)")
+                                   "(summary: the cross-corpus summary, results/summary.md, from every listed report's)")
     parser.add_argument("corpus", choices=CORPORA + ["summary"])
     parser.add_argument("--quick", action="store_true", help="the report of the quick run")
     _add_name(parser)
-    parser.add_argument("--report-dir", type=output_directory, help="default reports/NAME")
+    parser.add_argument("--report-dir", type=output_directory, help="default runs/reports/NAME; summary: the folder of results/index.txt (default results)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     _add_allow_dirty(parser)
     parser.set_defaults(run=run_report)
@@ -141,8 +141,8 @@ def _text_corpus(args: argparse.Namespace):
 
 
 def _report_dir(args: argparse.Namespace) -> Path:
-    from reports.pipeline import report_name
-    return args.report_dir or Path("reports") / report_name(args.corpus, args.quick, args.name if args.corpus == "text"
+    from reports.pipeline import USER_REPORTS, report_name
+    return args.report_dir or USER_REPORTS / report_name(args.corpus, args.quick, args.name if args.corpus == "text"
                                                        else None)
 
 
@@ -155,9 +155,9 @@ def run_reproduce(args: argparse.Namespace) -> dict:
 
 
 def run_report(args: argparse.Namespace) -> dict:
-    if args.corpus == "summary":  # every reports/*/results.json (--report-dir: another folder of reports)
-        from reports.summary import write_summary
-        written = write_summary(args.report_dir or Path("reports"))
+    if args.corpus == "summary":  # the reports results/index.txt lists (--report-dir: another folder of reports)
+        from reports.summary import RESULTS, write_summary
+        written = write_summary(args.report_dir or RESULTS)
         return {"summary": written["summary"], "figure": written["figure"]}
     from reports.build import build_report
     from reports.provenance import checked_state

@@ -56,7 +56,7 @@ def drawn_once(directory: Path, name: str, inputs, code: tuple[Path, ...],
     return paths
 
 
-def _save(fig, directory: Path, name: str, tight: bool = True) -> Path:
+def save_figure(fig, directory: Path, name: str, tight: bool = True) -> Path:
     """Write the figure as PNG and SVG (`tight`: lay it out first) and close it; returns the PNG."""
     directory.mkdir(parents=True, exist_ok=True)
     if tight:
@@ -80,7 +80,7 @@ def learning_curves(results: dict, directory: Path) -> Path | None:
                     alpha=0.6, label=f"{name} train")
     ax.set(xlabel="epoch", ylabel="perplexity", yscale="log", title="NPLM learning curves")
     ax.legend(fontsize=7, ncol=2)
-    return _save(fig, directory, "learning_curves")
+    return save_figure(fig, directory, "learning_curves")
 
 
 OBJECTIVE_LABELS = {"softmax": "full softmax", "importance": "importance sampling", "nce": "NCE",
@@ -121,7 +121,7 @@ def time_to_perplexity(results: dict, directory: Path) -> Path | None:
            title=f"Time to perplexity, MLP1 shape (n={mlp1['n']}, h={mlp1['h']}, m={mlp1['m']})")
     ax.set_xscale("log")
     ax.legend(fontsize=8)
-    return _save(fig, directory, "time_to_perplexity")
+    return save_figure(fig, directory, "time_to_perplexity")
 
 
 FAMILY_MARKERS = {"NPLM": "o", "NPLM mixed with Del. Int.": "s", "Del. Int.": "D"}
@@ -191,7 +191,7 @@ def paper_vs_ours(results: dict, table, directory: Path) -> Path | None:
     lines.set(xlabel="test perplexity: paper (open) to ours (filled); ours / paper - 1 at the right",
               title="Row by row")
     fig.suptitle("Paper vs ours (test)")
-    return _save(fig, directory, "paper_vs_ours")
+    return save_figure(fig, directory, "paper_vs_ours")
 
 
 def context_size(results: dict, directory: Path) -> Path | None:
@@ -212,7 +212,7 @@ def context_size(results: dict, directory: Path) -> Path | None:
     ax.set(xlabel="n (context size + 1)", ylabel="test perplexity", title="Perplexity against context size")
     ax.set_xticks([3, 4, 5])
     ax.legend()
-    return _save(fig, directory, "context_size")
+    return save_figure(fig, directory, "context_size")
 
 
 SHOWN_WORDS = 120  # the most frequent words of the embedding drawn in the word-vector figure
@@ -286,7 +286,7 @@ def word_vectors(results: dict, directory: Path) -> Path | None:
                xticks=[], yticks=[])
         labelled = _label_points(ax, points, words, colours, fontsize=8.5)
         ax.set_title(f"{title}: {labelled} of {len(words)} words labelled (the rest would overlap)", fontsize=10)
-    return _save(fig, directory, "word_vectors", tight=False)
+    return save_figure(fig, directory, "word_vectors", tight=False)
 
 
 def draw_all(results: dict, table, directory: Path) -> list[Path]:

@@ -46,6 +46,7 @@ class Settings:
     slice: dict | None = None          # quick: tokens per split and min count of the sliced vocabulary
 
 
+USER_REPORTS = Path("runs") / "reports"  # a run's report by default, ignored by git (the committed ones: results/)
 QUICK_SLICE = {"train": 10_000, "valid": 2_000, "test": 2_000, "min_count": 3}
 QUICK_CLASSES = {150: 20, 200: 30, 500: 50, 1000: 80, 2000: 120}  # quick runs shrink C with |V|
 
@@ -382,7 +383,7 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
                                f"{' or '.join(having)}'s); {corpus}'s groups: {', '.join(groups) or 'none'}")
     name = report_name(corpus, quick, text.name if text else None)
     work_dir = work_dir or Path("runs") / name
-    report_dir = report_dir or Path("reports") / name
+    report_dir = report_dir or USER_REPORTS / name
     code = checked_state(report_dir, allow_dirty)  # before any row runs
     results = Reproduction(default_settings(corpus, quick), work_dir, report_dir, text, extra, code,
                            threads).run(skip)

@@ -2,7 +2,7 @@
 
 A committed report is only worth its numbers if anyone can check out the code that made it, so
 `lmbench reproduce` and `lmbench report` refuse to write into a report folder that git would commit (one
-under the checkout's reports/ that .gitignore does not exclude, such as reports/brown) while tracked
+under the checkout's results/ that .gitignore does not exclude, such as results/brown) while tracked
 files differ from the commit, unless --allow-dirty is given; the report's first line then says so.
 Changes inside the report folder itself (its own previous outputs) do not count. Outside a git checkout
 (an installed package) the commit is "unknown" and nothing is refused.
@@ -32,12 +32,12 @@ def _top(root: Path | None) -> Path | None:
 
 
 def committed_folder(report_dir: Path, root: Path | None = None) -> bool:
-    """Whether git would commit the files of `report_dir`: under the checkout's reports/, not ignored."""
+    """Whether git would commit the files of `report_dir`: under the checkout's results/, not ignored."""
     top = _top(root)
     if top is None:
         return False
     folder = Path(report_dir).resolve()
-    if not folder.is_relative_to(top / "reports") or folder == top / "reports":
+    if not folder.is_relative_to(top / "results") or folder == top / "results":
         return False
     done = _git(top, "check-ignore", "-q", str(folder / "report.md"))
     return done is not None and done.returncode == 1  # 0: ignored, 1: not ignored

@@ -13,6 +13,11 @@ never touched: the tables rebuilt from an old file are the ones built before.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+from lmbench.errors import LMBenchError
+from lmbench.files import read_checked
 from reports.experiments import PAPER_FAMILY, Row
 
 LEGACY_FIELDS = ("h", "m", "direct", "objective", "network", "valid_tokens")
@@ -40,6 +45,23 @@ def upgrade_row(record: dict) -> dict:
 def upgrade(results: dict) -> dict:
     """results.json with every row in today's fields."""
     return {**results, "rows": [upgrade_row(row) for row in results["rows"]]}
+
+
+def load_results(report_dir: Path) -> dict:
+    path = report_dir / "results.json"
+    if not path.exists():
+        raise LMBenchError(f"no results at {path}: run `make reproduce-brown` / `make reproduce-ap` (or "
+                           f"`lmbench reproduce brown|ap|text ...` with --report-dir {report_dir}) first")
+
+    def read(path: Path) -> dict:
+        results = json.loads(path.read_text())
+        if not isinstance(results, dict) or not isinstance(results.get("rows"), list):
+            raise ValueError("it holds no list of rows")
+        return results
+
+    return upgrade(read_checked(path, read, what="results file",
+                                fix="run the same `lmbench reproduce ...` again (finished rows come from the row "
+                                    "cache, so only results.json is rewritten)"))
 
 
 def by_id(results: dict) -> dict[str, dict]:

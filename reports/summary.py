@@ -1,7 +1,7 @@
 """Across corpora: how much the network buys over interpolated Kneser-Ney, the suite's short answer.
 
-For every corpus with a report (the results.json of each folder beside this report's, and this
-report's own), four numbers against interpolated modified KN 5 (the strongest n-gram model): the
+For every corpus with a committed report (the folders of results/ that results/index.txt lists, read
+from their results.json) and this report's own, four numbers against interpolated modified KN 5 (the strongest n-gram model): the
 best network of the paper's shapes alone, and mixed with KN 5 (EM weights fitted on valid); then each
 of our own networks (rows marked `ours`: NPLM (ours), the LSTM and the Transformer, where the run has
 them), alone and mixed with KN 5. Test perplexity, and its
@@ -10,8 +10,9 @@ results.json (not in that run, or left out by --skip) is shown as not run.
 
 Nothing here trains or scores a model: the table and the figure (one group of bars per corpus,
 perplexity relative to KN 5) are rebuilt from the results.json files alone, at the top of every
-report (`lmbench report NAME`) and as reports/summary.md and reports/summary.png
-(`lmbench report summary`).
+report (`lmbench report NAME`) and as results/summary.md and results/summary.png
+(`lmbench report summary`). Only the listed reports are gathered, never whatever folder lies there: a
+user's own run shows itself beside them, and never enters another's summary.
 """
 
 from __future__ import annotations
@@ -23,9 +24,12 @@ import pandas as pd
 
 from lmbench.errors import LMBenchError
 
-from reports.records import by_id, paper_network
+from reports.records import by_id, load_results, paper_network
 
 log = logging.getLogger(__name__)
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"  # the committed reports, beside the code
+INDEX = "index.txt"  # in a folder of reports: the names of those the summary gathers
 
 HEADING = "Across corpora: the network against interpolated KN 5"
 NOT_RUN = "not run"
@@ -79,19 +83,26 @@ def corpus_name(results: dict) -> str:
     return results.get("name", results["corpus"]) + (" (quick)" if results.get("settings", {}).get("quick") else "")
 
 
-def gather(root: Path, report_dir: Path | None = None, current: dict | None = None) -> list[dict]:
-    """The lines of every report under `root` (its */results.json, quick runs left out) and of
-    `current`, the results of the report at `report_dir` (quick or not), sorted by corpus name."""
-    from reports.build import load_results
+def listed_reports(root: Path) -> list[Path]:
+    """The report folders `root`/index.txt names (one a line, # comments), in its order; none without it."""
+    index = root / INDEX
+    if not index.exists():
+        return []
+    names = [line.strip() for line in index.read_text().splitlines()]
+    return [root / name for name in names if name and not name.startswith("#")]
 
+
+def gather(report_dir: Path | None = None, current: dict | None = None, root: Path = RESULTS) -> list[dict]:
+    """The lines of every report `root`/index.txt lists (quick runs left out) and of `current`, the
+    results of the report at `report_dir` (quick or not), sorted by corpus name."""
     found = {}
-    for path in sorted(root.glob("*/results.json")):
-        if report_dir is not None and path.parent.resolve() == report_dir.resolve():
+    for folder in listed_reports(root):
+        if report_dir is not None and folder.resolve() == Path(report_dir).resolve():
             continue
         try:
-            results = load_results(path.parent)
+            results = load_results(folder)
         except LMBenchError as err:  # another corpus's report: left out of this summary, not fatal to it
-            log.warning("summary: %s is left out (%s)", path, err)
+            log.warning("summary: %s is left out (%s)", folder, err)
             continue
         if not results.get("settings", {}).get("quick"):
             found[corpus_name(results)] = results
@@ -125,7 +136,7 @@ def summary_figure(lines: list[dict], path: Path) -> Path | None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from reports.figures import _save
+    from reports.figures import save_figure
 
     if not lines:
         return None
@@ -145,16 +156,16 @@ def summary_figure(lines: list[dict], path: Path) -> Path | None:
     ax.set(ylabel="test perplexity / interpolated KN 5's", title="How much the network buys over interpolated KN 5",
            ylim=(0, 1.45))
     ax.legend(fontsize=8, loc="upper right", ncol=2)
-    return _save(fig, path.parent, path.stem)
+    return save_figure(fig, path.parent, path.stem)
 
 
-def write_summary(reports_root: Path) -> dict:
-    """`lmbench report summary`: reports_root/summary.md and summary.png (.svg) from every full run's
-    results.json under reports_root."""
-    lines = gather(reports_root)
+def write_summary(reports_root: Path = RESULTS) -> dict:
+    """`lmbench report summary`: reports_root/summary.md and summary.png (.svg) from the results.json of
+    every full run reports_root/index.txt lists."""
+    lines = gather(root=reports_root)
     if not lines:
-        from lmbench.errors import LMBenchError
-        raise LMBenchError(f"no results.json under {reports_root}/*/: run `lmbench reproduce ...` first")
+        raise LMBenchError(f"no report listed in {reports_root / INDEX} has a results.json: list the report "
+                           "folders there, one a line, after `lmbench reproduce ... --report-dir` made them")
     figure = summary_figure(lines, reports_root / "summary.png")
     text = [f"# {HEADING}", "", NOTE, "",
             summary_frame(lines).to_markdown(index=False), "", f"![summary]({figure.name})", ""]

@@ -1,6 +1,6 @@
 """Reports traced to a commit (reports.provenance): the commit and a clean tree are recorded, and a
 committed report folder is not written from a dirty tree unless --allow-dirty, which the report's first
-line then states. Run in a scratch git checkout holding a reports/ folder, as the project's does."""
+line then states. Run in a scratch git checkout holding a results/ folder, as the project's does."""
 
 import json
 import shutil
@@ -19,13 +19,13 @@ def git(root, *args) -> str:
 
 @pytest.fixture
 def checkout(tmp_path, monkeypatch):
-    """A git checkout with code, a committed reports/brown (its results.json) and ignored quick reports;
+    """A git checkout with code, a committed results/brown (its results.json) and ignored quick reports;
     the commands treat it as their own."""
     root = tmp_path / "checkout"
-    (root / "reports" / "brown").mkdir(parents=True)
+    (root / "results" / "brown").mkdir(parents=True)
     (root / "code.py").write_text("x = 1\n")
-    (root / ".gitignore").write_text("/reports/*-quick/\n")
-    (root / "reports" / "brown" / "results.json").write_text(json.dumps(fake_results({"mlp1": 270.0})))
+    (root / ".gitignore").write_text("/results/*-quick/\n")
+    (root / "results" / "brown" / "results.json").write_text(json.dumps(fake_results({"mlp1": 270.0})))
     git(root, "init", "-q")
     git(root, "add", ".")
     git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "first")
@@ -34,20 +34,20 @@ def checkout(tmp_path, monkeypatch):
 
 
 def test_committed_folders_are_those_git_would_commit(checkout):
-    assert provenance.committed_folder(checkout / "reports" / "brown")
-    assert provenance.committed_folder(checkout / "reports" / "mine")  # new, but would be committed
-    assert not provenance.committed_folder(checkout / "reports" / "brown-quick")  # ignored
-    assert not provenance.committed_folder(checkout / "reports")
+    assert provenance.committed_folder(checkout / "results" / "brown")
+    assert provenance.committed_folder(checkout / "results" / "mine")  # new, but would be committed
+    assert not provenance.committed_folder(checkout / "results" / "brown-quick")  # ignored
+    assert not provenance.committed_folder(checkout / "results")
     assert not provenance.committed_folder(checkout.parent / "elsewhere")
 
 
 def test_the_state_names_the_commit_and_a_dirty_tree(checkout):
     commit = git(checkout, "rev-parse", "--short", "HEAD")
-    brown = checkout / "reports" / "brown"
+    brown = checkout / "results" / "brown"
     assert provenance.code_state(brown) == {"commit": commit, "dirty": False}
     (brown / "results.json").write_text("{}")  # the report's own outputs: not a change of the code
     assert provenance.code_state(brown)["dirty"] is False
-    assert provenance.code_state(checkout / "reports" / "mine")["dirty"] is True
+    assert provenance.code_state(checkout / "results" / "mine")["dirty"] is True
     (checkout / "code.py").write_text("x = 2\n")
     assert provenance.code_state(brown) == {"commit": commit, "dirty": True}
     assert provenance.code_state(checkout.parent, root=checkout.parent) == {"commit": "unknown", "dirty": False}
@@ -55,7 +55,7 @@ def test_the_state_names_the_commit_and_a_dirty_tree(checkout):
 
 @pytest.mark.slow
 def test_report_into_a_committed_folder_needs_a_clean_tree_or_allow_dirty(checkout, capsys):
-    brown = checkout / "reports" / "brown"
+    brown = checkout / "results" / "brown"
     commit = git(checkout, "rev-parse", "--short", "HEAD")
     code, out, err = run_cli(capsys, "report", "brown", "--report-dir", brown, "--json")
     assert code == 0, err
@@ -72,7 +72,7 @@ def test_report_into_a_committed_folder_needs_a_clean_tree_or_allow_dirty(checko
     first = (brown / "report.md").read_text().splitlines()[0]
     assert first.startswith(f"Built from commit {commit} WITH UNCOMMITTED CHANGES (--allow-dirty: ")
     assert "WITH UNCOMMITTED CHANGES (--allow-dirty" in (brown / "report.html").read_text()
-    quick = checkout / "reports" / "brown-quick"  # an ignored folder is written from a dirty tree
+    quick = checkout / "results" / "brown-quick"  # an ignored folder is written from a dirty tree
     shutil.copytree(brown, quick)  # (its figures too: drawn from the same results, they are not drawn again)
     assert run_cli(capsys, "report", "brown", "--report-dir", quick)[0] == 0
 
@@ -81,6 +81,6 @@ def test_reproduce_is_refused_before_any_row_runs(checkout, tmp_path, capsys):
     (checkout / "code.py").write_text("x = 2\n")
     files = [word for split in ("train", "valid", "test") for word in (f"--{split}", str(checkout / "code.py"))]
     code, _, err = run_cli(capsys, "reproduce", "text", *files, "--work-dir", tmp_path / "work",
-                           "--report-dir", checkout / "reports" / "mine")
+                           "--report-dir", checkout / "results" / "mine")
     assert code == 2 and "--allow-dirty" in err
-    assert not (tmp_path / "work").exists() and not (checkout / "reports" / "mine").exists()
+    assert not (tmp_path / "work").exists() and not (checkout / "results" / "mine").exists()

@@ -176,7 +176,7 @@ def test_a_rebuild_from_the_same_results_draws_nothing(built, monkeypatch):
 
     def no_drawing(*args, **kwargs):
         raise AssertionError("a figure was drawn again")
-    monkeypatch.setattr(reports.figures, "_save", no_drawing)
+    monkeypatch.setattr(reports.figures, "save_figure", no_drawing)
     again = build_report(folder)
     assert again["figures"] == first["figures"] and (folder / "report.md").read_text() == report
 

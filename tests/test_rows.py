@@ -12,7 +12,7 @@ import pytest
 from lmbench.errors import LMBenchError
 from neural.families import FAMILIES
 from reports import pipeline
-from reports.build import load_results
+from reports.records import load_results
 from reports.claims import check_claims
 from reports.experiments import KINDS, Row, brown_rows, energy_rows, network
 from reports.records import upgrade_row
@@ -22,7 +22,7 @@ from tests.test_kneser_ney import markov_text
 from tests.test_reports import fake_results
 from tests.test_reproduce import assert_mixtures_not_above_their_parts
 
-REPORTS = Path(__file__).resolve().parent.parent / "reports"
+RESULTS = Path(__file__).resolve().parent.parent / "results"
 
 
 def reproduce(tmp_path, monkeypatch, rows: list[Row]) -> dict:
@@ -154,14 +154,14 @@ def test_an_old_row_is_upgraded_to_its_family_and_config():
 def test_committed_results_load_and_rebuild_their_committed_tables(name):
     """The committed results.json files predate the family field: they load, every network row gets its
     family, and the table built from them is the committed table.csv, number for number."""
-    results = load_results(REPORTS / name)
+    results = load_results(RESULTS / name)
     networks = {row["id"]: row["family"] for row in results["rows"] if row["kind"] == "network"}
     assert networks and all(row["kind"] in KINDS for row in results["rows"])
     assert set(networks.values()) <= set(FAMILIES)  # each a registered family
     if name == "brown":
         assert networks["mlp1"] == "nplm" and networks["lstm"] == "lstm" and networks["transformer"] == "transformer"
     rebuilt = comparison(results).drop(columns=["id"]).to_csv(index=False)
-    assert rebuilt == (REPORTS / name / "table.csv").read_text()
+    assert rebuilt == (RESULTS / name / "table.csv").read_text()
 
 
 def test_the_thread_count_is_how_fast_not_what(tmp_path):

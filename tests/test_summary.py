@@ -56,11 +56,13 @@ def test_a_corpus_line_picks_on_valid_and_gives_ratios_to_kn5():
     assert line["transformer"]["test_ppl"] is None
 
 
-def test_summary_table_from_two_results_files(tmp_path):
-    for corpus in (first_corpus(), second_corpus(), results("first-quick", [record(KN5, 1, 1)], quick=True)):
+def test_summary_table_from_the_listed_results_files(tmp_path):
+    for corpus in (first_corpus(), second_corpus(), results("first-quick", [record(KN5, 1, 1)], quick=True),
+                   results("unlisted", [record(KN5, 1, 1)])):
         (tmp_path / corpus["name"]).mkdir()
         (tmp_path / corpus["name"] / "results.json").write_text(json.dumps(corpus))
-    lines = gather(tmp_path)  # the quick run is not a corpus of the summary
+    (tmp_path / "index.txt").write_text("# the committed reports\nfirst\nsecond\nfirst-quick\n")
+    lines = gather(root=tmp_path)  # the quick run is not a corpus of the summary, an unlisted folder is not read
     assert [line["corpus"] for line in lines] == ["first", "second"]
     table = summary_frame(lines).values.tolist()
     assert table == [["first", "200.0 (+0.0%)", "NPLM, MLP9 shape", "190.0 (-5.0%)", "170.0 (-15.0%)",
@@ -69,7 +71,7 @@ def test_summary_table_from_two_results_files(tmp_path):
                       *["not run"] * 6]]
     # the report of a quick run shows itself beside the full runs
     quick = results("first", [record(KN5, 1, 1)], quick=True)
-    assert [line["corpus"] for line in gather(tmp_path, tmp_path / "first-quick", quick)] == [
+    assert [line["corpus"] for line in gather(tmp_path / "first-quick", quick, tmp_path)] == [
         "first", "first (quick)", "second"]
 
     assert main(["report", "summary", "--report-dir", str(tmp_path)]) == 0
@@ -80,4 +82,4 @@ def test_summary_table_from_two_results_files(tmp_path):
 
 def test_summary_without_reports_names_the_run(tmp_path, capsys):
     assert main(["report", "summary", "--report-dir", str(tmp_path)]) == 2
-    assert "run `lmbench reproduce" in capsys.readouterr().err
+    assert "index.txt" in capsys.readouterr().err

@@ -115,7 +115,7 @@ def test_files_are_read_in_chunks_to_the_same_corpus(tmp_path, monkeypatch):
 def test_a_prepared_corpus_written_as_text_reads_back_as_the_same_streams(tmp_path, capsys):
     """`lmbench corpus ... --write-text DIR --first N,N,N`: the first tokens of each split as words
     (<unk> literal), which `--corpus text` reads back to the same ids under the same vocabulary: how
-    reports/ap89-1m's corpus is made from AP."""
+    results/ap89-1m's corpus is made from AP."""
     from tests.helpers import run_cli
     p = write_splits(tmp_path, train="a b c a b\nd a e", valid="a z b\nc", test="y b a a")
     code, _, err = run_cli(capsys, "corpus", "text", *[w for s in p for w in (f"--{s}", p[s])],
