@@ -1,0 +1,68 @@
+"""Seeded runs of every family and objective score the test split as they did when these figures were
+pinned (tests/data/pinned_scores.json, written by `python -m tests.test_pinned_scores` at commit
+2eb1c68, before the trainers and families were reorganised): a refactoring that moves code must not move
+a number. Each case trains a tiny network for two epochs on the tests' corpus through the one entry
+point (`neural.train.train_nplm`), then scores test through the one loader (`neural.train.load_nplm`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.lm_checks import make_corpus
+
+PINNED = Path(__file__).with_name("data") / "pinned_scores.json"
+TOKENS = 8  # the first test tokens pinned per case
+CASES = {  # case: the options of NPLMConfig
+    "nplm-softmax": dict(model="nplm", objective="softmax", n=3, m=6, h=5),
+    "nplm-importance": dict(model="nplm", objective="importance", n=3, m=6, h=5, samples=5),
+    "nplm-nce": dict(model="nplm", objective="nce", n=3, m=6, h=5, samples=5),
+    "nplm-class": dict(model="nplm", objective="class", n=3, m=6, h=5, classes=3),
+    "nplm-tree": dict(model="nplm", objective="tree", n=3, m=6, h=5),
+    "nplm-paper": dict(model="nplm", objective="softmax", recipe="paper", n=3, m=6, h=0, direct=True),
+    "energy-nce": dict(model="energy", objective="nce", n=3, m=6, h=5, samples=5),
+    "lstm-softmax": dict(model="lstm", objective="softmax", layers=1, m=6, h=6, batch_size=4),
+    "lstm-importance": dict(model="lstm", objective="importance", layers=2, m=6, h=6, samples=5, batch_size=4,
+                            dropout=0.1),
+    "transformer-nce": dict(model="transformer", objective="nce", layers=1, d=8, heads=2, ff=12, context=8,
+                            samples=5, batch_size=4),
+}
+
+
+def corpus():
+    rng = np.random.default_rng(7)
+    sentences = ["the cat sat on a mat .", "a dog ran to the cat .", "the dog sat .", "a cat ran ."]
+
+    def text(count):
+        return " ".join(sentences[i] for i in rng.integers(0, len(sentences), size=count))
+
+    return make_corpus(text(60), text(10), text(10))
+
+
+def scores(case: str, out: Path) -> list[float]:
+    from neural.config import NPLMConfig
+    from neural.train import load_nplm, train_nplm
+
+    data = corpus()
+    config = NPLMConfig(**CASES[case], epochs=2, seed=3, device="cpu", threads=1)
+    train_nplm(data, config, out, progress=False, evaluate=False)
+    model = load_nplm(out, data, device="cpu")
+    return [float(x) for x in model.score(*data.stream_for("test"))[:TOKENS]]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_seeded_run_scores_as_pinned(case, tmp_path):
+    pinned = json.loads(PINNED.read_text())[case]
+    np.testing.assert_allclose(scores(case, tmp_path / case), pinned, rtol=1e-6, atol=1e-9)
+
+
+if __name__ == "__main__":  # (re)write the pinned figures: only when a change of numbers is intended
+    import tempfile
+    with tempfile.TemporaryDirectory() as folder:
+        figures = {case: scores(case, Path(folder) / case) for case in sorted(CASES)}
+    PINNED.write_text(json.dumps(figures, indent=1) + "\n")
+    print(json.dumps(figures, indent=1), file=sys.stderr)
