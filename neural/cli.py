@@ -26,42 +26,42 @@ def register(subparsers) -> None:
     add_corpus_options(train)
     _network_options(train.add_argument_group("network"), defaults.model)
     run_group = train.add_argument_group("training")
-    run_group.add_argument("--recipe", choices=tuple(RECIPES), default=defaults.recipe,
-                           help="paper: one example per update, eps0/(1+rt), early stopping; sgd "
-                                "(default): minibatches of 128, the rate halved on a validation plateau")
+    run_group.add_argument("--recipe", choices=tuple(RECIPES), default=None,
+                           help="window networks: paper: one example per update, eps0/(1+rt), early stopping; "
+                                "sgd (default): minibatches of 128, the rate halved on a validation plateau "
+                                f"({_stream_families()}: their own, AdamW with a cosine rate)")
     run_group.add_argument("--objective", choices=tuple(OBJECTIVES), default=defaults.objective,
-                           help="training loss over the output layer: softmax (exact), importance "
-                                f"(sampling), nce (noise-contrastive; default {defaults.objective}), class "
-                                "(class-factored softmax, exact; adds a class layer to the network)")
+                           help=f"training loss over the output layer (default {defaults.objective}): "
+                                + "; ".join(f"{o.name}: {o.summary}" for o in OBJECTIVES.values()))
     run_group.add_argument("--samples", type=int, default=None,
                            help=f"k, words drawn per minibatch by importance / nce (default {defaults.samples}; "
                                 f"{_stream_default('samples')})")
-    run_group.add_argument("--classes", type=int, default=defaults.classes,
+    run_group.add_argument("--classes", type=int, default=None,
                            help="objective class: number of word classes (default: round(sqrt(|V|)))")
-    run_group.add_argument("--class-source", choices=CLASS_SOURCES, default=defaults.class_source,
+    run_group.add_argument("--class-source", choices=CLASS_SOURCES, default=None,
                            help="objective class: frequency (bins of equal sqrt-frequency mass; default) "
                                 "or exchange (the exchange clustering of the class n-gram, cached)")
     run_group.add_argument("--epochs", type=int, default=None,
                            help=f"at most this many (default {defaults.epochs}; {_stream_default('epochs')})")
     run_group.add_argument("--batch-size", type=int, default=None, help="default 1 (paper) or 128 (sgd)")
     run_group.add_argument("--lr", type=float, default=None, help="default 1e-3 (paper) or 1.0 (sgd)")
-    run_group.add_argument("--min-gain", type=float, default=defaults.min_gain,
+    run_group.add_argument("--min-gain", type=float, default=None,
                            help="sgd: halve the rate once an epoch improves valid by less than this "
                                 "fraction per million training tokens (at least this fraction), stop when "
                                 f"it again gains less than this fraction (default {defaults.min_gain})")
     run_group.add_argument("--anneal-gain", type=float, default=None,
                            help="sgd: start halving once an epoch improves valid by less than this fixed "
                                 "fraction instead (default: the --min-gain rule)")
-    run_group.add_argument("--schedule", choices=SCHEDULES, default=defaults.schedule,
+    run_group.add_argument("--schedule", choices=SCHEDULES, default=None,
                            help="sgd: halving (the --min-gain rule above; default) or linear (the rate falls "
                                 "linearly to 0 over all --epochs, every epoch run: NPLM (ours)'s budget)")
     run_group.add_argument("--weight-decay", type=float, default=None,
                            help=f"on the weights and C, not the biases (default {defaults.weight_decay}, the paper's "
                                 f"for Brown; AP: 1e-5; {_stream_default('weight_decay')})")
-    run_group.add_argument("--dropout", type=float, default=defaults.dropout,
+    run_group.add_argument("--dropout", type=float, default=None,
                            help="dropout on the features while training (NPLM: [tanh(d + Hx), x]; not in the "
-                                f"paper; default {defaults.dropout})")
-    run_group.add_argument("--patience", type=int, default=defaults.patience,
+                                f"paper; default {defaults.dropout}; {_stream_default('dropout')}); 0: none")
+    run_group.add_argument("--patience", type=int, default=None,
                            help="paper recipe: early-stopping patience in epochs")
     run_group.add_argument("--max-steps", type=int, default=None, help="stop after this many updates")
     run_group.add_argument("--valid-tokens", type=int, default=None,
@@ -157,10 +157,17 @@ def _parallel_options(parser: argparse.ArgumentParser, schemes, backends) -> Non
                        help="with --nnodes > 1: the rendezvous address, one of the machines")
 
 
+def _stream_families() -> str:
+    from neural.families import FAMILIES
+    return ", ".join(name for name, entry in FAMILIES.items() if entry.context == "stream")
+
+
 def _stream_default(option: str) -> str:
-    """The help text's note of a stream family's own default (`neural.families.STREAM_RUN_DEFAULTS`)."""
-    from neural.families import STREAM_RUN_DEFAULTS
-    return f"lstm, transformer: {STREAM_RUN_DEFAULTS[option]}"
+    """The help text's note of the stream families' own defaults of a run option (their shapes'
+    `run_defaults`, `neural.families`)."""
+    from neural.families import FAMILIES
+    return "; ".join(f"{name}: {entry.shape.run_defaults[option]}" for name, entry in FAMILIES.items()
+                     if option in entry.shape.run_defaults)
 
 
 def run_train(args: argparse.Namespace) -> dict | None:
@@ -176,7 +183,7 @@ def run_train(args: argparse.Namespace) -> dict | None:
     corpus = load_corpus(args)
     shape = "-".join((k if v else f"no-{k}") if isinstance(v, bool) else f"{k}{v}"
                      for k, v in asdict(config.shape).items())
-    out = args.out or f"runs/{args.model}-{corpus.name}-{shape}-{args.recipe}-{args.objective}-s{args.seed}"
+    out = args.out or f"runs/{args.model}-{corpus.name}-{shape}-{config.recipe}-{config.objective}-s{args.seed}"
     team = _connect(args, corpus)
     try:
         result = train_nplm(corpus, config, out, resume=args.resume, team=team)

@@ -102,6 +102,9 @@ class NPLMConfig:
                                    f"not a {type(shape).__name__}")
             shape = replace(shape, **given)
         self.model, self.shape = model, shape
+        unused = [k for k in options if k in shape.unused_options]
+        if unused:
+            raise LMBenchError(shape.refuse_unused(model, unused))
         for f in fields(self)[2:]:
             setattr(self, f.name, options.pop(f.name, shape.run_defaults.get(f.name, f.default)))
         if options:

@@ -65,6 +65,7 @@ class NetworkShape:
     outputs: ClassVar[tuple[str, ...] | None] = ("softmax",)  # its output layers; None: any of them
     parallel: ClassVar[tuple[str, ...]] = ()  # the --parallel schemes it runs under
     run_defaults: ClassVar[dict] = {}  # the training run's options whose default is the family's own
+    unused_options: ClassVar[tuple[str, ...]] = ()  # the run's options its trainer has no use for: refused when given
 
     def refuse(self, run) -> str | None:
         """One line naming an option of the training run `run` (a `neural.config.NPLMConfig`) that this
@@ -74,6 +75,11 @@ class NetworkShape:
         if run.parallel is not None and run.parallel not in self.parallel:
             return self.refuse_parallel(run.model, run.parallel)
         return None
+
+    def refuse_unused(self, name: str, given: list[str]) -> str:
+        """The line refusing the run options `given` (of `unused_options`) for family `name`."""
+        return (f"--model {name} has no use for {', '.join('--' + option_name(k) for k in given)}: drop "
+                + ("it" if len(given) == 1 else "them"))
 
     def refuse_parallel(self, name: str, scheme: str) -> str:
         """The line refusing --parallel `scheme` (not in `parallel`) for family `name`."""
@@ -101,6 +107,10 @@ class Family:
     trainer: str | None = None  # "stream": "module:function" that trains it (None: neural.train's windows)
     scorer: str | None = None  # "stream": "module:function" that scores a stream (None: neural.lm's windows)
     loader: str | None = None  # "stream": "module:function" that loads a trained run (None: neural.train's)
+    label: str = ""  # its name in reports ("LSTM": rows "LSTM (ours)", claims "The LSTM (ours) ...")
+    beyond_2003: bool = False  # one of our networks beyond 2003: its row (alone and + KN 5) in every
+    #   `reproduce text`, an --extra group of brown and ap, a column of the summary, its claims
+    quick: dict = field(default_factory=dict)  # the shape options a quick run narrows it to (a slice's width)
 
     def network_class(self) -> type:
         return load(self.network)
@@ -277,20 +287,26 @@ register(Family("energy", EnergyShape, "neural.energy:EnergyNetwork",
 
 
 # The stream networks' recipe (README "Beyond 2003"): 6 epochs of AdamW with a cosine rate, k = 1,000
-# sampled words per update, decoupled weight decay 0.01 on the matrices.
+# sampled words per update, decoupled weight decay 0.01 on the matrices; each family adds its dropout.
 STREAM_RUN_DEFAULTS = {"epochs": 6, "samples": 1000, "weight_decay": 0.01}
+# The options of the window networks' recipes that the stream networks' trainer (AdamW, a linear
+# warm-up then a cosine rate over all its epochs, neural/stream_train.py) has no use for.
+STREAM_UNUSED = ("recipe", "schedule", "min_gain", "anneal_gain", "patience", "lr_decay", "classes",
+                 "class_source", "eval_batch")
+# The registration keywords of a stream family: its context, trainer, scorer and loader.
+STREAM = dict(context="stream", trainer="neural.stream_train:train_family", scorer="neural.stream:score_family",
+              loader="neural.stream_train:load_stream", beyond_2003=True)
 
 
 @dataclass(frozen=True)
-class LSTMShape(NetworkShape):
-    """A stacked LSTM over the whole stream (`neural.lstm.LSTMNetwork`); trained by
-    `neural.stream_train`, which takes --dropout as Zaremba et al.'s (embeddings, between layers, output)."""
-    layers: int = field(default=2, metadata={"help": "stacked layers (lstm: 1 or 2; transformer: blocks)"})
+class RecurrentShape(NetworkShape):
+    """The shape of a recurrent family (`neural.stream.RecurrentNetwork`): stacked layers of h units over
+    word vectors of m; trained by `neural.stream_train`, which takes --dropout as Zaremba et al.'s
+    (embeddings, between layers, output). Each recurrent family subclasses it (its own dataclass)."""
+    layers: int = field(default=2, metadata={"help": "stacked layers (recurrent: 1 or 2; transformer: blocks)"})
     m: int = field(default=256, metadata={"help": "word feature size"})
     h: int = field(default=256, metadata={"help": "hidden units"})
     tied: bool = field(default=True, metadata={"help": "stream networks: the output table is the input one"})
-
-    run_defaults: ClassVar[dict] = STREAM_RUN_DEFAULTS
 
     def __post_init__(self):
         check_numbers([("--layers", self.layers, "1 or 2", self.layers in (1, 2)), ("--m", self.m, ">= 1", self.m >= 1),
@@ -299,15 +315,23 @@ class LSTMShape(NetworkShape):
             raise LMBenchError(f"tied input and output tables need --m {self.m} = --h {self.h}: give the same "
                                "size or --no-tied")
 
-    def refuse(self, run) -> str | None:
-        return refuse_stream_recipe(run) or super().refuse(run)
+    unused_options: ClassVar[tuple[str, ...]] = STREAM_UNUSED
+
+    def refuse_unused(self, name: str, given: list[str]) -> str:
+        return stream_refusal(name, given)
+
+
+@dataclass(frozen=True)
+class LSTMShape(RecurrentShape):
+    """A stacked LSTM over the whole stream (`neural.lstm.LSTMNetwork`)."""
+    run_defaults: ClassVar[dict] = {**STREAM_RUN_DEFAULTS, "dropout": 0.4}
 
 
 @dataclass(frozen=True)
 class TransformerShape(NetworkShape):
     """A causal pre-norm decoder over windows of the stream (`neural.transformer.TransformerNetwork`);
     trained by `neural.stream_train` (--dropout on attention, residual branches and embeddings)."""
-    layers: int = field(default=4, metadata={"help": "stacked layers (lstm: 1 or 2; transformer: blocks)"})
+    layers: int = field(default=4, metadata={"help": "stacked layers (recurrent: 1 or 2; transformer: blocks)"})
     d: int = field(default=256, metadata={"help": "transformer: model width"})
     heads: int = field(default=4, metadata={"help": "transformer: attention heads"})
     ff: int = field(default=1024, metadata={"help": "transformer: MLP width"})
@@ -315,7 +339,8 @@ class TransformerShape(NetworkShape):
     positions: str = field(default="rotary", metadata={"help": "transformer: rotary or learned"})
     tied: bool = field(default=True, metadata={"help": "stream networks: the output table is the input one"})
 
-    run_defaults: ClassVar[dict] = STREAM_RUN_DEFAULTS
+    run_defaults: ClassVar[dict] = {**STREAM_RUN_DEFAULTS, "dropout": 0.2}
+    unused_options: ClassVar[tuple[str, ...]] = STREAM_UNUSED
 
     def __post_init__(self):
         if self.positions not in ("rotary", "learned"):
@@ -329,24 +354,19 @@ class TransformerShape(NetworkShape):
             raise LMBenchError(f"rotary positions rotate pairs of a head's {self.d // self.heads} dimensions: "
                                "give --d / --heads even, or --positions learned")
 
-    def refuse(self, run) -> str | None:
-        return refuse_stream_recipe(run) or super().refuse(run)
+    def refuse_unused(self, name: str, given: list[str]) -> str:
+        return stream_refusal(name, given)
 
 
-def refuse_stream_recipe(run) -> str | None:
-    """The stream networks' trainer (`neural.stream_train`) has one recipe (AdamW, cosine): not --recipe
-    paper; --objective class needs the NPLM's class layer (the base's refusal)."""
-    if run.recipe != "sgd":
-        return (f"--model {run.model} trains with its own recipe (neural/stream_train.py: AdamW, cosine "
-                "schedule): drop --recipe paper")
-    return None
+def stream_refusal(name: str, given: list[str]) -> str:
+    """The line refusing window-recipe options for a stream family."""
+    return (f"--model {name} trains with its own recipe (neural/stream_train.py: AdamW, a linear warm-up then "
+            f"a cosine rate over all --epochs), which has no use for {', '.join('--' + option_name(k) for k in given)}: "
+            f"drop {'it' if len(given) == 1 else 'them'}")
 
 
-register(Family("lstm", LSTMShape, "neural.lstm:LSTMNetwork", context="stream",
-                trainer="neural.stream_train:train_family", scorer="neural.stream:score_family",
-                loader="neural.stream_train:load_stream",
-                summary="an LSTM over the whole stream (Zaremba et al. 2014)"))
-register(Family("transformer", TransformerShape, "neural.transformer:TransformerNetwork", context="stream",
-                trainer="neural.stream_train:train_family", scorer="neural.stream:score_family",
-                loader="neural.stream_train:load_stream",
-                summary="a small causal Transformer, sliding-window scoring"))
+register(Family("lstm", LSTMShape, "neural.lstm:LSTMNetwork", label="LSTM", quick={"m": 64, "h": 64},
+                summary="an LSTM over the whole stream (Zaremba et al. 2014)", **STREAM))
+register(Family("transformer", TransformerShape, "neural.transformer:TransformerNetwork", label="Transformer",
+                quick={"layers": 2, "d": 64, "heads": 2, "ff": 256, "context": 32},
+                summary="a small causal Transformer, sliding-window scoring", **STREAM))

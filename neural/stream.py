@@ -168,6 +168,80 @@ class StreamNetwork(nn.Module):
         raise NotImplementedError
 
 
+EVAL_LANES = 32  # pieces of a split a recurrent network scores side by side (on CUDA 8 times as many)
+EVAL_WARMUP = 2000  # tokens each piece reads before its first scored token
+EVAL_CHUNK = 256  # time steps per call of the recurrent encoder when scoring
+
+
+class RecurrentNetwork(StreamNetwork):
+    """Base of the recurrent families (`neural.lstm`, `neural.gru`): a state carried along the stream.
+
+    Training reads the stream in lanes (`neural.stream_train`), truncating back-propagation at `steps`
+    and carrying the state, detached, from one update to the next. Exact scoring (`score_stream`)
+    carries it too: a split is cut into `lanes` contiguous pieces scored side by side (one batch row
+    each) for speed, and each piece is first warmed on the `warmup` tokens before its start (all of them
+    when warmup is None), so its first token is scored from a state that has read its history. With
+    every lane warmed from the stream's start the scores are one lane's (to rounding).
+
+    A subclass builds its encoder and implements `initial_state(batch, device)` and `encode(inputs,
+    state)`; its state is a tuple of tensors whose dimension 1 is the batch (the trainer detaches,
+    saves and restores every tensor of it)."""
+
+    def initial_state(self, batch: int, device=None) -> tuple[torch.Tensor, ...]:
+        raise NotImplementedError
+
+
+    def stream_scores(self, stream: np.ndarray, start: int, *, bf16: bool = False, progress: bool = False,
+                     lanes: int | None = None, warmup: int | None = EVAL_WARMUP) -> np.ndarray:
+        """log P(stream[t] | stream[:t]) for t >= start (float64): the targets cut into `lanes`
+        contiguous pieces, piece j = targets [a_j, a_{j+1}) read from s_j = a_j - warmup (or from the
+        stream's start, when that is nearer or warmup is None) with a fresh state, and scored side by
+        side in chunks of EVAL_CHUNK steps, the state carried. lanes None: EVAL_LANES (on CUDA 8 times
+        as many, to fill the device), but no more than there are `warmup`-long pieces in the targets, so
+        that warming the lanes never reads more tokens than are scored (a split of 800 tokens is one
+        lane: 32 lanes would read 64,000 tokens of warm-up for it)."""
+        inputs = padded_inputs(stream)  # (N + 1,) inputs[t] predicts stream[t]
+        device = self.embedding.device
+        count = len(stream) - start
+        if lanes is None:
+            lanes = EVAL_LANES * (8 if device.type == "cuda" else 1)
+            if warmup:
+                lanes = min(lanes, count // warmup)
+        lanes = max(1, min(lanes, count))
+        bounds = start + (count * np.arange(lanes + 1)) // lanes  # (lanes + 1,) a_j
+        begins = np.zeros(lanes, dtype=np.int64) if warmup is None else np.maximum(0, bounds[:-1] - warmup)  # s_j
+        width = int((bounds[1:] - begins).max())
+        rows = np.full((lanes, width), PAD_ID, dtype=np.int64)  # (lanes, R) inputs, padded at the end
+        for j in range(lanes):
+            rows[j, : bounds[j + 1] - begins[j]] = inputs[begins[j]: bounds[j + 1]]
+        position = begins[:, None] + np.arange(width)[None, :]  # (lanes, R) the target's index in the stream
+        scored = (position >= bounds[:-1, None]) & (position < bounds[1:, None])  # (lanes, R)
+        targets = np.asarray(stream, dtype=np.int64)[np.minimum(position, len(stream) - 1)]
+        rows_t, targets_t = torch.from_numpy(rows).to(device), torch.from_numpy(targets).to(device)
+        scored_t = torch.from_numpy(scored).to(device)
+        result = torch.empty(count, dtype=torch.float64, device=device)
+        where = torch.from_numpy(position - start).to(device)  # (lanes, R) index into result
+        chunks = range(0, width, EVAL_CHUNK)
+        if progress:
+            from tqdm import tqdm
+            chunks = tqdm(chunks, desc=f"eval {self.family}", unit="chunk", leave=False)
+        state = None
+        for lo in chunks:
+            hi = min(lo + EVAL_CHUNK, width)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+                z, state = self.encode(rows_t[:, lo:hi], state)  # (lanes, c, h)
+            mask = scored_t[:, lo:hi]
+            if mask.any():
+                result[where[:, lo:hi][mask]] = self.score_positions(z[mask], targets_t[:, lo:hi][mask], bf16)
+        return result.cpu().numpy()
+
+    def history_log_probs(self, context: list[int]) -> torch.Tensor:
+        """log P(. | context) (V,) from the state after reading PAD and all of context."""
+        inputs = torch.from_numpy(padded_inputs(np.asarray(context, dtype=np.int64))).to(self.embedding.device)
+        z, _ = self.encode(inputs[None, :], None)  # (1, len + 1, h)
+        return self.log_probs(z[0, -1:])[0]
+
+
 def score_family(net: StreamNetwork, stream: np.ndarray, start: int, *, batch_size: int | None = None,
                  bf16: bool = False, progress: bool = False, factored: bool = True) -> np.ndarray:
     """The scorer of the stream families (`neural.families`): `net.score_stream` (its batches are its

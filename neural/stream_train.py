@@ -54,14 +54,14 @@ log = logging.getLogger(__name__)
 
 LOGPROBS = "logprobs.npz"  # the best model's per-token log-probabilities of valid and test (mixing.saved)
 
-STREAM_OBJECTIVES = ("softmax", "importance", "nce")  # the class objective needs a class layer
+STREAM_OBJECTIVES = tuple(o.name for o in OBJECTIVES.values() if o.output == "softmax")  # their output layer's
 
 
 @dataclass
 class StreamTrainConfig:
-    objective: str = "importance"  # "softmax", "importance" or "nce" (neural/objectives.py)
+    objective: str = "importance"  # one of STREAM_OBJECTIVES (neural/config.py OBJECTIVES)
     samples: int = 1000  # k words drawn per update by a sampled objective
-    dropout: float | None = None  # the network's (neural/lstm.py, neural/transformer.py); None: 0.4 LSTM, 0.2 Transformer
+    dropout: float = 0.0  # the network's (the family's recipe: its shape's run_defaults, neural/families.py)
     lanes: int = 32  # B: batch rows, each a contiguous piece of the stream
     steps: int | None = None  # inputs per lane per update; None: 35 (LSTM) or the context L (Transformer)
     epochs: int = 6  # the most epochs
@@ -80,10 +80,10 @@ class StreamTrainConfig:
 
     def __post_init__(self):
         if self.objective not in STREAM_OBJECTIVES:
-            raise LMBenchError(f"--objective {self.objective} is not for the stream networks (it needs the "
-                               f"NPLM's class layer): use one of {', '.join(STREAM_OBJECTIVES)}")
+            raise LMBenchError(f"--objective {self.objective} trains another output layer than the stream "
+                               f"networks' full softmax: use one of {', '.join(STREAM_OBJECTIVES)}")
         for option, value, allowed, ok in [
-                ("--dropout", self.dropout, "in [0, 1)", self.dropout is None or 0 <= self.dropout < 1),
+                ("--dropout", self.dropout, "in [0, 1)", 0 <= self.dropout < 1),
                 ("--samples", self.samples, ">= 1", self.samples >= 1), ("--lanes", self.lanes, ">= 1", self.lanes >= 1),
                 ("--steps", self.steps, ">= 1", self.steps is None or self.steps >= 1),
                 ("--epochs", self.epochs, ">= 1", self.epochs >= 1),
@@ -97,9 +97,6 @@ class StreamTrainConfig:
                 ("--checkpoint-minutes", self.checkpoint_minutes, "> 0", self.checkpoint_minutes > 0)]:
             if not ok:
                 raise LMBenchError(f"{option} {value}: must be {allowed}")
-
-
-DROPOUT = {"lstm": 0.4, "transformer": 0.2}  # StreamTrainConfig.dropout None: the recipe's (README)
 
 
 def build_stream_network(family: str, vocab_size: int, shape, dropout: float = 0.0) -> StreamNetwork:
@@ -153,12 +150,11 @@ def train_family(corpus, config, out_dir: str | Path, *, resume: bool = False, p
                  evaluate: bool = True, team=None) -> dict:
     """The trainer of the stream families (`neural.families`; `lmbench nplm train --model lstm`): the run
     options of a `neural.config.NPLMConfig` as a StreamTrainConfig (--batch-size: the lanes; --lr
-    None: 2e-3; --dropout 0: the recipe's;
-    --valid-tokens None: 50,000), then `train_stream`. One process (`team` is unused)."""
+    None: 2e-3; --dropout as given, else the family's; --valid-tokens None: 50,000), then `train_stream`. One process (`team` is unused)."""
     stream = StreamTrainConfig(
         objective=config.objective, samples=config.samples, epochs=config.epochs,
         lanes=config.batch_size or StreamTrainConfig.lanes, lr=config.lr or StreamTrainConfig.lr,
-        weight_decay=config.weight_decay, dropout=config.dropout or None, seed=config.seed, device=config.device,
+        weight_decay=config.weight_decay, dropout=config.dropout, seed=config.seed, device=config.device,
         bf16=config.bf16, threads=config.threads, checkpoint_minutes=config.checkpoint_minutes,
         max_steps=config.max_steps, valid_tokens=config.valid_tokens or StreamTrainConfig.valid_tokens)
     return train_stream(corpus, config.model, config.shape, stream, out_dir, resume=resume, progress=progress,
@@ -187,8 +183,7 @@ class StreamTrainer:
         self.fingerprint = corpus.vocab.fingerprint()
         self.vocab_size = vocab_size = len(corpus.vocab)
         torch.manual_seed(config.seed)
-        dropout = DROPOUT[family] if config.dropout is None else config.dropout
-        self.net = net = build_stream_network(family, vocab_size, shape, dropout)
+        self.net = net = build_stream_network(family, vocab_size, shape, config.dropout)
         self.network_args = dataclasses.asdict(net.shape)
         counts = np.bincount(corpus.train, minlength=vocab_size) + 1.0
         unigram = torch.from_numpy(counts / counts.sum())  # (V,) add-one unigram of train: q

@@ -9,7 +9,8 @@ them (`beyond_2003`).
 
 from __future__ import annotations
 
-from reports.experiments import PAPER_FAMILY
+from neural.families import FAMILIES
+from reports.experiments import PAPER_FAMILY, STREAM_NETWORKS
 from reports.records import network_of, paper_network
 
 
@@ -206,17 +207,18 @@ def _feed_forward(row: dict, rows: dict) -> bool:
 
 
 def beyond_2003(rows: dict) -> list[dict]:
-    """Our LSTM's and Transformer's claims, asked of the rows the run has (none without them): each
-    against the best feed-forward network alone; mixing each with interpolated KN 5 helps; the
-    Transformer against the LSTM."""
+    """The claims of our networks beyond 2003 (the families `neural.families` registers so: the LSTM, the
+    Transformer, ...), asked of the rows the run has (none without them): each against the best
+    feed-forward network alone; mixing each with interpolated KN 5 helps; then each against every one
+    registered before it (the Transformer against the LSTM)."""
     feed_forward = _best(rows, _feed_forward)
-    lstm, transformer = _row(rows, "lstm"), _row(rows, "transformer")
+    present = [(name, FAMILIES[name].label, _row(rows, name)) for name in STREAM_NETWORKS]
+    present = [(name, label, network) for name, label, network in present if network is not None]
     claims = []
-    for network, label in ((lstm, "LSTM"), (transformer, "Transformer")):
-        if network is None:
-            continue
+    for _, label, network in present:
         claims.append(_relation(f"The {label} (ours) beats the best feed-forward network", network, feed_forward))
         claims.append(_mixing_with_kn5_helps(rows, f"the {label} (ours)", network))
-    if lstm and transformer:
-        claims.append(_relation("The Transformer (ours) beats the LSTM (ours)", transformer, lstm))
+    for later, (_, label, network) in enumerate(present):
+        for _, earlier_label, earlier in present[:later]:
+            claims.append(_relation(f"The {label} (ours) beats the {earlier_label} (ours)", network, earlier))
     return claims

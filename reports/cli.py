@@ -69,8 +69,9 @@ def register(subparsers) -> None:
     parser.add_argument("--extra", type=comma_list(EXTRA_GROUPS), default=(),
                         help=f"add these optional row groups, of {','.join(EXTRA_GROUPS)}; brown: energy adds "
                              "section 5.1's energy network in MLP1's shape, alone and mixed (about 20 minutes "
-                             "more on 2 cores); brown, ap: lstm and transformer add our LSTM and Transformer, "
-                             "alone and mixed with interpolated KN 5")
+                             "more on 2 cores); brown, ap: " + ", ".join(STREAM_NETWORKS) + " add our network "
+                             "of that family (" + ", ".join(STREAM_NETWORKS.values()) + "), alone and mixed "
+                             "with interpolated KN 5")
     parser.add_argument("--threads", type=integer(1), default=None,
                         help="CPU threads of the network rows (default: OMP_NUM_THREADS when set, else all cores; "
                              "e.g. 1 to share the machine with another run): how fast, not what, so not part of a "

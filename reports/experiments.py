@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 
 from neural.config import NPLMConfig
+from neural.families import FAMILIES
 from neural.ours import ours_options
 
 PAPER_FAMILY = "nplm"  # the network of equation 1, the one the paper's claims are about
@@ -132,20 +133,21 @@ def energy_rows() -> list[Row]:
             *kn5_mixtures([energy], lambda row: "Energy network + KN interpolated 5")]
 
 
-# Our networks beyond 2003 (`neural.lstm`, `neural.transformer`): each family's own shape and recipe
-# (`neural.families.STREAM_RUN_DEFAULTS`, README "Beyond 2003"), the same on every corpus.
-STREAM_NETWORKS = {"lstm": "LSTM (ours)", "transformer": "Transformer (ours)"}  # family (and row id): label
+# Our networks beyond 2003: the families registered with `beyond_2003` (`neural.families`: the LSTM,
+# the Transformer, the GRU), each in its own shape and recipe, the same on every corpus.
+STREAM_NETWORKS = {name: f"{entry.label} (ours)" for name, entry in FAMILIES.items()
+                   if entry.beyond_2003}  # family (and row id): label
 
 
 def stream_rows(families=tuple(STREAM_NETWORKS)) -> list[Row]:
-    """Our LSTM and Transformer rows, each alone and mixed by EM with interpolated KN 5."""
+    """Rows of our networks beyond 2003, each alone and mixed by EM with interpolated KN 5."""
     rows = [Row(name, "network", STREAM_NETWORKS[name], family=name, ours=True) for name in families]
     return rows + kn5_mixtures(rows, lambda row: f"{row.model} + KN interpolated 5")
 
 
 # The optional row groups of each table: `lmbench reproduce CORPUS --extra NAME[,NAME...]` adds them
 # after the table's rows (the rows they mix with must be in the table).
-STREAM_GROUPS = {name: partial(stream_rows, (name,)) for name in STREAM_NETWORKS}  # --extra lstm,transformer
+STREAM_GROUPS = {name: partial(stream_rows, (name,)) for name in STREAM_NETWORKS}  # --extra lstm,transformer,...
 EXTRA_ROWS = {"brown": {"energy": energy_rows, **STREAM_GROUPS}, "ap": STREAM_GROUPS}
 
 AP_NETWORK = (6, 60, 100, True)  # Table 2's network: n, h, m, direct
@@ -184,7 +186,7 @@ def class_counts(vocab_size: int) -> list[int]:
 def text_rows(vocab_size: int, networks: tuple[str, ...] | None = None, only: str | None = None) -> list[Row]:
     """The comparison on a user's corpus (`lmbench reproduce text`): the n-gram families at orders 3 to
     5, class-based trigrams scaled to |V|, the networks of Table 1, each mixed with the deleted-
-    interpolation trigram three ways and with interpolated KN 5 by EM, then our LSTM and Transformer
+    interpolation trigram three ways and with interpolated KN 5 by EM, then our networks beyond 2003
     (`stream_rows`; NPLM (ours) is added by the pipeline, `ours_rows`, its shape following the corpus).
     `networks`: a subset of the network ids (e.g. ("mlp1", "lstm")); `only`: "ngram" (no network) or
     "nplm" (the networks, their mixtures and the two n-gram models they mix with)."""

@@ -61,12 +61,6 @@ NPLM_OPTIONS = {
 }
 QUICK_NPLM_OPTIONS = {"epochs": 1, "batch_size": 128}
 QUICK_IGNORED = ("epochs", "valid_tokens")  # a row's own budget, which a quick run replaces by its own
-# A quick run's networks beyond 2003, narrowed to the slice (as QUICK_CLASSES shrinks C): at their own
-# widths (neural.families) one update of 128 lanes takes seconds on a core, and a quick run only checks
-# that every row runs, scores and mixes. The window networks keep their shapes (the paper's, and the
-# rule of NPLM (ours), which the quick run shows applied).
-QUICK_STREAM_SHAPES = {"lstm": {"m": 64, "h": 64},
-                       "transformer": {"layers": 2, "d": 64, "heads": 2, "ff": 256, "context": 32}}
 
 
 @dataclass(frozen=True)
@@ -172,12 +166,15 @@ class Reproduction:
         config (its budget, `QUICK_IGNORED`, left to the settings in a quick run). The settings' options
         are the recipe of the networks `neural.train` trains (the window families: AP's decay and epoch
         budget are the paper's network's); a stream family keeps its own recipe, but in a quick run (which narrows its shape too,
-        `QUICK_STREAM_SHAPES`)."""
+        its family's `quick` shape)."""
         from neural.config import NPLMConfig
         from neural.families import family
         own = {key: value for key, value in row.config.items() if not (self.settings.quick and key in QUICK_IGNORED)}
         common = self.settings.nplm if self.settings.quick or family(row.family).context == "window" else {}
-        narrowed = QUICK_STREAM_SHAPES.get(row.family, {}) if self.settings.quick else {}
+        # A quick run narrows a family to its `quick` shape (`neural.families`; as QUICK_CLASSES shrinks C): at
+        # their own widths one update of the stream networks takes seconds on a core, and a quick run only
+        # checks that every row runs, scores and mixes. The window networks keep their shapes.
+        narrowed = family(row.family).quick if self.settings.quick else {}
         return NPLMConfig(model=row.family, seed=self.settings.seed, threads=self.threads,
                           **{**common, **narrowed, **own})
 

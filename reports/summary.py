@@ -3,8 +3,8 @@
 For every corpus with a committed report (the folders of results/ that results/index.txt lists, read
 from their results.json) and this report's own, four numbers against interpolated modified KN 5 (the strongest n-gram model): the
 best network of the paper's shapes alone, and mixed with KN 5 (EM weights fitted on valid); then each
-of our own networks (rows marked `ours`: NPLM (ours), the LSTM and the Transformer, where the run has
-them), alone and mixed with KN 5. Test perplexity, and its
+of our own networks (rows marked `ours`: NPLM (ours) and each family beyond 2003, `neural.families`,
+where the run has them), alone and mixed with KN 5. Test perplexity, and its
 ratio to KN 5's. "Best" is chosen on valid perplexity, never on test. A row missing from a
 results.json (not in that run, or left out by --skip) is shown as not run.
 
@@ -24,6 +24,7 @@ import pandas as pd
 
 from lmbench.errors import LMBenchError
 
+from reports.experiments import STREAM_NETWORKS
 from reports.records import by_id, load_results, paper_network
 
 log = logging.getLogger(__name__)
@@ -33,15 +34,15 @@ INDEX = "index.txt"  # in a folder of reports: the names of those the summary ga
 
 HEADING = "Across corpora: the network against interpolated KN 5"
 NOT_RUN = "not run"
-OURS = {"ours": ("nplm", "NPLM (ours)"), "lstm": ("lstm", "LSTM (ours)"),
-        "transformer": ("transformer", "Transformer (ours)")}  # entry: (the family of our row, its label)
+OURS = {"ours": ("nplm", "NPLM (ours)"),
+        **{name: (name, label) for name, label in STREAM_NETWORKS.items()}}  # entry: (the family of our row, its label)
 ENTRIES = {"paper": "best paper-shape network", "paper + KN 5": "best paper-shape network + KN 5",
            **{key: value for entry, (_, label) in OURS.items()
               for key, value in ((entry, label), (f"{entry} + KN 5", f"{label} + KN 5"))}}  # entry: its label
 NOTE = ("Test perplexity, and in brackets its difference from interpolated KN 5 on the same corpus "
         "(ours / KN 5 - 1); the best paper-shape network is the paper's network (equation 1, a shape of "
-        "its tables) with the lowest valid perplexity; NPLM (ours), LSTM (ours), Transformer (ours): our own "
-        "networks; + KN 5: mixed with interpolated KN 5 by EM weights fitted on valid.")
+        "its tables) with the lowest valid perplexity; the networks marked (ours): our own designs, shown where "
+        "a corpus has their row; + KN 5: mixed with interpolated KN 5 by EM weights fitted on valid.")
 
 
 def _ran(row: dict | None) -> bool:
@@ -118,14 +119,22 @@ def _cell(entry: dict) -> str:
     return f"{entry['test_ppl']:.1f}{ratio}"
 
 
+def shown_ours(lines: list[dict]) -> list[str]:
+    """The entries of OURS that some corpus has run (a family no report has is no column of all "not run")."""
+    return [entry for entry in OURS if any(line[key]["test_ppl"] is not None for line in lines
+                                           for key in (entry, f"{entry} + KN 5"))]
+
+
 def summary_frame(lines: list[dict]) -> pd.DataFrame:
     """The table: a line per corpus, KN 5's test perplexity, the paper-shape network's label and its
-    test perplexity alone and mixed with KN 5, then each of ours alone and mixed with KN 5."""
+    test perplexity alone and mixed with KN 5, then each of ours that some corpus has, alone and mixed
+    with KN 5."""
+    ours = shown_ours(lines)
     columns = ["corpus", "interpolated KN 5", ENTRIES["paper"], "alone", "+ KN 5",
-               *(column for entry in OURS for column in (ENTRIES[entry], "+ KN 5"))]
+               *(column for entry in ours for column in (ENTRIES[entry], "+ KN 5"))]
     return pd.DataFrame([[line["corpus"], _cell(line["KN 5"]), line["paper"]["model"] or NOT_RUN, _cell(line["paper"]),
                           _cell(line["paper + KN 5"]),
-                          *(_cell(line[key]) for entry in OURS for key in (entry, f"{entry} + KN 5"))]
+                          *(_cell(line[key]) for entry in ours for key in (entry, f"{entry} + KN 5"))]
                          for line in lines], columns=columns)
 
 
@@ -141,9 +150,10 @@ def summary_figure(lines: list[dict], path: Path) -> Path | None:
     if not lines:
         return None
     fig, ax = plt.subplots(figsize=(max(6.0, 1.9 * len(lines) + 2), 4.2))
-    width = 0.8 / len(ENTRIES)
-    for i, entry in enumerate(ENTRIES):
-        x = np.arange(len(lines)) + (i - (len(ENTRIES) - 1) / 2) * width
+    entries = ["paper", "paper + KN 5", *(key for entry in shown_ours(lines) for key in (entry, f"{entry} + KN 5"))]
+    width = 0.8 / len(entries)
+    for i, entry in enumerate(entries):
+        x = np.arange(len(lines)) + (i - (len(entries) - 1) / 2) * width
         ratios = [line[entry]["ratio"] for line in lines]
         ax.bar(x, [r if r is not None else 0 for r in ratios], width, label=ENTRIES[entry], color=f"C{i}",
                hatch="//" if entry.endswith("KN 5") else None, edgecolor="white")

@@ -166,7 +166,7 @@ def test_importance_sampling_trains_too(corpus, tmp_path):
     (lambda: LSTMShape(m=10, h=12), "tied"),
     (lambda: TransformerShape(d=10, heads=3), "--heads 3"),
     (lambda: TransformerShape(positions="sinusoid"), "unknown positions"),
-    (lambda: StreamTrainConfig(objective="class"), "class layer")])
+    (lambda: StreamTrainConfig(objective="class"), "full softmax")])
 def test_bad_options_are_refused_in_one_line(make, message):
     with pytest.raises(LMBenchError, match=message):
         make()
@@ -186,12 +186,19 @@ def test_the_command_line_trains_an_lstm_and_refuses_a_missing_cuda(tmp_path, mo
         assert main([*common, "--device", "cuda", "--out", str(tmp_path / "cuda")]) == 2
         assert "CUDA is not available" in capsys.readouterr().err
         assert not (tmp_path / "cuda").exists()
-    assert main([*common, "--recipe", "paper", "--out", str(tmp_path / "paper")]) == 2
-    assert "drop --recipe paper" in capsys.readouterr().err
+    for window_option in (["--recipe", "paper"], ["--schedule", "halving"], ["--patience", "3"], ["--min-gain", "0.01"]):
+        # the window networks' recipe options: refused in one line, never dropped without a word
+        assert main([*common, *window_option, "--out", str(tmp_path / "refused")]) == 2
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and f"no use for {window_option[0]}: drop it" in err
+        assert not (tmp_path / "refused").exists()
     assert main([*common, "--epochs", "1", "--batch-size", "2", "--threads", "1", "--device", "cpu", "--json",
-                 "--out", str(tmp_path / "run")]) == 0
+                 "--dropout", "0", "--out", str(tmp_path / "run")]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["epochs"] == 1 and np.isfinite(result["test_perplexity"])
+    assert json.loads((tmp_path / "run" / "result.json").read_text())["config"]["dropout"] == 0.0  # not the family's 0.4
+    saved = torch.load(tmp_path / "run" / CHECKPOINT, weights_only=False)
+    assert saved["train_config"]["dropout"] == 0.0
     assert (tmp_path / "run" / "logprobs.npz").exists()
     assert main(["nplm", "eval", str(tmp_path / "run"), "--corpus", "text", *paths, "--split", "test", "--json",
                  "--device", "cpu"]) == 0  # the stream family's own loader and scoring, through `nplm eval`
