@@ -8,7 +8,7 @@ import pytest
 from baselines.cli import BOUNDED_METHODS
 from baselines.disk_counts import DiskCounts
 from lmbench_cli import main
-from reports.experiments import class_counts, text_rows
+from reports.experiments import STREAM_NETWORKS, class_counts, text_rows
 from tests.helpers import chain_text, run_cli, write_splits
 from tests.test_reproduce import assert_mixtures_not_above_their_parts
 
@@ -46,7 +46,9 @@ def test_quick_comparison_end_to_end(corpus_files, tmp_path, capsys):
     table = (tmp_path / "report" / "table.md").read_text()
     assert [line for line in table.splitlines() if "paper" in line] == [] and " test " in table.splitlines()[0]
     claims = {c["claim"]: c for c in json.loads((tmp_path / "report" / "claims.json").read_text())}
-    assert len(claims) == 13 and all("paper" not in claim for claim in claims.values())  # the paper's 6, then 7 of ours
+    beyond = len(STREAM_NETWORKS)  # the paper's 6, NPLM (ours)'s 2, 2 per family beyond 2003 and 1 per pair of them
+    assert len(claims) == 6 + 2 + 2 * beyond + beyond * (beyond - 1) // 2
+    assert all("paper" not in claim for claim in claims.values())
     lstm = claims["Mixing the LSTM (ours) with interpolated KN 5 helps"]  # recomputed from the rows
     assert lstm["verdict"] == ("holds" if rows["lstm-kn-interp-5-em"]["test_ppl"] < rows["lstm"]["test_ppl"]
                                else "does not hold")
@@ -82,10 +84,11 @@ def test_rows_are_chosen_by_only_and_networks():
     ids = [row.id for row in text_rows(10_000, networks=("mlp1", "mlp9", "lstm"))]
     assert "mlp1" in ids and "mlp9-del-int-bucketed" in ids and "mlp5" not in ids and "katz-3" in ids
     nplm_only = [row.id for row in text_rows(10_000, only="nplm")]
-    assert nplm_only[:2] == ["del-int", "kn-interp-5"] and all(i.startswith(("mlp", "lstm", "transformer"))
+    assert nplm_only[:2] == ["del-int", "kn-interp-5"] and all(i.startswith(("mlp", *STREAM_NETWORKS))
                                                                    for i in nplm_only[2:])
-    assert "mlp9-kn-interp-5-em" in nplm_only and nplm_only[-4:] == [
-        "lstm", "transformer", "lstm-kn-interp-5-em", "transformer-kn-interp-5-em"]  # ours beyond 2003, on by default
+    beyond = [*STREAM_NETWORKS, *(f"{name}-kn-interp-5-em" for name in STREAM_NETWORKS)]  # ours beyond 2003, on by default
+    assert {"lstm", "transformer"} <= set(STREAM_NETWORKS)
+    assert "mlp9-kn-interp-5-em" in nplm_only and nplm_only[-len(beyond):] == beyond
     assert "lstm" in ids and "transformer" not in [row.id for row in text_rows(10_000, networks=("mlp1", "lstm"))]
     assert class_counts(16_000) == [160, 480, 1600] and class_counts(50) == [2, 5]
 

@@ -1,4 +1,6 @@
-"""The stream networks (`neural.lstm`, `neural.transformer`) and their trainer (`neural.stream_train`)."""
+"""The stream networks (every family `neural.families` registers with context "stream": the LSTM, the
+Transformer, ...) and their trainer (`neural.stream_train`): the contract of `tests/lm_checks.py`,
+training, exact resume and the options, over every registered stream family in its quick shape."""
 
 from __future__ import annotations
 
@@ -12,10 +14,15 @@ import torch
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
 from lmbench.errors import LMBenchError
 from lmbench.model import perplexity, split_logprobs
-from neural.families import LSTMShape, TransformerShape
+from neural.families import FAMILIES, LSTMShape, TransformerShape
+from neural.stream import RecurrentNetwork
 from neural.stream_train import CHECKPOINT, LOG, StreamTrainConfig, lane_layout, load_stream, train_stream
 
-SHAPES = {"lstm": LSTMShape(layers=2, m=12, h=12), "transformer": TransformerShape(layers=2, d=12, heads=2, ff=24, context=16)}
+SHAPES = {name: entry.shape(**entry.quick) for name, entry in FAMILIES.items() if entry.context == "stream"}
+
+
+def recurrent(family: str) -> bool:
+    return issubclass(FAMILIES[family].network_class(), RecurrentNetwork)
 
 
 def tiny_corpus(seed: int = 0):
@@ -70,10 +77,10 @@ def test_training_lowers_the_validation_perplexity_below_the_unigram(trained, co
     assert history[-1]["valid_perplexity"] < 0.9 * unigram, (history, unigram)
 
 
-def test_lstm_lanes_equal_one_lane_after_their_warm_up(trained, corpus):
+def test_recurrent_lanes_equal_one_lane_after_their_warm_up(trained, corpus):
     family, out = trained
-    if family != "lstm":
-        pytest.skip("lanes are the LSTM's")
+    if not recurrent(family):
+        pytest.skip("lanes are the recurrent networks'")
     net = double_model(out, corpus).net
     stream, start = corpus.stream_for("test")
     one = net.score_stream(stream, start, lanes=1, warmup=None)
@@ -87,12 +94,12 @@ def test_lstm_lanes_equal_one_lane_after_their_warm_up(trained, corpus):
     assert np.abs(net.score_stream(stream, start, lanes=7, warmup=0) - one).max() > 1e-3
 
 
-def test_lstm_lanes_read_no_more_warm_up_than_they_score(trained, corpus, monkeypatch):
+def test_recurrent_lanes_read_no_more_warm_up_than_they_score(trained, corpus, monkeypatch):
     """By default a split is cut into lanes only as far as each lane still scores `warmup` tokens:
     the warm-up read to score it is at most its length, or one lane's warm-up."""
     family, out = trained
-    if family != "lstm":
-        pytest.skip("lanes are the LSTM's")
+    if not recurrent(family):
+        pytest.skip("lanes are the recurrent networks'")
     net = load_stream(out, corpus, device="cpu").net
     read = []
     encode = type(net).encode
@@ -207,11 +214,12 @@ def test_the_command_line_trains_an_lstm_and_refuses_a_missing_cuda(tmp_path, mo
 
 def test_a_stream_family_trains_by_its_own_recipe_unless_told_otherwise():
     from neural.config import NPLMConfig
-    from neural.families import STREAM_RUN_DEFAULTS
-    for family in ("lstm", "transformer"):
+    for family in SHAPES:
+        defaults = FAMILIES[family].shape.run_defaults
         config = NPLMConfig(model=family)
-        assert {key: getattr(config, key) for key in STREAM_RUN_DEFAULTS} == STREAM_RUN_DEFAULTS
+        assert {key: getattr(config, key) for key in defaults} == defaults and defaults["dropout"] > 0
         assert NPLMConfig(model=family, epochs=2).epochs == 2  # given: it wins
+        assert NPLMConfig(model=family, dropout=0.0).dropout == 0.0
     assert (NPLMConfig().epochs, NPLMConfig().samples, NPLMConfig().weight_decay) == (40, 400, 1e-4)  # the NPLM's
 
 
