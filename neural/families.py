@@ -370,3 +370,13 @@ register(Family("lstm", LSTMShape, "neural.lstm:LSTMNetwork", label="LSTM", quic
 register(Family("transformer", TransformerShape, "neural.transformer:TransformerNetwork", label="Transformer",
                 quick={"layers": 2, "d": 64, "heads": 2, "ff": 256, "context": 32},
                 summary="a small causal Transformer, sliding-window scoring", **STREAM))
+
+
+@dataclass(frozen=True)
+class GRUShape(RecurrentShape):
+    """A stacked GRU over the whole stream (`neural.gru.GRUNetwork`), in the LSTM's recipe."""
+    run_defaults: ClassVar[dict] = {**STREAM_RUN_DEFAULTS, "dropout": 0.4}
+
+
+register(Family("gru", GRUShape, "neural.gru:GRUNetwork", label="GRU", quick={"m": 64, "h": 64},
+                summary="a GRU over the whole stream (Cho et al. 2014)", **STREAM))

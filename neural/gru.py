@@ -1,0 +1,58 @@
+"""The `gru` family: a gated recurrent network over the continuous stream (Cho et al. 2014).
+
+    x_t = dropout(E[w_{t-1}])                                   (m,), E the input table (V x m)
+    r_t = sigma(W_r x_t + U_r h_{t-1} + b_r)                    reset gate (h,)
+    u_t = sigma(W_u x_t + U_u h_{t-1} + b_u)                    update gate (h,)
+    n_t = tanh(W_n x_t + b_n + r_t * (U_n h_{t-1} + b'_n))      candidate (h,)
+    h_t = (1 - u_t) * n_t + u_t * h_{t-1}                       layers 2.. read dropout(h^{l-1}_t)
+    z_t = dropout(h^L_t);  P(w_t | w_<t) = softmax(b + O z_t)   O = E when tied (m = h)
+
+One state vector where the LSTM keeps two (no separate cell), and a third fewer recurrent weights at
+the same width. Dropout on the non-recurrent connections only, as the LSTM's (Zaremba et al. 2014).
+The state ((layers, B, h),) is carried along the stream in training and scoring as every recurrent
+family's (`neural.stream.RecurrentNetwork`).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from neural.families import GRUShape
+from neural.stream import RecurrentNetwork
+
+
+class GRUNetwork(RecurrentNetwork):
+    """P(w_t | all of w_<t) through a stacked GRU; state: ((layers, B, h),)."""
+
+    family = "gru"
+
+    def __init__(self, shape: GRUShape, vocab_size: int, *, output: str = "softmax", structure=None,
+                 dropout: float = 0.0):
+        super().__init__(shape, vocab_size, shape.m, shape.h, output, dropout)
+        self.gru = nn.GRU(shape.m, shape.h, shape.layers, batch_first=True,
+                          dropout=dropout if shape.layers > 1 else 0.0)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """E, O and the GRU's weights ~ U(-0.1, 0.1), as the LSTM's; biases 0 (gates half open)."""
+        nn.init.uniform_(self.embedding, -0.1, 0.1)
+        if self.output is not None:
+            nn.init.uniform_(self.output, -0.1, 0.1)
+        for name, p in self.gru.named_parameters():
+            if name.startswith("weight"):
+                nn.init.uniform_(p, -0.1, 0.1)
+            else:
+                nn.init.zeros_(p)
+
+    def initial_state(self, batch: int, device=None) -> tuple[torch.Tensor]:
+        """(h,), zeros: ((layers, B, h),)."""
+        device = device or self.embedding.device
+        return (torch.zeros((self.shape.layers, batch, self.shape.h), device=device, dtype=self.embedding.dtype),)
+
+    def encode(self, inputs: torch.Tensor, state=None):
+        """z (B, T, h) for inputs (B, T), and the state (h,) after the last step."""
+        if state is None:
+            state = self.initial_state(inputs.shape[0], inputs.device)
+        z, last = self.gru(self.drop(self.embed(inputs)), state[0])
+        return self.drop(z), (last,)
