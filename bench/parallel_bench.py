@@ -46,7 +46,8 @@ import torch.multiprocessing as mp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from neural.config import NPLMConfig  # noqa: E402
 from neural.objectives import make_objective  # noqa: E402
-from neural.parallel import Team, connect  # noqa: E402
+from neural.parallel import connect  # noqa: E402
+from neural.team import Team  # noqa: E402
 from neural.recipe import apply_weight_decay, make_optimizer  # noqa: E402
 
 MLP1 = dict(n=5, m=60, h=50, direct=True)

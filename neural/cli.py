@@ -203,8 +203,8 @@ def _check_launch(args: argparse.Namespace) -> None:
 
 
 def _connect(args: argparse.Namespace, corpus):
-    from neural.parallel import connect
-    return connect(args.parallel, len(corpus.vocab), device=args.device, backend=args.backend,
+    from neural.team import join
+    return join(args.parallel, len(corpus.vocab), device=args.device, backend=args.backend,
                    threads=args.threads)
 
 

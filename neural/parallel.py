@@ -4,9 +4,9 @@ Launch: `torchrun --nproc-per-node P -m lmbench_cli -- nplm train ... --parallel
 keeps torchrun from taking --n, --m and --h for abbreviations of its own options). torchrun starts P
 processes and gives each its RANK, WORLD_SIZE, LOCAL_RANK and the rendezvous address; `connect` joins
 them into one process group (gloo on the CPU, NCCL on CUDA, one GPU per process: cuda:LOCAL_RANK) and
-returns the `Team` through which `neural.train` does everything that crosses processes: one class per
-scheme, with the same hooks. A run without --parallel gets the one-process `Team`, whose every hook is
-the single-process code path itself; "data" a `DataTeam`, "vocab" a `VocabTeam`.
+returns the team through which `neural.train` does everything that crosses processes: one subclass of
+the one-process `neural.team.Team` per scheme, with the same hooks: "data" a `DataTeam`, "vocab" a
+`VocabTeam`. A run without --parallel never imports this module (`neural.team.join`).
 
 - "data" (section 3.1, made synchronous): every process holds the whole network and takes its part of
   each minibatch of the epoch's permutation; the minibatch of one update is the per-process batch times
@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable, TypeVar
+from typing import Callable
 
 import numpy as np
 import torch
@@ -53,15 +53,15 @@ from torch import nn
 from torch.nn import functional as F
 
 from lmbench.errors import LMBenchError
-from neural.families import family, load
+from neural.families import load
 from neural.lm import score_stream
 from neural.model import NPLM, upgraded
 from neural.output import SoftmaxLayer, SoftmaxNLL, at_least_fp32
 from neural.recipe import resolve_device
+from neural.team import T, Team
 
 LAUNCH_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")  # set by torchrun
 SLICED = ("output.out", "output.b")  # the parameters a vocabulary-parallel process holds a block of
-T = TypeVar("T")
 
 
 def blocks(total: int, parts: int) -> list[int]:
@@ -82,13 +82,11 @@ def launch_environment(mode: str) -> dict[str, int]:
     return env
 
 
-def connect(mode: str | None, vocab_size: int, *, device: str = "auto", backend: str = "auto",
-            threads: int | None = None) -> "Team":
-    """The Team of this run: one process when mode is None, else this process's place in the process
-    group torchrun started (joined here, or the one already joined) as a `DataTeam` or a `VocabTeam`.
-    Every set-up error is raised before the rendezvous, on every process alike."""
-    if mode is None:
-        return Team(device=resolve_device(device, threads))
+def connect(mode: str, vocab_size: int, *, device: str = "auto", backend: str = "auto",
+            threads: int | None = None) -> Team:
+    """This process's place in the process group torchrun started for --parallel `mode` (joined here, or
+    the one already joined), as a `DataTeam` or a `VocabTeam` (`neural.team.join` comes here only for a
+    scheme). Every set-up error is raised before the rendezvous, on every process alike."""
     env = launch_environment(mode)
     world = env["WORLD_SIZE"]
     if mode == "vocab" and world > vocab_size:
@@ -122,75 +120,6 @@ def leave_process_group() -> None:
     if dist.is_initialized():
         dist.destroy_process_group()
         time.sleep(0.1)
-
-
-class Team:
-    """The processes of one run and what crosses between them; this base class is the one-process run,
-    whose every hook is the single-process code path (it returns its input or calls the function
-    given). `connect` returns it, or the team of the --parallel scheme (`DataTeam`, `VocabTeam`)."""
-
-    mode: str | None = None  # the --parallel scheme
-    rank, world = 0, 1
-
-    def __init__(self, device: torch.device = torch.device("cpu")):
-        self.device = device
-
-    @property
-    def writer(self) -> bool:
-        """Rank 0 writes the run's files and prints its figures."""
-        return self.rank == 0
-
-    def close(self) -> None:
-        """The end of a command: nothing to leave on one process."""
-
-    def any(self, flag: bool) -> bool:
-        """True on every process when `flag` is true on one (a decision all must take together)."""
-        return flag
-
-    def from_rank0(self, fn: Callable[[], T]) -> T:
-        """fn() run on rank 0 and its result sent to every process."""
-        return fn()
-
-    # -- the network ----------------------------------------------------------------------------------
-
-    def network(self, model: str, shape, vocab_size: int, *, output: str = "softmax",
-                structure: torch.Tensor | None = None, dropout: float = 0.0):
-        """This process's network of family `model` (`neural.families`): the whole network (under
-        "vocab", the family's block of it)."""
-        return self.build(family(model), shape, vocab_size, output=output, structure=structure, dropout=dropout)
-
-    def build(self, entry, shape, vocab_size: int, *, output: str, structure: torch.Tensor | None,
-              dropout: float):
-        """The network of family `entry`: the whole network."""
-        return entry.network_class()(shape, vocab_size, output=output, structure=structure, dropout=dropout)
-
-    def state_dict(self, net: NPLM) -> dict | None:
-        """The whole network's state on rank 0, in the single-process format, None elsewhere."""
-        return net.state_dict()
-
-    def sync_replicas(self, net: NPLM) -> None:
-        """Make the parameters every process holds whole equal to rank 0's (nothing to do on one)."""
-
-    # -- training -----------------------------------------------------------------------------------
-
-    def batch(self, per_process: int) -> int:
-        """Windows per update, all processes together."""
-        return per_process
-
-    def shard_batch(self, ids: torch.Tensor) -> tuple[torch.Tensor, float]:
-        """This process's windows of a minibatch ids (B,) and their share of it (the weight of their
-        mean loss): all of them, weight 1, but under "data"."""
-        return ids, 1.0
-
-    def sum_gradients(self, net: NPLM, loss: torch.Tensor, weight: float) -> float:
-        """After loss.backward(): the minibatch's loss, the same on every process (its gradients are
-        whole already but under "data")."""
-        return loss.item()
-
-    def score_stream(self, net: NPLM, stream: np.ndarray, start: int, **options) -> np.ndarray:
-        """`neural.lm.score_stream` on the processes of the run: the same float64 log-probabilities on
-        every process."""
-        return score_stream(net, stream, start, **options)
 
 
 class ProcessGroup(Team):

@@ -47,6 +47,7 @@ from neural.config import OBJECTIVES
 from neural.loop import RunState, run_epochs, write_log
 from neural.objectives import make_objective
 from neural.recipe import resolve_device
+from neural.team import build_network
 from neural.stream import StreamLanguageModel, StreamNetwork, padded_inputs
 from neural.train import BEST, CHECKPOINT, LOG, RESULT, atomic_save, check_finite, nan_error, read_checkpoint
 
@@ -100,11 +101,8 @@ class StreamTrainConfig:
 
 
 def build_stream_network(family: str, vocab_size: int, shape, dropout: float = 0.0) -> StreamNetwork:
-    """The network of `family` (`neural.families`) from its shape (the dataclass, or the dict a
-    checkpoint keeps)."""
-    entry = family_entry(family)
-    shape = entry.shape_of(shape) if isinstance(shape, dict) else shape
-    return entry.network_class()(shape, vocab_size, dropout=dropout)
+    """The network of `family` (`neural.families`; `neural.team.build_network`), its full softmax."""
+    return build_network(family_entry(family), shape, vocab_size, dropout=dropout)
 
 
 def steps_of(net: StreamNetwork, config: StreamTrainConfig) -> int:

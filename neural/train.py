@@ -17,7 +17,7 @@ The best model on validation is saved apart (best.pt). Per-epoch figures go to l
 ones to result.json.
 
 On several processes (config.parallel, under torchrun) the loop is the same: the hooks of
-`neural.parallel.Team` split the minibatch or the output layer, sum the gradients, and have rank 0
+`neural.team.Team` (`neural.parallel`'s teams) split the minibatch or the output layer, sum the gradients, and have rank 0
 write the files, in the single-process format.
 """
 
@@ -41,7 +41,7 @@ from neural.families import NetworkShape, family, load
 from neural.lm import NPLMLanguageModel, StreamWindows
 from neural.loop import RunState, run_epochs, write_log
 from neural.objectives import make_objective
-from neural.parallel import Team, connect
+from neural.team import Team, join
 from neural.recipe import apply_weight_decay, learning_rate, make_optimizer, next_epoch_rate, resolve_device
 
 log = logging.getLogger(__name__)
@@ -125,7 +125,7 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
     if trainer is not None:
         return load(trainer)(corpus, config, out_dir, resume=resume, progress=progress, evaluate=evaluate,
                              team=team)
-    team = team or connect(config.parallel, len(corpus.vocab), device=config.device, backend=config.backend,
+    team = team or join(config.parallel, len(corpus.vocab), device=config.device, backend=config.backend,
                            threads=config.threads)
     run = WindowTrainer(corpus, config, Path(out_dir), team, resume=resume, progress=progress and team.writer)
     run_epochs(run, epochs=config.epochs, max_steps=config.max_steps, checkpoint_minutes=config.checkpoint_minutes,

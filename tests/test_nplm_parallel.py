@@ -23,7 +23,8 @@ from neural.classes import word_classes
 from neural.config import NPLMConfig
 from neural.lm import context_windows
 from neural.objectives import make_objective
-from neural.parallel import LAUNCH_ENV, Team, blocks, connect, leave_process_group
+from neural.parallel import LAUNCH_ENV, blocks, connect, leave_process_group
+from neural.team import Team
 from neural.train import BEST, CHECKPOINT, load_nplm, train_nplm
 from tests.lm_checks import make_corpus
 

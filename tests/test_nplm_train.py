@@ -5,6 +5,9 @@ import dataclasses
 import json
 import math
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +18,7 @@ from lmbench.errors import LMBenchError
 from lmbench.model import split_perplexity
 from neural.families import NPLMShape
 from neural.model import NPLM
-from neural.parallel import Team
+from neural.team import Team
 from neural.recipe import anneal_threshold, apply_weight_decay, learning_rate, next_epoch_rate, resolve_device
 from neural.train import CHECKPOINT, NPLMConfig, load_nplm, train_nplm
 from tests.helpers import corpus_args, random_text, run_cli, write_splits
@@ -337,3 +340,21 @@ def test_a_best_model_whose_exact_perplexity_overflows_is_a_diverged_run(tmp_pat
     [line] = [line for line in err.splitlines() if line.startswith("lmbench: error: ")]
     assert "train perplexity is inf: the run diverged; lower the learning rate (--lr)" in line and str(out) in line
     assert (out / "best.pt").exists()
+
+
+def test_a_one_process_run_imports_no_parallel_module(tmp_path):
+    """--parallel data|vocab is the only way into neural.parallel (and torchrun's neural.launch): a
+    command-line run on one process trains, evaluates and scores without them."""
+    files = {split: tmp_path / f"{split}.txt" for split in ("train", "valid", "test")}
+    for split, path in files.items():
+        path.write_text(" ".join(CORPUS.vocab.decode(CORPUS.split(split))))
+    corpus = [word for split, path in files.items() for word in (f"--{split}", str(path))]
+    code = ("import sys; from lmbench_cli import main; "
+            f"a = main(['nplm', 'train', '--corpus', 'text', *{corpus!r}, '--n', '3', '--m', '4', '--h', '5', "
+            f"'--epochs', '1', '--device', 'cpu', '--threads', '1', '--out', {str(tmp_path / 'run')!r}]); "
+            f"b = main(['nplm', 'eval', {str(tmp_path / 'run')!r}, '--corpus', 'text', *{corpus!r}, '--device', 'cpu']); "
+            "print(a, b, sorted(m for m in sys.modules if m in ('neural.parallel', 'neural.launch')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "0 0 []"
