@@ -4,106 +4,18 @@
                   --order N [--classes C] [--min-ngram-count C] [--memory SIZE [--tmp-dir DIR]]
                   [--arpa OUT] [--save-logprobs OUT.npz] [corpus options] [--json]
 
-A method is one entry of METHODS: its constructor (taking the parsed arguments), the orders it
-supports and its default order. `make_ngram` builds one from Python.
+The methods are `baselines.methods.METHODS`; this file reads the options and runs one.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import dataclass
-from typing import Callable
-
+from baselines.methods import BOUNDED_METHODS, CLUSTER_PASSES, METHODS, NGramOptions, make_ngram
 from corpora.cli import add_corpus_options, load_corpus
 from lmbench.errors import LMBenchError
-from lmbench.model import LanguageModel, split_perplexity
+from lmbench.model import split_perplexity
 from lmbench.options import integer, output_directory, output_file
-
-
-CLUSTER_PASSES = 20
-BOUNDED_METHODS = ("deleted-interpolation", "katz", "kneser-ney", "kneser-ney-backoff", "class")  # take --memory
-
-
-@dataclass(frozen=True)
-class Method:
-    build: Callable[[argparse.Namespace], LanguageModel]  # the parsed arguments -> an unfitted model
-    min_order: int
-    max_order: int
-    default_order: int
-
-
-def _add_one_unigram(args):
-    from baselines.unigram import AddOneUnigram
-    return AddOneUnigram()
-
-
-def _katz(args):
-    from baselines.katz import Katz
-    return Katz(args.order, min_count=args.min_ngram_count, memory=args.memory, tmp_dir=args.tmp_dir)
-
-
-def _kneser_ney(args):
-    from baselines.kneser_ney import KneserNey
-    if args.min_ngram_count > 1:
-        raise LMBenchError("--min-ngram-count applies to back-off models: use --method "
-                           "kneser-ney-backoff or katz, or drop --min-ngram-count")
-    return KneserNey(args.order, memory=args.memory, tmp_dir=args.tmp_dir)
-
-
-def _kneser_ney_backoff(args):
-    from baselines.kneser_ney import KneserNeyBackoff
-    return KneserNeyBackoff(args.order, min_count=args.min_ngram_count, memory=args.memory, tmp_dir=args.tmp_dir)
-
-
-def _deleted_interpolation(args):
-    from baselines.deleted_interpolation import DeletedInterpolationTrigram
-    return DeletedInterpolationTrigram(memory=args.memory, tmp_dir=args.tmp_dir)
-
-
-def _class(args):
-    """Class n-gram whose class sequence is modelled by modified-KN back-off (Table 1's rows), in
-    bounded memory under --memory."""
-    from baselines.class_ngram import ClassNgram
-    from baselines.kneser_ney import KneserNeyBackoff
-    if not args.classes or args.classes < 2:
-        raise LMBenchError("--method class needs --classes C with C >= 2 (the paper: 150 to 2000)")
-    return ClassNgram(lambda: KneserNeyBackoff(args.order, min_count=args.min_ngram_count, memory=args.memory,
-                                               tmp_dir=args.tmp_dir), args.classes, max_iters=args.cluster_passes)
-
-
-METHODS: dict[str, Method] = {
-    "add-one-unigram": Method(_add_one_unigram, 1, 1, 1),
-    "deleted-interpolation": Method(_deleted_interpolation, 3, 3, 3),
-    "katz": Method(_katz, 2, 5, 3),
-    "kneser-ney": Method(_kneser_ney, 2, 6, 5),
-    "kneser-ney-backoff": Method(_kneser_ney_backoff, 2, 6, 3),
-    "class": Method(_class, 2, 5, 3),
-}
-
-
-def make_model(args: argparse.Namespace) -> LanguageModel:
-    """The unfitted model of `args.method` at `args.order` (the method's default when None)."""
-    method = METHODS[args.method]
-    if args.order is None:
-        args.order = method.default_order
-    if not method.min_order <= args.order <= method.max_order:
-        valid = (f"order {method.min_order}" if method.min_order == method.max_order
-                 else f"orders {method.min_order} to {method.max_order}")
-        raise LMBenchError(f"--method {args.method} does not support --order {args.order}: "
-                           f"use {valid}")
-    return method.build(args)
-
-
-def make_ngram(method: str, order: int | None = None, classes: int | None = None,
-               min_ngram_count: int = 1, cluster_passes: int = CLUSTER_PASSES, memory: int | None = None,
-               tmp_dir: str | None = None) -> LanguageModel:
-    """The unfitted model of a method, as the command line would build it."""
-    if method not in METHODS:
-        raise LMBenchError(f"unknown n-gram method {method!r}: use one of {', '.join(METHODS)}")
-    return make_model(argparse.Namespace(method=method, order=order, classes=classes,
-                                         min_ngram_count=min_ngram_count, cluster_passes=cluster_passes,
-                                         memory=memory, tmp_dir=tmp_dir))
 
 
 def byte_size(text: str) -> int:
@@ -151,10 +63,8 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> dict:
-    if args.memory is not None and args.method not in BOUNDED_METHODS:
-        raise LMBenchError(f"--memory applies to {', '.join(BOUNDED_METHODS)}, not --method {args.method}: "
-                           "drop --memory")
-    model = make_model(args)
+    model = make_ngram(NGramOptions(args.method, args.order, args.classes, args.min_ngram_count, args.cluster_passes,
+                                    args.memory, args.tmp_dir))
     if args.arpa:
         from baselines.backoff import BackoffModel
         if not isinstance(model, BackoffModel):

@@ -16,7 +16,7 @@ import time
 import numpy as np
 import torch
 
-from corpora.cli import load_default
+from corpora.named import load_named
 from lmbench.model import perplexity
 from neural.lstm import EVAL_LANES, EVAL_WARMUP
 from neural.stream_train import load_stream
@@ -29,7 +29,7 @@ def main() -> None:
     parser.add_argument("--split", default="test", choices=("valid", "test"))
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
-    corpus = load_default(args.corpus)
+    corpus = load_named(args.corpus)
     model = load_stream(args.run, corpus, device="cpu", threads=args.threads)
     stream, start = corpus.stream_for(args.split)
     scores = {}

@@ -40,13 +40,12 @@ PAPER_KN_BACKOFF = {3: (334, 323), 4: (332, 321), 5: (332, 321)}  # Bengio et al
 
 def one(method: str, order: int, min_count: int) -> dict:
     """Fit one model on Brown in this process and time it."""
-    from baselines.cli import METHODS
+    from baselines.methods import NGramOptions, make_ngram
     from corpora.brown import load_brown
     from lmbench.model import split_logprobs
 
     corpus = load_brown()
-    model = METHODS[method].build(argparse.Namespace(method=method, order=order, classes=None,
-                                                     min_ngram_count=min_count, memory=None, tmp_dir=None))
+    model = make_ngram(NGramOptions(method, order, min_ngram_count=min_count))
     started = time.perf_counter()
     model.fit(corpus)
     build = time.perf_counter() - started

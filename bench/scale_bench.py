@@ -105,11 +105,11 @@ def permuted_copies(train: np.ndarray, tokens: int, vocab_size: int, rng: np.ran
 def build_stream(tokens: int, permuted: bool) -> dict:
     """The training stream of `tokens` tokens (AP train, then sampled text or permuted copies), cached."""
     from baselines.kneser_ney import KneserNey
-    from corpora.cli import load_default
+    from corpora.named import load_named
     from lmbench.files import atomic_write
 
     path = stream_path(tokens, permuted)
-    corpus = load_default("ap")
+    corpus = load_named("ap")
     if path.exists():
         return {"path": str(path), "cached": True}
     started = time.perf_counter()
@@ -153,11 +153,11 @@ def one(tokens: int, stream: Path, memory: str | None, tmp_dir: str | None) -> d
     """Build KN 5 on the first `tokens` tokens of the stream and score valid and test, in this process."""
     from baselines.disk_counts import IN_MEMORY_BYTES_PER_TOKEN, parse_size
     from baselines.kneser_ney import KneserNey
-    from corpora.cli import load_default
+    from corpora.named import load_named
     from corpora.corpus import Corpus
     from lmbench.model import split_perplexity
 
-    ap = load_default("ap")
+    ap = load_named("ap")
     train = np.load(stream, mmap_mode="r")[:tokens].astype(np.int32)
     corpus = Corpus(f"scale-{tokens}", ap.vocab, train, ap.valid, ap.test)
     del ap

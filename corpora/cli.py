@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import os
 
 from corpora.corpus import Corpus
+from corpora.named import CORPORA, load_named
 from lmbench.errors import LMBenchError
 from lmbench.options import existing_directory, existing_file, integer, output_directory
 
-CORPORA = ("brown", "ap", "text")
 AP_MIN_VOCAB = 5  # more than the four symbols of corpora.ap.SPECIALS (imported only to prepare AP)
 
 
@@ -41,32 +40,15 @@ def add_corpus_options(parser: argparse.ArgumentParser, *, positional: bool = Fa
 
 
 def load_corpus(args: argparse.Namespace) -> Corpus:
-    use_cache = not args.no_cache
-    if args.corpus == "brown":
-        from corpora.brown import load_brown
-        return load_brown(min_count=args.min_count or 4, vocab_from=args.vocab_from, use_cache=use_cache)
+    """The corpus the options name (`corpora.named.load_named`)."""
     if args.corpus == "text":
         missing = [f"--{s}" for s in ("train", "valid", "test") if not getattr(args, s)]
         if missing:
             raise LMBenchError(f"--corpus text needs {', '.join(missing)}: give the three files "
                                "of whitespace-separated tokens")
-        from corpora.text import load_text
-        return load_text(args.train, args.valid, args.test, min_count=args.min_count or 1,
-                         max_vocab=args.vocab_size, use_cache=use_cache)
-    from corpora.ap import DEFAULT_VOCAB_SIZE, load_ap
-    directory = args.ap_dir or os.environ.get("AP_DIR")
-    if not directory:
-        raise LMBenchError("no AP directory: pass --ap-dir DIR or set AP_DIR to the folder of "
-                           "TREC/Tipster AP SGML files (e.g. ../shared/corpora/ap89)")
-    return load_ap(directory, vocab_size=args.vocab_size or DEFAULT_VOCAB_SIZE, use_cache=use_cache,
-                   skip_bad_files=args.skip_bad_files)
-
-
-def load_default(name: str) -> Corpus:
-    """Corpus `name` with every option at its default (the paper's protocols; AP from $AP_DIR)."""
-    parser = argparse.ArgumentParser()
-    add_corpus_options(parser)
-    return load_corpus(parser.parse_args(["--corpus", name]))
+    return load_named(args.corpus, min_count=args.min_count, vocab_from=args.vocab_from, ap_dir=args.ap_dir,
+                      vocab_size=args.vocab_size, skip_bad_files=args.skip_bad_files, use_cache=not args.no_cache,
+                      files=(args.train, args.valid, args.test))
 
 
 def register(subparsers) -> None:

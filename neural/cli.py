@@ -203,7 +203,7 @@ def _check_launch(args: argparse.Namespace) -> None:
 
 
 def _connect(args: argparse.Namespace, corpus):
-    from neural.team import join
+    from neural.train import join
     return join(args.parallel, len(corpus.vocab), device=args.device, backend=args.backend,
                    threads=args.threads)
 

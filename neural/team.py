@@ -1,8 +1,8 @@
 """The processes of one run, and the builder of its networks: `Team` is the one-process run, whose every
 hook is the single-process code path itself (it returns its input, or calls the function given);
 `neural.train` trains and scores through these hooks, and under --parallel data|vocab the subclasses of
-`neural.parallel` split the minibatch or the output layer behind the same ones. `join` gives the team
-of a run: a scheme is the only way into `neural.parallel` (a one-process run never imports it).
+`neural.parallel` split the minibatch or the output layer behind the same ones (`neural.train.join`
+gives a run its team: a scheme is the only way into `neural.parallel`).
 """
 
 from __future__ import annotations
@@ -15,19 +15,8 @@ import torch
 from neural.families import family
 from neural.lm import score_stream
 from neural.model import NPLM
-from neural.recipe import resolve_device
 
 T = TypeVar("T")
-
-
-def join(mode: str | None, vocab_size: int, *, device: str = "auto", backend: str = "auto",
-         threads: int | None = None) -> "Team":
-    """The team of this run: one process when mode is None, else this process's place in the process
-    group of --parallel `mode` (`neural.parallel.connect`)."""
-    if mode is None:
-        return Team(device=resolve_device(device, threads))
-    from neural.parallel import connect
-    return connect(mode, vocab_size, device=device, backend=backend, threads=threads)
 
 
 def build_network(entry, shape, vocab_size: int, *, output: str = "softmax", structure=None, dropout: float = 0.0):
@@ -40,7 +29,7 @@ def build_network(entry, shape, vocab_size: int, *, output: str = "softmax", str
 class Team:
     """The processes of one run and what crosses between them; this base class is the one-process run,
     whose every hook is the single-process code path (it returns its input or calls the function
-    given). `join` returns it, or the team of the --parallel scheme (`neural.parallel`)."""
+    given). `neural.train.join` returns it, or the team of the --parallel scheme (`neural.parallel`)."""
 
     mode: str | None = None  # the --parallel scheme
     rank, world = 0, 1

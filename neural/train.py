@@ -41,7 +41,7 @@ from neural.families import NetworkShape, family, load
 from neural.lm import NPLMLanguageModel, StreamWindows
 from neural.loop import RunState, run_epochs, write_log
 from neural.objectives import make_objective
-from neural.team import Team, join
+from neural.team import Team
 from neural.recipe import apply_weight_decay, learning_rate, make_optimizer, next_epoch_rate, resolve_device
 
 log = logging.getLogger(__name__)
@@ -103,6 +103,16 @@ def build_network(config: NPLMConfig, corpus, team: Team, *, progress: bool = Tr
     structure = load(objective.structure)(corpus, config, progress=progress) if objective.structure else None
     return team.network(config.model, config.shape, len(corpus.vocab), output=objective.output,
                         structure=structure, dropout=config.dropout)
+
+
+def join(mode: str | None, vocab_size: int, *, device: str = "auto", backend: str = "auto",
+         threads: int | None = None) -> Team:
+    """The team of this run: one process when mode is None, else this process's place in the process
+    group of --parallel `mode` (`neural.parallel.connect`)."""
+    if mode is None:
+        return Team(device=resolve_device(device, threads))
+    from neural.parallel import connect
+    return connect(mode, vocab_size, device=device, backend=backend, threads=threads)
 
 
 @dataclass

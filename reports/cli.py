@@ -8,7 +8,8 @@ import argparse
 import re
 from pathlib import Path
 
-from baselines.cli import BOUNDED_METHODS, add_memory_options
+from baselines.cli import add_memory_options
+from baselines.methods import BOUNDED_METHODS
 from lmbench.errors import LMBenchError
 from lmbench.options import existing_file, integer, output_directory
 from reports.experiments import EXTRA_ROWS, KINDS, OURS, ROWS, STREAM_NETWORKS, TABLE1_NETWORKS

@@ -68,7 +68,7 @@ class TextCorpus:
     """A user's corpus for `lmbench reproduce text`: three files of whitespace-separated tokens (or one,
     `corpus_file`, cut by lines into `split`), the vocabulary options of corpora/text.py, which rows
     to run (see reports.experiments.text_rows), and the memory cap of the n-gram rows that can estimate
-    in bounded memory (baselines.cli.BOUNDED_METHODS; `--memory`), which is no part of a row's
+    in bounded memory (baselines.methods.BOUNDED_METHODS; `--memory`), which is no part of a row's
     fingerprint: both paths give the same model bit for bit (tests/test_disk_counts.py), so a row
     cached by either is the other's result."""
     train: Path | None = None
@@ -139,8 +139,8 @@ class Reproduction:
             corpus = load_text(self.text.train, self.text.valid, self.text.test, min_count=self.text.min_count,
                                max_vocab=self.text.vocab_size)
         else:
-            from corpora.cli import load_default
-            corpus = load_default(self.settings.corpus)
+            from corpora.named import load_named
+            corpus = load_named(self.settings.corpus)
         if self.settings.quick:
             s = self.settings.slice
             cut = corpus.info.get("cut")  # one file's lines cut into the splits (corpora.text.load_text_file)
@@ -244,11 +244,11 @@ class Reproduction:
                    checked=True)
 
     def _run_ngram(self, row: Row, extra: dict) -> dict:
-        from baselines.cli import BOUNDED_METHODS, make_ngram
+        from baselines.methods import BOUNDED_METHODS, NGramOptions, make_ngram
         bounded = {"memory": self.text.memory, "tmp_dir": self.text.tmp_dir} if (
             self.text is not None and row.method in BOUNDED_METHODS) else {}
-        model = make_ngram(row.method, row.n, row.classes, row.min_ngram_count, row.cluster_passes,
-                           **bounded).fit(self.corpus)
+        model = make_ngram(NGramOptions(row.method, row.n, row.classes, row.min_ngram_count, row.cluster_passes,
+                                        **bounded)).fit(self.corpus)
         return saved.scored_splits(model, self.corpus, SPLITS)  # with the context buckets of deleted interpolation
 
     def _run_network(self, row: Row, extra: dict) -> dict:

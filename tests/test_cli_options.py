@@ -245,7 +245,7 @@ def test_corpus(place, capsys, data):
 def test_ngram(place, capsys, data):
     """The options a method refuses (an order outside its range, --classes missing for class, a count
     cutoff for interpolated KN, --arpa of a model that is not back-off) are invalid by construction too."""
-    from baselines.cli import METHODS
+    from baselines.methods import METHODS
     draw = drawer(data)
     method = data.draw(st.sampled_from(sorted(METHODS)))
     spec = METHODS[method]

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from baselines.cli import BOUNDED_METHODS
+from baselines.methods import BOUNDED_METHODS
 from baselines.disk_counts import DiskCounts
 from lmbench_cli import main
 from reports.experiments import STREAM_NETWORKS, class_counts, text_rows
