@@ -69,10 +69,11 @@ def test_summary_table_from_the_listed_results_files(tmp_path):
                       "160.0 (-20.0%)", "not run", "150.0 (-25.0%)", "140.0 (-30.0%)", "not run", "not run"],
                      ["second", "100.0 (+0.0%)", "MLP", "104.0 (+4.0%)", "85.0 (-15.0%)",
                       *["not run"] * 6]]
-    # the report of a quick run shows itself beside the full runs
+    # the report of a quick run is not gathered either, not even into its own summary; a full one is
     quick = results("first", [record(KN5, 1, 1)], quick=True)
-    assert [line["corpus"] for line in gather(tmp_path / "first-quick", quick, tmp_path)] == [
-        "first", "first (quick)", "second"]
+    assert [line["corpus"] for line in gather(tmp_path / "first-quick", quick, tmp_path)] == ["first", "second"]
+    mine = results("mine", [record(KN5, 1, 1)])
+    assert [line["corpus"] for line in gather(tmp_path / "mine", mine, tmp_path)] == ["first", "mine", "second"]
 
     assert main(["report", "summary", "--report-dir", str(tmp_path)]) == 0
     written = (tmp_path / "summary.md").read_text()
