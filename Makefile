@@ -56,7 +56,7 @@ bench-scale: install
 	$(PY) bench/scale_bench.py $(if $(TOKENS),--tokens $(TOKENS)) $(if $(MEMORY),--memory $(MEMORY)) \
 		$(if $(TMP_DIR),--tmp-dir $(TMP_DIR)) $(if $(PERMUTED),--permuted)
 
-# The paper's tables end to end; QUICK=1 runs the same pipeline on a small slice in a few minutes,
+# The paper's tables end to end; QUICK=1 runs the same pipeline on a small slice in under a minute,
 # SKIP=network leaves out the rows of a kind (listed as not run); EXTRA=energy adds the named optional
 # row groups (brown: energy, section 5.1's energy network, about 20 minutes more). The report goes to
 # runs/reports/brown (ignored by git); REPORT_DIR=results/brown rebuilds the committed one.
