@@ -133,7 +133,7 @@ def energy_rows() -> list[Row]:
 
 
 # Our networks beyond 2003 (`neural.lstm`, `neural.transformer`): each family's own shape and recipe
-# (`neural.families.STREAM_RUN_DEFAULTS`, README "Beyond 2003"), the same on every corpus.
+# (`neural.families.STREAM_RUN_DEFAULTS`; docs/networks.md, "Beyond 2003"), the same on every corpus.
 STREAM_NETWORKS = {"lstm": "LSTM (ours)", "transformer": "Transformer (ours)"}  # family (and row id): label
 
 
