@@ -84,3 +84,20 @@ def test_summary_table_from_the_listed_results_files(tmp_path):
 def test_summary_without_reports_names_the_run(tmp_path, capsys):
     assert main(["report", "summary", "--report-dir", str(tmp_path)]) == 2
     assert "index.txt" in capsys.readouterr().err
+
+
+def test_summary_figure_shows_every_bar_whole(tmp_path, monkeypatch):
+    import reports.figures
+    from reports.summary import ENTRIES, summary_figure
+    line = {"corpus": "worse", **{entry: {"ratio": None} for entry in ENTRIES}}
+    line["paper"] = {"ratio": 1.8}  # a network far above KN 5: its bar must not be clipped
+    shown, save = {}, reports.figures.save_figure
+
+    def keep(fig, directory, name, tight=True):
+        ax = fig.axes[0]
+        shown.update(top=ax.get_ylim()[1], legend=ax.get_legend().get_bbox_to_anchor().transformed(
+            ax.transAxes.inverted()).x0)
+        return save(fig, directory, name, tight)
+    monkeypatch.setattr(reports.figures, "save_figure", keep)
+    assert summary_figure([line], tmp_path / "summary.png").exists()
+    assert shown["top"] > 1.8 and shown["legend"] > 1  # the legend right of the axes, behind no bar
