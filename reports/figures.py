@@ -67,9 +67,10 @@ def save_figure(fig, directory: Path, name: str, tight: bool = True) -> Path:
     return directory / f"{name}.png"
 
 
-# Distinct colours, one per line of a figure or per word class (tab10's ten, then Dark2's and Set1's), and
-# markers that cycle at another period, so that no two rows look alike.
-PALETTE = plt.get_cmap("tab10").colors + plt.get_cmap("Dark2").colors + plt.get_cmap("Set1").colors
+# Distinct colours, one per line of a figure or per word class: tab10's ten, then five of other hues or
+# lightness (Dark2 and Set1 after tab10 would repeat its orange, purple, pink and browns); markers cycle at
+# another period, so that no two rows look alike.
+PALETTE = plt.get_cmap("tab10").colors + ("black", "#000075", "#800000", "#469990", "#f032e6")
 ROW_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 
@@ -86,7 +87,7 @@ def learning_curves(results: dict, directory: Path) -> Path | None:
         if all("train_perplexity" in point for point in curve):  # full-softmax training only
             ax.plot(epochs, [point["train_perplexity"] for point in curve], ls="--", color=colour,
                     alpha=0.6, label=f"{row['model']} train")
-    ax.set(xlabel="epoch", ylabel="perplexity", yscale="log", title="NPLM learning curves")
+    ax.set(xlabel="epoch", ylabel="perplexity", yscale="log", title="Learning curves of the networks")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside the axes: no curve behind it
     return save_figure(fig, directory, "learning_curves")
 
