@@ -17,6 +17,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -88,6 +89,10 @@ def learning_curves(results: dict, directory: Path) -> Path | None:
             ax.plot(epochs, [point["train_perplexity"] for point in curve], ls="--", color=colour,
                     alpha=0.6, label=f"{row['model']} train")
     ax.set(xlabel="epoch", ylabel="perplexity", yscale="log", title="Learning curves of the networks")
+    plain = FuncFormatter(lambda value, _: f"{value:g}")  # 300, not 3 x 10^2; the minor ticks labelled too,
+    ax.yaxis.set_minor_locator(LogLocator(subs=(1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9)))  # enough within a decade
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside the axes: no curve behind it
     return save_figure(fig, directory, "learning_curves")
 
