@@ -30,6 +30,9 @@ TRAINING_NOTE = ("The network (nplm: equation 1; energy: section 5.1's energy ne
 
 
 TABLE_NOTE = "Rows below the rule line are ours only. diff % = ours / paper - 1."
+QUICK_NOTE = ("QUICK run: a slice of the corpus and one epoch a network, to check that the pipeline runs; "
+              "its perplexities measure nothing, so the differences from the paper are not coloured and the "
+              "run is left out of the cross-corpus summary.")
 OURS_NOTE = ("Test perplexity of every row on this corpus (the networks are not scored on train); "
              "seconds: the row's whole run (training and scoring).")
 
@@ -66,10 +69,10 @@ def _first_extra(table: pd.DataFrame) -> int | None:
     return int(extra[0]) if len(extra) else None
 
 
-def html_table(frame: pd.DataFrame, first_extra: int | None = None) -> str:
+def html_table(frame: pd.DataFrame, first_extra: int | None = None, coloured: bool = True) -> str:
     """The frame as an HTML table: numbers in cells of class `num`, each "diff %" cell also `below`
-    (ours below the paper) or `above`, missing values blank, a double rule before row `first_extra`
-    (our extra rows)."""
+    (ours below the paper) or `above` when `coloured`, missing values blank, a double rule before row
+    `first_extra` (our extra rows)."""
     head = "".join(f"<th>{html.escape(str(column))}</th>" for column in frame.columns)
     lines = []
     for position, record in enumerate(frame.itertuples(index=False)):
@@ -80,7 +83,7 @@ def html_table(frame: pd.DataFrame, first_extra: int | None = None) -> str:
                 value = ""
             elif _is_number(value):
                 classes.append("num")
-                if str(column).endswith("diff %") and value != 0:
+                if coloured and str(column).endswith("diff %") and value != 0:
                     classes.append("below" if value < 0 else "above")
             attribute = f' class="{" ".join(classes)}"' if classes else ""
             cells.append(f"<td{attribute}>{html.escape(str(value))}</td>")
@@ -90,16 +93,22 @@ def html_table(frame: pd.DataFrame, first_extra: int | None = None) -> str:
 
 
 def _headings(results: dict) -> dict:
-    """The page's title and section headings: the paper's table beside ours, or a user's corpus."""
+    """The page's title and section headings: the paper's table beside ours, or a user's corpus; a quick
+    run's title starts with QUICK and its table's note says what that means."""
     corpus = results["corpus"]
     if corpus in PAPER_TABLE:
         number = PAPER_TABLE[corpus]
-        return {"title": f"Bengio et al. (2003), Table {number} ({corpus}): the paper's perplexities and ours",
-                "table": f"Table {number}: the paper's perplexities and ours", "note": TABLE_NOTE,
-                "claims": "The paper's claims on our data"}
-    name = results.get("name", corpus)
-    return {"title": f"n-gram models and the NPLM on {name}: perplexities", "table": f"Perplexities on {name}",
-            "note": OURS_NOTE, "claims": f"The paper's questions asked of {name}"}
+        headings = {"title": f"Bengio et al. (2003), Table {number} ({corpus}): the paper's perplexities and ours",
+                    "table": f"Table {number}: the paper's perplexities and ours", "note": TABLE_NOTE,
+                    "claims": "The paper's claims on our data"}
+    else:
+        name = results.get("name", corpus)
+        headings = {"title": f"n-gram models and the NPLM on {name}: perplexities",
+                    "table": f"Perplexities on {name}", "note": OURS_NOTE,
+                    "claims": f"The paper's questions asked of {name}"}
+    if summary.is_quick(results):
+        headings.update(title=f"QUICK: {headings['title']}", note=f"{QUICK_NOTE} {headings['note']}")
+    return headings
 
 
 def _stamp(meta: dict, built: dict) -> str:
@@ -177,7 +186,8 @@ def build_report(report_dir: Path, code: dict | None = None) -> dict:
     title = headings["title"]
 
     md = [_stamp(results["meta"], code), "", f"# {title}", "", f"## {summary.HEADING}", "", summary.NOTE, "",
-          across_frame.to_markdown(index=False), "", f"![summary](figures/{across_figure.name})", "",
+          across_frame.to_markdown(index=False), "",
+          *([f"![summary](figures/{across_figure.name})", ""] if across_figure else []),
           f"Corpus: {_tokens(results['corpus_summary'])}, |V| = {results['corpus_summary']['vocab_size']:,}."
           f" {headings['note']}", "",
           to_markdown(table), "", f"## {headings['claims']}", "",
@@ -191,9 +201,10 @@ def build_report(report_dir: Path, code: dict | None = None) -> dict:
     (report_dir / "report.md").write_text("\n".join(md) + "\n")
 
     sections = [("summary", summary.HEADING, f"<p>{html.escape(summary.NOTE)}</p>" + html_table(across_frame)
-                 + _figure_html(across_figure)),
+                 + (_figure_html(across_figure) if across_figure else "")),
                 ("table", headings["table"], f"<p>{html.escape(headings['note'])}</p>"
-                 + html_table(_display(table), first_extra=_first_extra(table))),
+                 + html_table(_display(table), first_extra=_first_extra(table),
+                              coloured=not summary.is_quick(results))),
                 ("claims", headings["claims"], html_table(claims_frame))]
     if training is not None:
         sections.append(("training", "How the networks were trained",
@@ -216,6 +227,6 @@ def build_report(report_dir: Path, code: dict | None = None) -> dict:
             f'<nav><h2>Contents</h2><ol>{contents}</ol></nav>{body}</body></html>\n')
     (report_dir / "report.html").write_text(page)
     return {"commit": stamp(code), "tables": {k: str(v) for k, v in written.items()},
-            "figures": [str(p) for p in [across_figure, *figures]],
+            "figures": [str(p) for p in [across_figure, *figures] if p],
             "report": str(report_dir / "report.md"), "html": str(report_dir / "report.html"),
             "claims": claims}

@@ -62,7 +62,8 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("reproduce", help="run every row of the paper's table (or the comparison "
                                    "on your own corpus) and build the report")
     parser.add_argument("corpus", choices=CORPORA, help="brown, ap: the paper's tables; text: your three files")
-    parser.add_argument("--quick", action="store_true", help="the same pipeline on a small slice (minutes)")
+    parser.add_argument("--quick", action="store_true", help="the same pipeline on a small slice, to check that it "
+                        "runs (under a minute; a QUICK report, never in the summary)")
     parser.add_argument("--work-dir", type=output_directory, help="row cache and checkpoints (default runs/NAME)")
     parser.add_argument("--report-dir", type=output_directory, help="results and report (default runs/reports/NAME; the committed ones: results/NAME)")
     parser.add_argument("--skip", nargs="+", choices=KINDS, default=[],

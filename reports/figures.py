@@ -17,6 +17,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -67,19 +68,32 @@ def save_figure(fig, directory: Path, name: str, tight: bool = True) -> Path:
     return directory / f"{name}.png"
 
 
+# Distinct colours, one per line of a figure or per word class: tab10's ten, then five of other hues or
+# lightness (Dark2 and Set1 after tab10 would repeat its orange, purple, pink and browns); markers cycle at
+# another period, so that no two rows look alike.
+PALETTE = plt.get_cmap("tab10").colors + ("black", "#000075", "#800000", "#469990", "#f032e6")
+ROW_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
 def learning_curves(results: dict, directory: Path) -> Path | None:
-    curves = [(_curve_label(r), r["curve"]) for r in results["rows"] if r.get("curve")]  # the networks run
-    if not curves:
+    rows = [r for r in results["rows"] if r.get("curve")]  # the networks run
+    if not rows:
         return None
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, curve in curves:
+    fig, ax = plt.subplots(figsize=(10, 5))
+    for i, row in enumerate(rows):
+        curve, colour = row["curve"], PALETTE[i % len(PALETTE)]
         epochs = [point["epoch"] for point in curve]
-        line, = ax.plot(epochs, [point["valid_perplexity"] for point in curve], marker="o", label=name)
+        ax.plot(epochs, [point["valid_perplexity"] for point in curve], marker=ROW_MARKERS[i % len(ROW_MARKERS)],
+                ms=4, color=colour, label=_curve_label(row))
         if all("train_perplexity" in point for point in curve):  # full-softmax training only
-            ax.plot(epochs, [point["train_perplexity"] for point in curve], ls="--", color=line.get_color(),
-                    alpha=0.6, label=f"{name} train")
-    ax.set(xlabel="epoch", ylabel="perplexity", yscale="log", title="NPLM learning curves")
-    ax.legend(fontsize=7, ncol=2)
+            ax.plot(epochs, [point["train_perplexity"] for point in curve], ls="--", color=colour,
+                    alpha=0.6, label=f"{row['model']} train")
+    ax.set(xlabel="epoch", ylabel="perplexity", yscale="log", title="Learning curves of the networks")
+    plain = FuncFormatter(lambda value, _: f"{value:g}")  # 300, not 3 x 10^2; the minor ticks labelled too,
+    ax.yaxis.set_minor_locator(LogLocator(subs=(1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9)))  # enough within a decade
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside the axes: no curve behind it
     return save_figure(fig, directory, "learning_curves")
 
 
@@ -174,7 +188,7 @@ def paper_vs_ours(results: dict, table, directory: Path) -> Path | None:
     scatter.set(xlim=(low, high), ylim=(low, high), xlabel="paper test perplexity",
                 ylabel="our test perplexity", title="Every row of the paper's table")
     scatter.set_aspect("equal")
-    scatter.legend(fontsize=9, loc="lower right")
+    scatter.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2)  # below: no point behind it
 
     positions = np.arange(len(both))[::-1]  # the table's order, top to bottom
     for y, (_, row) in zip(positions, both.iterrows()):
@@ -190,7 +204,8 @@ def paper_vs_ours(results: dict, table, directory: Path) -> Path | None:
     lines.grid(axis="x", color="0.9")
     lines.set(xlabel="test perplexity: paper (open) to ours (filled); ours / paper - 1 at the right",
               title="Row by row")
-    fig.suptitle("Paper vs ours (test)")
+    fig.suptitle("QUICK run, not a measurement: paper vs ours (test)" if results.get("settings", {}).get("quick")
+                 else "Paper vs ours (test)")
     return save_figure(fig, directory, "paper_vs_ours")
 
 
@@ -216,22 +231,25 @@ def context_size(results: dict, directory: Path) -> Path | None:
 
 
 SHOWN_WORDS = 120  # the most frequent words of the embedding drawn in the word-vector figure
-CLASS_PALETTE = plt.get_cmap("tab10").colors + plt.get_cmap("Dark2").colors + plt.get_cmap("Set1").colors
 LABEL_OFFSETS = [(3, 2, "left", "bottom"), (3, -2, "left", "top"), (-3, 2, "right", "bottom"),
                  (-3, -2, "right", "top"), (0, 5, "center", "bottom"), (0, -5, "center", "top")]
 
 
-def _class_colours(classes: list[int] | None, count: int) -> list:
-    """A colour for each of `count` words: one per exchange class holding two or more of them (the
-    largest classes first; colours repeat past the palette), dark grey for a word alone in its class;
-    one colour for all when `classes` is None."""
+def _class_colours(classes: list[int] | None, count: int) -> tuple[list, str]:
+    """A colour for each of `count` words, and the caption's line saying what it means: one colour per
+    exchange class holding two or more of them (the largest classes first; colours repeat past the
+    palette), dark grey for a word alone in its class; one colour for all when `classes` is None or no
+    two of the words share a class (the most frequent words often each have a class of their own)."""
     if classes is None:
-        return ["C0"] * count
+        return ["C0"] * count, ""
     classes = classes[:count]
-    sizes = Counter(classes)
-    shared = [c for c, size in sizes.most_common() if size >= 2]
-    colour_of = {c: CLASS_PALETTE[i % len(CLASS_PALETTE)] for i, c in enumerate(shared)}
-    return [colour_of.get(c, "dimgrey") for c in classes]
+    shared = [c for c, size in Counter(classes).most_common() if size >= 2]
+    if not shared:
+        return ["C0"] * count, "no two of these words share a class of the exchange clustering: one colour"
+    colour_of = {c: PALETTE[i % len(PALETTE)] for i, c in enumerate(shared)}
+    return ([colour_of.get(c, "dimgrey") for c in classes],
+            f"colour: the word's class in the exchange clustering ({len(shared)} classes shared by two or more "
+            "of them), dark grey: no other word here shares it")
 
 
 def _label_points(ax, points: np.ndarray, labels: list[str], colours: list, fontsize: float) -> int:
@@ -265,8 +283,7 @@ def word_vectors(results: dict, directory: Path) -> Path | None:
 
     words = embedding["words"][:SHOWN_WORDS]
     vectors = np.asarray(embedding["vectors"][:SHOWN_WORDS], dtype=np.float64)
-    classes = embedding.get("classes")
-    colours = _class_colours(classes, len(words))
+    colours, colouring = _class_colours(embedding.get("classes"), len(words))
     centred = vectors - vectors.mean(axis=0)
     _, _, vt = np.linalg.svd(centred, full_matrices=False)
     pca = centred @ vt[:2].T
@@ -274,8 +291,6 @@ def word_vectors(results: dict, directory: Path) -> Path | None:
                 metric="cosine").fit_transform(vectors)
     fig, axes = plt.subplots(2, 1, figsize=(9, 16))
     fig.subplots_adjust(left=0.02, right=0.98, bottom=0.02, top=0.93, hspace=0.1)
-    colouring = ("colour: the word's class in the exchange clustering, dark grey: no other word here "
-                 "shares it" if classes is not None else "")
     fig.suptitle(f"{embedding['row']} word vectors C, the {len(words)} most frequent words\n{colouring}",
                  fontsize=11)
     for ax, points, title in [(axes[0], pca, "PCA"), (axes[1], tsne, "t-SNE (cosine)")]:

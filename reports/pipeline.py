@@ -51,8 +51,8 @@ QUICK_SLICE = {"train": 10_000, "valid": 2_000, "test": 2_000, "min_count": 3}
 QUICK_CLASSES = {150: 20, 200: 30, 500: 50, 1000: 80, 2000: 120}  # quick runs shrink C with |V|
 
 
-# NPLM training for the tables: the default recipe and objective of neural/config.py; see README
-# "Reproducing Table 1". AP: the paper's weight decay for AP (1e-5) and at most 8 epochs (the paper ran
+# NPLM training for the tables: the default recipe and objective of neural/config.py; see docs/reproducing.md
+# ("Table 2" for AP). AP: the paper's weight decay for AP (1e-5) and at most 8 epochs (the paper ran
 # 5; 8 keep `make reproduce-ap` within 90 minutes on 2 cores); the schedule is every corpus's
 # (neural.recipe: the halving starts once an epoch gains less than 0.3% per million training tokens).
 NPLM_OPTIONS = {

@@ -12,7 +12,9 @@ Nothing here trains or scores a model: the table and the figure (one group of ba
 perplexity relative to KN 5) are rebuilt from the results.json files alone, at the top of every
 report (`lmbench report NAME`) and as results/summary.md and results/summary.png
 (`lmbench report summary`). Only the listed reports are gathered, never whatever folder lies there: a
-user's own run shows itself beside them, and never enters another's summary.
+user's own run shows itself beside them, and never enters another's summary. A quick run (a slice of
+its corpus, one epoch a network) is never gathered, not even into its own report's summary: its
+perplexities measure nothing.
 """
 
 from __future__ import annotations
@@ -81,7 +83,12 @@ def corpus_line(name: str, results: dict) -> dict:
 
 
 def corpus_name(results: dict) -> str:
-    return results.get("name", results["corpus"]) + (" (quick)" if results.get("settings", {}).get("quick") else "")
+    return results.get("name", results["corpus"])
+
+
+def is_quick(results: dict) -> bool:
+    """Whether results.json is of a quick run (`--quick`): a slice of the corpus, one epoch a network."""
+    return bool(results.get("settings", {}).get("quick"))
 
 
 def listed_reports(root: Path) -> list[Path]:
@@ -94,8 +101,8 @@ def listed_reports(root: Path) -> list[Path]:
 
 
 def gather(report_dir: Path | None = None, current: dict | None = None, root: Path = RESULTS) -> list[dict]:
-    """The lines of every report `root`/index.txt lists (quick runs left out) and of `current`, the
-    results of the report at `report_dir` (quick or not), sorted by corpus name."""
+    """The lines of every report `root`/index.txt lists and of `current`, the results of the report at
+    `report_dir`, quick runs left out, sorted by corpus name."""
     found = {}
     for folder in listed_reports(root):
         if report_dir is not None and folder.resolve() == Path(report_dir).resolve():
@@ -105,9 +112,9 @@ def gather(report_dir: Path | None = None, current: dict | None = None, root: Pa
         except LMBenchError as err:  # another corpus's report: left out of this summary, not fatal to it
             log.warning("summary: %s is left out (%s)", folder, err)
             continue
-        if not results.get("settings", {}).get("quick"):
+        if not is_quick(results):
             found[corpus_name(results)] = results
-    if current is not None:
+    if current is not None and not is_quick(current):
         found[corpus_name(current)] = current
     return [corpus_line(name, found[name]) for name in sorted(found)]
 
@@ -152,6 +159,8 @@ def summary_figure(lines: list[dict], path: Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(max(6.0, 1.9 * len(lines) + 2), 4.2))
     entries = ["paper", "paper + KN 5", *(key for entry in shown_ours(lines) for key in (entry, f"{entry} + KN 5"))]
     width = 0.8 / len(entries)
+    shown = [line[entry]["ratio"] for line in lines for entry in entries if line[entry]["ratio"] is not None]
+    top = max([1.0, *shown]) * 1.1  # room for the tallest bar's label (and KN 5's line at 1)
     for i, entry in enumerate(entries):
         x = np.arange(len(lines)) + (i - (len(entries) - 1) / 2) * width
         ratios = [line[entry]["ratio"] for line in lines]
@@ -164,8 +173,8 @@ def summary_figure(lines: list[dict], path: Path) -> Path | None:
     ax.axhline(1.0, color="black", lw=1, ls="--", label="interpolated KN 5")
     ax.set_xticks(np.arange(len(lines)), [line["corpus"] for line in lines])
     ax.set(ylabel="test perplexity / interpolated KN 5's", title="How much the network buys over interpolated KN 5",
-           ylim=(0, 1.45))
-    ax.legend(fontsize=8, loc="upper right", ncol=2)
+           ylim=(0, top))
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside the axes: no bar behind it
     return save_figure(fig, path.parent, path.stem)
 
 

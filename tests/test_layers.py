@@ -30,8 +30,11 @@ def imports(path: Path) -> set[str]:
 
 
 def is_cli(name: str) -> bool:
-    """The command-line layer: lmbench_cli, each package's cli module, and the option types they share."""
-    return name.split(".")[0] == "lmbench_cli" or name.split(".")[-1] == "cli" or name == "lmbench.options"
+    """The command-line layer: lmbench_cli, each package's cli module, the option types they share, and a
+    module run as a script of its own (`python -m reports.page_check`)."""
+    path = modules().get(name)
+    script = path is not None and 'if __name__ == "__main__"' in path.read_text()
+    return name.split(".")[0] == "lmbench_cli" or name.split(".")[-1] == "cli" or name == "lmbench.options" or script
 
 
 def test_no_library_module_imports_a_command_line_module():

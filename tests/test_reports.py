@@ -227,12 +227,30 @@ def test_report_html_has_contents_and_coloured_differences(built):
 
 
 def test_word_colours_follow_the_exchange_classes():
-    from reports.figures import CLASS_PALETTE, _class_colours
-    assert _class_colours(None, 3) == ["C0"] * 3
-    colours = _class_colours([7, 3, 3, 5, 5, 5], 6)
-    assert colours[3] == colours[4] == colours[5] == CLASS_PALETTE[0]  # the largest class first
-    assert colours[1] == colours[2] == CLASS_PALETTE[1]
+    from reports.figures import PALETTE, _class_colours
+    assert _class_colours(None, 3) == (["C0"] * 3, "")
+    colours, caption = _class_colours([7, 3, 3, 5, 5, 5], 6)
+    assert colours[3] == colours[4] == colours[5] == PALETTE[0]  # the largest class first
+    assert colours[1] == colours[2] == PALETTE[1]
     assert colours[0] == "dimgrey"  # alone in its class among the words shown
+    assert "2 classes shared" in caption
+    # every word in a class of its own (Brown's most frequent words in 500 classes): no grey promise of colour
+    colours, caption = _class_colours([4, 0, 2, 1], 4)
+    assert colours == ["C0"] * 4 and "no two of these words share a class" in caption
+
+
+def test_each_learning_curve_has_its_own_colour(tmp_path, monkeypatch):
+    from matplotlib.colors import to_hex
+    rows = [{"model": f"net{i}", "curve": [{"epoch": 1, "valid_perplexity": 300 - i}, {"epoch": 2, "valid_perplexity": 200}]}
+            for i in range(13)]
+    drawn, save = {}, reports.figures.save_figure
+
+    def keep(fig, directory, name, tight=True):
+        drawn["colours"] = [to_hex(line.get_color()) for line in fig.axes[0].get_lines()]
+        return save(fig, directory, name, tight)
+    monkeypatch.setattr(reports.figures, "save_figure", keep)
+    assert reports.figures.learning_curves({"rows": rows}, tmp_path).exists()
+    assert len(set(drawn["colours"])) == 13
 
 
 def test_word_labels_do_not_overlap():

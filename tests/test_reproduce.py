@@ -54,6 +54,8 @@ def test_quick_reproduction_end_to_end(tmp_path, capsys):
     assert rows["mlp1"]["curve"] and results["embedding"]["words"]
     assert rows["mlp1"]["config"]["model"] == "nplm" and rows["mlp1"]["family"] == "nplm"
     assert (report / "report.html").exists() and (report / "figures" / "learning_curves.png").exists()
+    page = (report / "report.html").read_text()  # a quick run says so, and its differences are not coloured
+    assert "<h1>QUICK: " in page and "QUICK run: a slice" in page and "num below" not in page and "num above" not in page
     assert {"commit", "dirty"} <= set(results["meta"])
 
     # the verdicts follow from the rows: two claims recomputed here

@@ -71,10 +71,11 @@ def test_summary_table_from_the_listed_results_files(tmp_path):
                       "160.0 (-20.0%)", "not run", "150.0 (-25.0%)", "140.0 (-30.0%)"],
                      ["second", "100.0 (+0.0%)", "MLP", "104.0 (+4.0%)", "85.0 (-15.0%)",
                       *["not run"] * 4]]
-    # the report of a quick run shows itself beside the full runs
+    # the report of a quick run is not gathered either, not even into its own summary; a full one is
     quick = results("first", [record(KN5, 1, 1)], quick=True)
-    assert [line["corpus"] for line in gather(tmp_path / "first-quick", quick, tmp_path)] == [
-        "first", "first (quick)", "second"]
+    assert [line["corpus"] for line in gather(tmp_path / "first-quick", quick, tmp_path)] == ["first", "second"]
+    mine = results("mine", [record(KN5, 1, 1)])
+    assert [line["corpus"] for line in gather(tmp_path / "mine", mine, tmp_path)] == ["first", "mine", "second"]
 
     assert main(["report", "summary", "--report-dir", str(tmp_path)]) == 0
     written = (tmp_path / "summary.md").read_text()
@@ -85,3 +86,20 @@ def test_summary_table_from_the_listed_results_files(tmp_path):
 def test_summary_without_reports_names_the_run(tmp_path, capsys):
     assert main(["report", "summary", "--report-dir", str(tmp_path)]) == 2
     assert "index.txt" in capsys.readouterr().err
+
+
+def test_summary_figure_shows_every_bar_whole(tmp_path, monkeypatch):
+    import reports.figures
+    from reports.summary import ENTRIES, summary_figure
+    line = {"corpus": "worse", **{entry: {"ratio": None, "test_ppl": None} for entry in ENTRIES}}
+    line["paper"] = {"ratio": 1.8, "test_ppl": 180.0}  # a network far above KN 5: its bar must not be clipped
+    shown, save = {}, reports.figures.save_figure
+
+    def keep(fig, directory, name, tight=True):
+        ax = fig.axes[0]
+        shown.update(top=ax.get_ylim()[1], legend=ax.get_legend().get_bbox_to_anchor().transformed(
+            ax.transAxes.inverted()).x0)
+        return save(fig, directory, name, tight)
+    monkeypatch.setattr(reports.figures, "save_figure", keep)
+    assert summary_figure([line], tmp_path / "summary.png").exists()
+    assert shown["top"] > 1.8 and shown["legend"] > 1  # the legend right of the axes, behind no bar
