@@ -68,7 +68,7 @@ reproduce-ap: install
 
 # The same comparison on your own corpus: make compare TRAIN=a.txt VALID=b.txt TEST=c.txt, or one file cut
 # by lines, make compare CORPUS=all.txt [SPLIT=0.8,0.1,0.1]; [NAME=mine] [NETWORKS=mlp1,mlp9] [ONLY=ngram]
-# [MIN_COUNT=2] [VOCAB_SIZE=10000] [QUICK=1]; the report goes to runs/reports/NAME (default runs/reports/text; git ignores runs/).
+# [MIN_COUNT=2: the default, 1 where train has <unk>] [VOCAB_SIZE=10000] [QUICK=1]; the report goes to runs/reports/NAME (default runs/reports/text; git ignores runs/).
 compare: install
 	@test -n "$(CORPUS)" -o \( -n "$(TRAIN)" -a -n "$(VALID)" -a -n "$(TEST)" \) || { echo "compare: give CORPUS= (one file, cut by lines), or TRAIN=, VALID= and TEST= (files of whitespace-separated tokens)" >&2; exit 2; }
 	$(PY) -m lmbench_cli reproduce text $(if $(CORPUS),--corpus-file $(CORPUS) $(if $(SPLIT),--split $(SPLIT)),--train $(TRAIN) --valid $(VALID) --test $(TEST)) $(if $(NAME),--name $(NAME)) \

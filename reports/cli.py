@@ -88,7 +88,9 @@ def register(subparsers) -> None:
                       help="with --corpus-file: the fractions of its lines for train, valid, test (default "
                            "0.8,0.1,0.1)")
     _add_name(text)
-    text.add_argument("--min-count", type=integer(1), default=1, help="keep words seen at least this often in train")
+    text.add_argument("--min-count", type=integer(1), default=None,
+                      help="keep words seen at least this often in train (default 2, so that <unk> is a train word; "
+                           "1 where train holds a literal <unk> of its own)")
     text.add_argument("--vocab-size", type=integer(2), default=None,
                       help="keep at most this many of the most frequent words (<unk> included)")
     text.add_argument("--networks", type=comma_list(NETWORK_IDS), default=None,

@@ -24,7 +24,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 from tqdm import tqdm
 
-from corpora.corpus import SPLITS, Corpus, slice_corpus
+from corpora.corpus import SPLITS, Corpus, slice_corpus, unk_warning
 from lmbench import __version__
 from lmbench.errors import LMBenchError
 from lmbench.files import DamagedFile, atomic_write_text, read_checked, set_aside, write_checked
@@ -83,7 +83,7 @@ class TextCorpus:
     corpus_file: Path | None = None
     split: tuple[float, float, float] = (0.8, 0.1, 0.1)
     name: str = "text"                # the report's folder, reports/NAME
-    min_count: int = 1
+    min_count: int | None = None      # None: corpora.text.default_min_count (2, or 1 where train has <unk>)
     vocab_size: int | None = None     # keep at most this many words (specials included)
     networks: tuple[str, ...] | None = None
     only: str | None = None           # "ngram" or "nplm"
@@ -209,6 +209,9 @@ class Reproduction:
         which the results list as not run."""
         started = time.time()
         self.corpus = self.load_corpus()
+        warning = unk_warning(self.corpus.summary())
+        if warning:
+            log.warning(warning)
         self.digest = corpus_digest(self.corpus)
         self.rows = self.table_rows()
         results = {}
@@ -226,6 +229,8 @@ class Reproduction:
                 write_checked(self._row_path(row), lambda path: path.write_text(text))
             else:
                 log.info("row %s: cached (test perplexity %.1f)", row.id, result["test_ppl"])
+                if "test_ppl_no_unk" not in result:  # cached before rows recorded it
+                    result.update(unk_figures(saved.load(self._logprobs_path(row.id)), self.corpus))
             results[row.id] = result
         return self.write_results([results[row.id] for row in self.rows], time.time() - started)
 
@@ -238,6 +243,7 @@ class Reproduction:
         result = {**row.to_dict(), "fingerprint": self.fingerprint(row), "seconds": seconds, **extra}
         for split in SPLITS:
             result[f"{split}_ppl"] = perplexity(logprobs[split]) if split in logprobs else None
+        result.update(unk_figures(logprobs, self.corpus))
         log.info("row %s: valid %.1f test %.1f (%.0f s)", row.id, result["valid_ppl"], result["test_ppl"],
                  result["seconds"])
         return result
@@ -321,6 +327,17 @@ class Reproduction:
         self.report_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.report_dir / "results.json", json.dumps(results, indent=1, default=str))
         return results
+
+
+def unk_figures(logprobs: dict, corpus: Corpus) -> dict:
+    """valid_ppl_no_unk and test_ppl_no_unk: the perplexity of the tokens that are not <unk> (scored as
+    in valid_ppl and test_ppl, their contexts unchanged), beside that of every token; None for a
+    split of <unk> only."""
+    figures = {}
+    for split in ("valid", "test"):
+        known = corpus.split(split) != corpus.vocab.unk_id
+        figures[f"{split}_ppl_no_unk"] = perplexity(logprobs[split][known]) if known.any() else None
+    return figures
 
 
 class Runner(NamedTuple):

@@ -69,13 +69,28 @@ def _seconds(row: dict) -> float | None:
     return None if row.get("seconds") is None else round(row["seconds"], 1)
 
 
+NO_UNK = {"valid": "valid w/o unk", "test": "test w/o unk"}  # columns of a user's corpus (reports.pipeline.unk_figures)
+
+
 def _ours_only(results: dict) -> pd.DataFrame:
+    """Our perplexities, and where the rows record them (results from before did not) the perplexities
+    of the tokens that are not <unk>."""
     rows = by_id(results)
+    no_unk = records_no_unk(results)
     lines = [{**_configuration(row, rows), "extra": False,
-              **{split: None if row.get(f"{split}_ppl") is None else round(row[f"{split}_ppl"], 1)
-                 for split in ("train", "valid", "test")}, "seconds": _seconds(row)}
+              **{split: _figure(row, f"{split}_ppl") for split in ("train", "valid", "test")},
+              **({label: _figure(row, f"{split}_ppl_no_unk") for split, label in NO_UNK.items()} if no_unk else {}),
+              "seconds": _seconds(row)}
              for row in results["rows"]]
     return pd.DataFrame(lines)
+
+
+def records_no_unk(results: dict) -> bool:
+    return any("test_ppl_no_unk" in row for row in results["rows"])
+
+
+def _figure(row: dict, key: str) -> float | None:
+    return None if row.get(key) is None else round(row[key], 1)
 
 
 def _display(frame: pd.DataFrame) -> pd.DataFrame:

@@ -142,3 +142,63 @@ def test_one_corpus_file_is_cut_and_the_cut_recorded(tmp_path, capsys):
     assert results["corpus_summary"]["cut"] == {"split": [0.7, 0.15, 0.15],
                                                 "lines": {"train": [0, 140], "valid": [140, 170], "test": [170, 200]}}
     assert results["corpus_summary"]["tokens"] == {"train": 2800, "valid": 600, "test": 600}
+
+
+def test_rows_give_their_perplexity_without_unk_and_a_train_without_unk_is_warned_of(tmp_path, monkeypatch, caplog):
+    """--min-count 1 on a train without <unk> (every train word kept): one warning line, in the log and in
+    the report. Every row records valid and test perplexity over the tokens that are not <unk> (each
+    scored in its context), from its saved log-probabilities, a row cached before it recorded them
+    too; the report's table shows them beside every token's, and its corpus line each split's <unk> rate."""
+    import logging
+    import numpy as np
+    from lmbench.files import write_checked
+    from lmbench.model import perplexity
+    from mixing import saved
+    from reports import pipeline
+    from reports.build import build_report
+    from reports.experiments import Row
+
+    monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
+
+    def with_new_words(text: str, every: int) -> str:  # words train never saw: <unk> in valid and test
+        return " ".join(f"new{i}" if i % every == 0 else word for i, word in enumerate(text.split()))
+
+    files = write_splits(tmp_path, train=chain_text(3000, 1), valid=with_new_words(chain_text(400, 2), 10),
+                         test=with_new_words(chain_text(400, 3), 8))
+    rows = [Row("kn-interp-3", "ngram", "Kneser-Ney interpolated", n=3, method="kneser-ney"),
+            Row("katz-3", "ngram", "Katz back-off", n=3, method="katz"),
+            Row("kn-katz", "mix", "KN + Katz", mix="EM", parts=("kn-interp-3", "katz-3"))]
+    monkeypatch.setattr(pipeline.Reproduction, "table_rows", lambda self: rows)
+    work, report = tmp_path / "work", tmp_path / "report"
+    text = pipeline.TextCorpus(**files, name="unk", min_count=1)
+
+    def reproduce() -> pipeline.Reproduction:
+        reproduction = pipeline.Reproduction(pipeline.default_settings("text", False), work, report, text)
+        reproduction.run()
+        return reproduction
+
+    with caplog.at_level(logging.WARNING):
+        reproduction = reproduce()
+    warned = [r.getMessage() for r in caplog.records if "no train token is <unk>" in r.getMessage()]
+    assert len(warned) == 1 and "\n" not in warned[0] and "10.0% of valid and 12.5% of test" in warned[0]
+    corpus = reproduction.corpus
+    results = json.loads((report / "results.json").read_text())
+    for row in results["rows"]:
+        logprobs = saved.load(work / "logprobs" / f"{row['id']}.npz")
+        for split in ("valid", "test"):
+            known = corpus.split(split) != corpus.vocab.unk_id
+            assert row[f"{split}_ppl_no_unk"] == perplexity(logprobs[split][known]) != row[f"{split}_ppl"]
+    # a row cached before rows recorded it gets it from its saved log-probabilities
+    cached = work / "rows" / "katz-3.json"
+    old = {key: value for key, value in json.loads(cached.read_text()).items() if "no_unk" not in key}
+    write_checked(cached, lambda path: path.write_text(json.dumps(old)))
+    reproduce()
+    again = {row["id"]: row for row in json.loads((report / "results.json").read_text())["rows"]}
+    assert again["katz-3"]["test_ppl_no_unk"] == results["rows"][1]["test_ppl_no_unk"]
+
+    build_report(report)
+    header = (report / "table.csv").read_text().splitlines()[0].split(",")
+    assert header[header.index("test") + 1:header.index("test") + 3] == ["valid w/o unk", "test w/o unk"]
+    md = (report / "report.md").read_text()
+    assert "tokens, `<unk>` 0.0% / 10.0% / 12.5%" in md and "Warning: no train token is `<unk>`" in md
+    assert "Warning: no train token is &lt;unk&gt;" in (report / "report.html").read_text()
