@@ -19,7 +19,7 @@ from reports.claims import check_claims
 from reports.figures import DRAWING_CODE, draw_all, drawn_once
 from reports.provenance import code_state, stamp
 from reports.records import load_results
-from reports.tables import PAPER_TABLE, _display, comparison, records_no_unk, to_markdown, write_tables
+from reports.tables import PAPER_TABLE, _display, comparison, figure, records_no_unk, to_markdown, write_tables
 
 
 TRAINING_NOTE = ("The network (nplm: equation 1; energy: section 5.1's energy network, whose epochs are "
@@ -153,7 +153,7 @@ def _training_frame(results: dict) -> pd.DataFrame | None:
                         "best epoch": row.get("best_epoch"),
                         "training s": round(row["train_seconds"]) if row.get("train_seconds") else None,
                         "tokens/s": round(row["tokens_per_s"]) if row.get("tokens_per_s") else None,
-                        "valid": round(row["valid_ppl"], 1), "test": round(row["test_ppl"], 1),
+                        "valid": figure(row, "valid_ppl"), "test": figure(row, "test_ppl"),
                         "full softmax valid / test": (f"{plain['valid']:.1f} / {plain['test']:.1f}"
                                                       if plain else "")})
     return pd.DataFrame(records) if records else None

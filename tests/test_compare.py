@@ -202,3 +202,54 @@ def test_rows_give_their_perplexity_without_unk_and_a_train_without_unk_is_warne
     md = (report / "report.md").read_text()
     assert "tokens, `<unk>` 0.0% / 10.0% / 12.5%" in md and "Warning: no train token is `<unk>`" in md
     assert "Warning: no train token is &lt;unk&gt;" in (report / "report.html").read_text()
+
+
+@pytest.mark.slow  # three quick runs, three networks trained
+def test_seeds_train_each_network_apart_and_the_row_gives_their_mean_sd_and_every_one(corpus_files, tmp_path, capsys):
+    """--seeds 2: NPLM (ours) trained and scored under seeds 0 and 1, each in its own cache entry; the row
+    gives the mean of the two seeds' perplexities, their standard deviation and each seed's figures, and
+    its mixture with KN 5 mixes each seed's own log-probabilities. Seed 0 is the one-seed row, from the
+    same cache entry (the same fingerprint and figures), and the table shows mean ± sd."""
+    import statistics
+    from mixing import saved
+    from lmbench.model import perplexity
+
+    def run(seeds: int) -> dict:
+        code, _, err = run_cli(capsys, *_argv(corpus_files, tmp_path, "--only", "nplm", "--networks", "ours",
+                                              "--seeds", str(seeds), "--threads", "1"))
+        assert code == 0, err
+        return {row["id"]: row for row in json.loads((tmp_path / "report" / "results.json").read_text())["rows"]}
+
+    one = run(1)
+    assert not any("seeds" in row or "test_ppl_sd" in row for row in one.values())
+    two = run(2)
+    work = tmp_path / "work"
+    assert sorted(path.name.rsplit("-", 1)[0] for path in (work / "nplm").iterdir()) == ["nplm-ours", "nplm-ours-seed1"]
+    assert (work / "rows" / "nplm-ours-seed1.json").exists() and (work / "logprobs" / "nplm-ours-kn-interp-5-em-seed1.npz").exists()
+    ours, mixed = two["nplm-ours"], two["nplm-ours-kn-interp-5-em"]
+    for row in (ours, mixed):
+        assert [seed["seed"] for seed in row["seeds"]] == [0, 1]
+        first = row["seeds"][0]
+        assert row["fingerprint"] == one[row["id"]]["fingerprint"]  # seed 0: the one-seed row, cached
+        assert (first["valid_ppl"], first["test_ppl"]) == (one[row["id"]]["valid_ppl"], one[row["id"]]["test_ppl"])
+        tests = [seed["test_ppl"] for seed in row["seeds"]]
+        assert tests[0] != tests[1]  # another seed, another network
+        assert row["test_ppl"] == pytest.approx(statistics.mean(tests))
+        assert row["test_ppl_sd"] == pytest.approx(statistics.stdev(tests))
+        assert row["valid_ppl"] == pytest.approx(statistics.mean(seed["valid_ppl"] for seed in row["seeds"]))
+    def apart_from_figures(row: dict) -> dict:
+        return {key: value for key, value in row.items() if key not in ("seeds", "seconds") and "_ppl" not in key}
+
+    assert apart_from_figures(ours) == apart_from_figures(one["nplm-ours"])  # the first seed's record
+    assert ours["seconds"] == pytest.approx(sum(seed["seconds"] for seed in ours["seeds"]))
+    # each seed's mixture: the EM mixture of that seed's network with KN 5, refitted on valid
+    kn5 = saved.load(work / "logprobs" / "kn-interp-5.npz")
+    for seed, network in zip(mixed["seeds"], ("nplm-ours", "nplm-ours-seed1")):
+        remixed, weights = saved.mix_saved([saved.load(work / "logprobs" / f"{network}.npz"), kn5], "em")
+        assert perplexity(remixed["test"]) == pytest.approx(seed["test_ppl"], rel=1e-12)
+        assert weights.tolist() == seed["weights"]
+    table = (tmp_path / "report" / "table.md").read_text()
+    assert f"{ours['test_ppl']:.1f} ± {ours['test_ppl_sd']:.1f}" in table
+    # a third run finds every seed's work in the cache
+    again = run(2)
+    assert again["nplm-ours"]["seeds"] == ours["seeds"] and again["nplm-ours"]["seconds"] == ours["seconds"]
