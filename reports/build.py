@@ -70,7 +70,7 @@ def _first_extra(table: pd.DataFrame) -> int | None:
 
 
 def html_table(frame: pd.DataFrame, first_extra: int | None = None) -> str:
-    """The frame as an HTML table: numbers in cells of class `num`, each "diff %" cell also `below`
+    """The frame as an HTML table: numbers (and means ± sd) in cells of class `num`, each "diff %" cell also `below`
     (ours below the paper) or `above`, missing values blank, a double rule before row `first_extra`
     (our extra rows)."""
     head = "".join(f"<th>{html.escape(str(column))}</th>" for column in frame.columns)
@@ -85,6 +85,8 @@ def html_table(frame: pd.DataFrame, first_extra: int | None = None) -> str:
                 classes.append("num")
                 if str(column).endswith("diff %") and value != 0:
                     classes.append("below" if value < 0 else "above")
+            elif isinstance(value, str) and " ± " in value:  # a mean ± sd over seeds (reports.tables.figure)
+                classes.append("num")
             attribute = f' class="{" ".join(classes)}"' if classes else ""
             cells.append(f"<td{attribute}>{html.escape(str(value))}</td>")
         row_class = ' class="first-extra"' if position == first_extra else ""

@@ -250,6 +250,8 @@ def test_seeds_train_each_network_apart_and_the_row_gives_their_mean_sd_and_ever
         assert weights.tolist() == seed["weights"]
     table = (tmp_path / "report" / "table.md").read_text()
     assert f"{ours['test_ppl']:.1f} ± {ours['test_ppl_sd']:.1f}" in table
+    assert f'<td class="num">{ours["test_ppl"]:.1f} ± {ours["test_ppl_sd"]:.1f}</td>' in (
+        tmp_path / "report" / "report.html").read_text()
     # a third run finds every seed's work in the cache
     again = run(2)
     assert again["nplm-ours"]["seeds"] == ours["seeds"] and again["nplm-ours"]["seconds"] == ours["seconds"]
