@@ -79,7 +79,7 @@ def unk_warning(summary: dict) -> str | None:
         return None
     return (f"no train token is <unk> while {100 * rates['valid']:.1f}% of valid and {100 * rates['test']:.1f}% of "
             "test are: each model prices <unk> by accident (compare the perplexities without <unk>), or make "
-            "rare train words <unk> (--min-count 2, the default where train has no <unk> of its own, or --vocab-size)")
+            "the rare train words <unk> (--min-count 2 or more, or --vocab-size)")
 
 
 def cache_root() -> Path:
