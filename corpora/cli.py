@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import logging
 
-from corpora.corpus import Corpus
+from corpora.corpus import Corpus, unk_warning
 from corpora.named import CORPORA, load_named
 from lmbench.errors import LMBenchError
 from lmbench.options import existing_directory, existing_file, integer, output_directory
+
+log = logging.getLogger(__name__)
 
 AP_MIN_VOCAB = 5  # more than the four symbols of corpora.ap.SPECIALS (imported only to prepare AP)
 
@@ -24,7 +27,8 @@ def add_corpus_options(parser: argparse.ArgumentParser, *, positional: bool = Fa
     group.add_argument("--valid", type=existing_file, help="text corpus: validation file")
     group.add_argument("--test", type=existing_file, help="text corpus: test file")
     group.add_argument("--min-count", type=integer(1), default=None,
-                       help="keep words seen at least this often (brown: 4, the paper's rule; text: 1)")
+                       help="keep words seen at least this often (brown: 4, the paper's rule; text: 2, or 1 where "
+                            "train holds a literal <unk> of its own, corpora.text)")
     group.add_argument("--vocab-from", choices=("all", "train"), default="all",
                        help="brown: count the vocabulary threshold over the whole stream (the paper) "
                             "or over train only")
@@ -77,6 +81,9 @@ def run(args: argparse.Namespace) -> dict:
     if args.first and not args.write_text:  # refused before the corpus is prepared
         raise LMBenchError("--first cuts the files of --write-text: give --write-text DIR too")
     corpus = load_corpus(args)
+    warning = unk_warning(corpus.summary())
+    if warning:
+        log.warning(warning)
     if args.write_text:
         from corpora.text import write_text
         paths = write_text(corpus, args.write_text, args.first)

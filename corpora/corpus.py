@@ -66,6 +66,22 @@ class Corpus:
         }
 
 
+def unk_rates(summary: dict) -> dict[str, float]:
+    """The share of each split's tokens that are <unk>, from `Corpus.summary`'s counts."""
+    return {s: summary["unk_tokens"][s] / summary["tokens"][s] for s in SPLITS}
+
+
+def unk_warning(summary: dict) -> str | None:
+    """One line when no train token is <unk> but some held-out tokens are (a vocabulary of every train
+    word, corpora.text): every model then prices <unk> by accident. None otherwise."""
+    rates = unk_rates(summary)
+    if rates["train"] > 0 or not (rates["valid"] or rates["test"]):
+        return None
+    return (f"no train token is <unk> while {100 * rates['valid']:.1f}% of valid and {100 * rates['test']:.1f}% of "
+            "test are: each model prices <unk> by accident (compare the perplexities without <unk>), or make "
+            "the rare train words <unk> (--min-count 2 or more, or --vocab-size)")
+
+
 def cache_root() -> Path:
     """$LMBENCH_CACHE, else ~/.cache/lmbench."""
     return Path(os.environ.get("LMBENCH_CACHE") or Path.home() / ".cache" / "lmbench")

@@ -18,14 +18,14 @@ def load_named(name: str, *, min_count: int | None = None, vocab_from: str = "al
                vocab_size: int | None = None, skip_bad_files: bool = False, use_cache: bool = True,
                files: tuple[Path | None, Path | None, Path | None] = (None, None, None)) -> Corpus:
     """Corpus `name` ("brown", "ap" or "text"); an option left at None takes the corpus's default (Brown:
-    min count 4, the paper's; AP: the paper's 17,964 words from $AP_DIR; text: every word of `files`,
-    train, valid and test)."""
+    min count 4, the paper's; AP: the paper's 17,964 words from $AP_DIR; text: `corpora.text`'s default
+    vocabulary of `files`, train, valid and test)."""
     if name == "brown":
         from corpora.brown import load_brown
         return load_brown(min_count=min_count or 4, vocab_from=vocab_from, use_cache=use_cache)
     if name == "text":
         from corpora.text import load_text
-        return load_text(*files, min_count=min_count or 1, max_vocab=vocab_size, use_cache=use_cache)
+        return load_text(*files, min_count=min_count, max_vocab=vocab_size, use_cache=use_cache)
     if name != "ap":
         raise LMBenchError(f"unknown corpus {name!r}: use one of {', '.join(CORPORA)}")
     from corpora.ap import DEFAULT_VOCAB_SIZE, load_ap

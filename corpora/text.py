@@ -9,6 +9,15 @@ a literal `<unk>` in the files is the unknown symbol. A file that is missing, em
 NUL bytes (a binary or damaged file) is refused in one line naming it. The cache is keyed by the files'
 content, so an edited or cut file is prepared anew.
 
+The default min_count leaves `<unk>` a word of train (`default_min_count`): 2, so that the words seen
+once in train are `<unk>` there as the words train never saw are in valid and test (train's `<unk>`
+rate is then the share of its tokens that are singletons, the Good-Turing estimate of the share of
+held-out tokens that are new words: every model learns `<unk>` at about the rate it meets it); 1 when
+train holds a literal `<unk>` of its own (a corpus that brings its vocabulary, Penn Treebank style,
+kept as it is). With every train word kept (min_count 1 on a train without `<unk>`) no training token
+is `<unk>` while held-out ones are: each model then prices `<unk>` by accident, and rankings flip
+(`corpora.corpus.unk_warning` says so in one line).
+
 Memory: a file's text is split, counted and encoded CHUNK_CHARS characters at a time (cut at
 whitespace), so the token strings of only one chunk exist at once. Preparing AP 1989 text (1M and 4M
 training tokens, `lmbench corpus text`) grows by 12 bytes per training token this way (the text and
@@ -25,7 +34,7 @@ from typing import Iterator
 import numpy as np
 
 from corpora.corpus import SPLITS, Corpus, cached
-from corpora.vocab import Vocabulary
+from corpora.vocab import UNK, Vocabulary
 from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write_text
 
@@ -75,7 +84,7 @@ def _file_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else "missing"
 
 
-def load_text(train: str | Path, valid: str | Path, test: str | Path, *, min_count: int = 1,
+def load_text(train: str | Path, valid: str | Path, test: str | Path, *, min_count: int | None = None,
               max_vocab: int | None = None, use_cache: bool = True) -> Corpus:
     _check_vocab_options(min_count, max_vocab)
     paths = dict(zip(SPLITS, (Path(train), Path(valid), Path(test))))
@@ -89,19 +98,26 @@ def load_text(train: str | Path, valid: str | Path, test: str | Path, *, min_cou
     return cached(key, build, use_cache=use_cache)
 
 
-def _check_vocab_options(min_count: int, max_vocab: int | None) -> None:
-    if min_count < 1:
+def _check_vocab_options(min_count: int | None, max_vocab: int | None) -> None:
+    if min_count is not None and min_count < 1:
         raise LMBenchError(f"--min-count must be at least 1, not {min_count}")
     if max_vocab is not None and max_vocab < 2:
         raise LMBenchError(f"--vocab-size must be at least 2 (<unk> and one word), not {max_vocab}")
 
 
-def _corpus(texts: dict[str, str], min_count: int, max_vocab: int | None, info: dict) -> Corpus:
-    """The corpus of three texts, vocabulary from train, the raw word behind every <unk> kept; chunk
-    by chunk (module docstring)."""
+def default_min_count(train_counts: Counter) -> int:
+    """The min_count of a vocabulary not given one (module docstring): 1 when train holds its own
+    `<unk>`, else 2."""
+    return 1 if train_counts[UNK] else 2
+
+
+def _corpus(texts: dict[str, str], min_count: int | None, max_vocab: int | None, info: dict) -> Corpus:
+    """The corpus of three texts, vocabulary from train (min_count None: `default_min_count`, recorded
+    in info), the raw word behind every <unk> kept; chunk by chunk (module docstring)."""
     counts = Counter()
     for tokens in token_chunks(texts["train"]):
         counts.update(tokens)
+    min_count = info["min_count"] = default_min_count(counts) if min_count is None else min_count
     types = sorted(counts)
     vocab = Vocabulary.from_counts(types, [counts[t] for t in types], min_count=min_count, max_size=max_vocab)
     del counts, types
@@ -138,7 +154,7 @@ def line_cut(lines: int, split: tuple[float, float, float]) -> dict[str, list[in
     return {"train": [0, first], "valid": [first, second], "test": [second, lines]}
 
 
-def load_text_file(path: str | Path, split: tuple[float, float, float] = (0.8, 0.1, 0.1), *, min_count: int = 1,
+def load_text_file(path: str | Path, split: tuple[float, float, float] = (0.8, 0.1, 0.1), *, min_count: int | None = None,
                    max_vocab: int | None = None, use_cache: bool = True) -> Corpus:
     """One file cut by lines into train, valid and test (`line_cut`); the cut is in `info["cut"]`."""
     _check_vocab_options(min_count, max_vocab)

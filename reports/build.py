@@ -13,12 +13,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from corpora.corpus import unk_rates, unk_warning
 from reports import summary
 from reports.claims import check_claims
 from reports.figures import DRAWING_CODE, draw_all, drawn_once
 from reports.provenance import code_state, stamp
 from reports.records import load_results
-from reports.tables import PAPER_TABLE, _display, comparison, to_markdown, write_tables
+from reports.tables import PAPER_TABLE, _display, comparison, figure, records_no_unk, to_markdown, write_tables
 
 
 TRAINING_NOTE = ("The network (nplm: equation 1; energy: section 5.1's energy network, whose epochs are "
@@ -35,6 +36,8 @@ QUICK_NOTE = ("QUICK run: a slice of the corpus and one epoch a network, to chec
               "run is left out of the cross-corpus summary.")
 OURS_NOTE = ("Test perplexity of every row on this corpus (the networks are not scored on train); "
              "seconds: the row's whole run (training and scoring).")
+NO_UNK_NOTE = (" w/o unk: the perplexity of the tokens that are not <unk> (each in the context it was scored in), "
+               "which no model's accidental price of <unk> moves.")
 
 # The report page's look: a readable width, numbers right-aligned in a monospace font, a diff % cell green
 # where ours is below the paper's perplexity and red where above, figures no wider than the page.
@@ -70,9 +73,9 @@ def _first_extra(table: pd.DataFrame) -> int | None:
 
 
 def html_table(frame: pd.DataFrame, first_extra: int | None = None, coloured: bool = True) -> str:
-    """The frame as an HTML table: numbers in cells of class `num`, each "diff %" cell also `below`
-    (ours below the paper) or `above` when `coloured`, missing values blank, a double rule before row
-    `first_extra` (our extra rows)."""
+    """The frame as an HTML table: numbers (and means ± sd) in cells of class `num`, each "diff %" cell
+    also `below` (ours below the paper) or `above` when `coloured`, missing values blank, a double rule
+    before row `first_extra` (our extra rows)."""
     head = "".join(f"<th>{html.escape(str(column))}</th>" for column in frame.columns)
     lines = []
     for position, record in enumerate(frame.itertuples(index=False)):
@@ -85,6 +88,8 @@ def html_table(frame: pd.DataFrame, first_extra: int | None = None, coloured: bo
                 classes.append("num")
                 if coloured and str(column).endswith("diff %") and value != 0:
                     classes.append("below" if value < 0 else "above")
+            elif isinstance(value, str) and " ± " in value:  # a mean ± sd over seeds (reports.tables.figure)
+                classes.append("num")
             attribute = f' class="{" ".join(classes)}"' if classes else ""
             cells.append(f"<td{attribute}>{html.escape(str(value))}</td>")
         row_class = ' class="first-extra"' if position == first_extra else ""
@@ -104,7 +109,7 @@ def _headings(results: dict) -> dict:
     else:
         name = results.get("name", corpus)
         headings = {"title": f"n-gram models and the NPLM on {name}: perplexities",
-                    "table": f"Perplexities on {name}", "note": OURS_NOTE,
+                    "table": f"Perplexities on {name}", "note": OURS_NOTE + (NO_UNK_NOTE if records_no_unk(results) else ""),
                     "claims": f"The paper's questions asked of {name}"}
     if summary.is_quick(results):
         headings.update(title=f"QUICK: {headings['title']}", note=f"{QUICK_NOTE} {headings['note']}")
@@ -121,7 +126,19 @@ def _stamp(meta: dict, built: dict) -> str:
 
 
 def _tokens(summary: dict) -> str:
-    return " / ".join(f"{split} {count:,}" for split, count in summary["tokens"].items()) + " tokens"
+    """Tokens and the share of them that are <unk>, per split."""
+    rates = unk_rates(summary)
+    return (" / ".join(f"{split} {count:,}" for split, count in summary["tokens"].items()) + " tokens, <unk> "
+            + " / ".join(f"{100 * rates[split]:.1f}%" for split in summary["tokens"]))
+
+
+def _corpus_line(results: dict) -> str:
+    """The corpus's tokens, <unk> rates and |V|, and the one-line warning when no train token is <unk>
+    (corpora.corpus.unk_warning)."""
+    summary = results["corpus_summary"]
+    warning = unk_warning(summary)
+    return (f"Corpus: {_tokens(summary)}, |V| = {summary['vocab_size']:,}."
+            + (f" Warning: {warning}." if warning else ""))
 
 
 def _neighbors_frame(results: dict) -> pd.DataFrame | None:
@@ -146,7 +163,7 @@ def _training_frame(results: dict) -> pd.DataFrame | None:
                         "best epoch": row.get("best_epoch"),
                         "training s": round(row["train_seconds"]) if row.get("train_seconds") else None,
                         "tokens/s": round(row["tokens_per_s"]) if row.get("tokens_per_s") else None,
-                        "valid": round(row["valid_ppl"], 1), "test": round(row["test_ppl"], 1),
+                        "valid": figure(row, "valid_ppl"), "test": figure(row, "test_ppl"),
                         "full softmax valid / test": (f"{plain['valid']:.1f} / {plain['test']:.1f}"
                                                       if plain else "")})
     return pd.DataFrame(records) if records else None
@@ -188,8 +205,7 @@ def build_report(report_dir: Path, code: dict | None = None) -> dict:
     md = [_stamp(results["meta"], code), "", f"# {title}", "", f"## {summary.HEADING}", "", summary.NOTE, "",
           across_frame.to_markdown(index=False), "",
           *([f"![summary](figures/{across_figure.name})", ""] if across_figure else []),
-          f"Corpus: {_tokens(results['corpus_summary'])}, |V| = {results['corpus_summary']['vocab_size']:,}."
-          f" {headings['note']}", "",
+          f"{_corpus_line(results)} {headings['note']}".replace("<unk>", "`<unk>`"), "",  # (bare, a tag)
           to_markdown(table), "", f"## {headings['claims']}", "",
           claims_frame.to_markdown(index=False)]
     if training is not None:
@@ -222,8 +238,7 @@ def build_report(report_dir: Path, code: dict | None = None) -> dict:
     page = (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
             f'<style>{STYLESHEET}</style></head><body><p class="stamp">{html.escape(_stamp(results["meta"], code))}'
             f"</p><h1>{html.escape(title)}</h1>"
-            f"<p>Corpus: {html.escape(_tokens(results['corpus_summary']))}, |V| = "
-            f"{results['corpus_summary']['vocab_size']:,}.</p>"
+            f"<p>{html.escape(_corpus_line(results))}</p>"
             f'<nav><h2>Contents</h2><ol>{contents}</ol></nav>{body}</body></html>\n')
     (report_dir / "report.html").write_text(page)
     return {"commit": stamp(code), "tables": {k: str(v) for k, v in written.items()},

@@ -78,6 +78,11 @@ def register(subparsers) -> None:
                         help="CPU threads of the network rows (default: OMP_NUM_THREADS when set, else all cores; "
                              "e.g. 1 to share the machine with another run): how fast, not what, so not part of a "
                              "row's cache key")
+    parser.add_argument("--seeds", type=integer(1), default=1,
+                        help="train and score every network row under this many seeds (the run's, then one more "
+                             "each; each mixture of a network mixes each seed's): the row gives the mean "
+                             "perplexity, its standard deviation and every seed's (default 1: the row as one seed, "
+                             "from the same cache)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     _add_allow_dirty(parser)
     text = parser.add_argument_group("your own corpus (reproduce text)")
@@ -91,7 +96,9 @@ def register(subparsers) -> None:
                       help="with --corpus-file: the fractions of its lines for train, valid, test (default "
                            "0.8,0.1,0.1)")
     _add_name(text)
-    text.add_argument("--min-count", type=integer(1), default=1, help="keep words seen at least this often in train")
+    text.add_argument("--min-count", type=integer(1), default=None,
+                      help="keep words seen at least this often in train (default 2, so that <unk> is a train word; "
+                           "1 where train holds a literal <unk> of its own)")
     text.add_argument("--vocab-size", type=integer(2), default=None,
                       help="keep at most this many of the most frequent words (<unk> included)")
     text.add_argument("--networks", type=comma_list(NETWORK_IDS), default=None,
@@ -152,7 +159,7 @@ def _report_dir(args: argparse.Namespace) -> Path:
 def run_reproduce(args: argparse.Namespace) -> dict:
     from reports.pipeline import reproduce
     summary = reproduce(args.corpus, args.quick, args.work_dir, _report_dir(args), frozenset(args.skip),
-                        _text_corpus(args), args.extra, args.allow_dirty, args.threads)
+                        _text_corpus(args), args.extra, args.allow_dirty, args.threads, args.seeds)
     return {key: summary[key] for key in ("commit", "report_dir", "wall_seconds", "report", "html")} | {
         "claims": {c["claim"]: f"{c['verdict']}: {c['ours']}" for c in summary["claims"]}}
 

@@ -5,6 +5,11 @@ log-probabilities in runs/<corpus>/logprobs/<id>.npz), keyed by a fingerprint of
 and the corpus's content: a re-run skips finished rows, an edited corpus file re-runs them all, and an
 interrupted NPLM resumes from its checkpoint.
 Mixture rows read the saved log-probabilities of their parts, so nothing is retrained.
+With `--seeds K` (K > 1) every row with a network in it runs under K seeds (`seed_copies`: the run's
+seed, then one more each): the first seed's work is the row itself, cached as with one seed, each
+further seed's a row of its own (`<id>-seed<s>`: its own fingerprint, cache entry and training folder),
+a mixture of seed s mixing seed s's network; the row then gives the mean of the seeds' perplexities,
+their standard deviation and every seed's (`over_seeds`).
 Each kind of row runs through its entry of RUNNERS (the order of the stages, and the method).
 """
 
@@ -17,14 +22,14 @@ import logging
 import os
 import platform
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, NamedTuple
 
 import numpy as np
 from tqdm import tqdm
 
-from corpora.corpus import SPLITS, Corpus, slice_corpus
+from corpora.corpus import SPLITS, Corpus, slice_corpus, unk_warning
 from lmbench import __version__
 from lmbench.errors import LMBenchError
 from lmbench.files import DamagedFile, atomic_write_text, read_checked, set_aside, write_checked
@@ -77,7 +82,7 @@ class TextCorpus:
     corpus_file: Path | None = None
     split: tuple[float, float, float] = (0.8, 0.1, 0.1)
     name: str = "text"                # the report's folder, reports/NAME
-    min_count: int = 1
+    min_count: int | None = None      # None: corpora.text.default_min_count (2, or 1 where train has <unk>)
     vocab_size: int | None = None     # keep at most this many words (specials included)
     networks: tuple[str, ...] | None = None
     only: str | None = None           # "ngram" or "nplm"
@@ -100,15 +105,20 @@ def corpus_digest(corpus: Corpus) -> str:
 
 class Reproduction:
     def __init__(self, settings: Settings, work_dir: Path, report_dir: Path, text: TextCorpus | None = None,
-                 extra: tuple[str, ...] = (), code: dict | None = None, threads: int | None = None):
+                 extra: tuple[str, ...] = (), code: dict | None = None, threads: int | None = None, seeds: int = 1):
         self.settings = settings
+        # the seeds of the rows with a network in them: the settings' seed, then one more each (`seed_copies`)
+        self.seeds = [settings.seed + i for i in range(seeds)]
         self.threads = threads  # network rows' CPU threads (None: neural.recipe.default_threads): how fast
         self.code = code or code_state(report_dir)  # the commit that runs, reports.provenance
         self.extra = extra  # the optional row groups to add (EXTRA_ROWS of the corpus)
         self.work = work_dir
         self.report_dir = report_dir
         self.text = text
-        self.rows: list[Row] = []  # set once the corpus is loaded (a user's class counts follow its |V|)
+        # every row run, set once the corpus is loaded (a user's class counts follow its |V|): the table's rows,
+        # then the copies for the further seeds of those with a network in them (`seeded`, by the id of the row copied)
+        self.rows: list[Row] = []
+        self.seeded: dict[str, list[Row]] = {}
         self.corpus: Corpus | None = None
         self.digest = ""
 
@@ -175,8 +185,8 @@ class Reproduction:
         # their own widths one update of the stream networks takes seconds on a core, and a quick run only
         # checks that every row runs, scores and mixes. The window networks keep their shapes.
         narrowed = family(row.family).quick if self.settings.quick else {}
-        return NPLMConfig(model=row.family, seed=self.settings.seed, threads=self.threads,
-                          **{**common, **narrowed, **own})
+        return NPLMConfig(model=row.family, threads=self.threads,  # (a seed copy's config names its seed)
+                          **{"seed": self.settings.seed, **common, **narrowed, **own})
 
     def _row_path(self, row: Row) -> Path:
         return self.work / "rows" / f"{row.id}.json"
@@ -206,8 +216,13 @@ class Reproduction:
         which the results list as not run."""
         started = time.time()
         self.corpus = self.load_corpus()
+        warning = unk_warning(self.corpus.summary())
+        if warning:
+            log.warning(warning)
         self.digest = corpus_digest(self.corpus)
-        self.rows = self.table_rows()
+        table = self.table_rows()
+        self.seeded = seed_copies(table, self.seeds[1:])
+        self.rows = table + [copy for copies in self.seeded.values() for copy in copies]
         results = {}
         for row in tqdm(sorted(self.rows, key=lambda r: runner(r).stage), desc=f"reproduce {self.settings.corpus}",
                         unit="row"):
@@ -223,8 +238,12 @@ class Reproduction:
                 write_checked(self._row_path(row), lambda path: path.write_text(text))
             else:
                 log.info("row %s: cached (test perplexity %.1f)", row.id, result["test_ppl"])
+                if "test_ppl_no_unk" not in result:  # cached before rows recorded it
+                    result.update(unk_figures(saved.load(self._logprobs_path(row.id)), self.corpus))
             results[row.id] = result
-        return self.write_results([results[row.id] for row in self.rows], time.time() - started)
+        return self.write_results([over_seeds(self.seeds, results[row.id], *(results[copy.id] for copy in
+                                                                           self.seeded.get(row.id, ()))) for row in table],
+                                  time.time() - started)
 
     def run_row(self, row: Row) -> dict:
         started = time.perf_counter()
@@ -235,6 +254,7 @@ class Reproduction:
         result = {**row.to_dict(), "fingerprint": self.fingerprint(row), "seconds": seconds, **extra}
         for split in SPLITS:
             result[f"{split}_ppl"] = perplexity(logprobs[split]) if split in logprobs else None
+        result.update(unk_figures(logprobs, self.corpus))
         log.info("row %s: valid %.1f test %.1f (%.0f s)", row.id, result["valid_ppl"], result["test_ppl"],
                  result["seconds"])
         return result
@@ -320,6 +340,56 @@ class Reproduction:
         return results
 
 
+def seed_copies(rows: list[Row], seeds: list[int]) -> dict[str, list[Row]]:
+    """The copies of each row with a network in it for `seeds` (the seeds after the run's first), by the
+    row's id: a network's copy `<id>-seed<s>` names its seed in its config (neural.config.NPLMConfig.seed)
+    and keeps no word features; a mixture's mixes the copies of its network parts of the same seed."""
+    copies: dict[str, list[Row]] = {}
+    for row in sorted(rows, key=lambda r: runner(r).stage):  # networks before the mixtures of them
+        if row.family:
+            copies[row.id] = [replace(row, id=f"{row.id}-seed{seed}", config={**row.config, "seed": seed},
+                                      word_vectors=False) for seed in seeds]
+        elif any(part in copies for part in row.parts):
+            copies[row.id] = [replace(row, id=f"{row.id}-seed{seed}",
+                                      parts=tuple(copies[part][i].id if part in copies else part for part in row.parts))
+                              for i, seed in enumerate(seeds)]
+    return copies
+
+
+PERPLEXITIES = tuple(f"{split}_ppl{suffix}" for split in SPLITS for suffix in ("", "_no_unk"))
+
+
+def over_seeds(seeds: list[int], *runs: dict) -> dict:
+    """A row from its runs under `seeds` (the row's own result, then its seed copies'): the first seed's
+    record (fingerprint, configuration, curve, weights), each perplexity the mean of the seeds'
+    perplexities with their sample standard deviation beside it (`test_ppl_sd`, ...), every seed's
+    figures in `seeds` ([{seed, valid_ppl, test_ppl, ..., seconds}]), seconds those of all the runs.
+    One run (one seed, or a row without a network) is the row as it is."""
+    first = runs[0]
+    if len(runs) == 1 or first.get("status") == "not run":
+        return first
+    figures = [key for key in PERPLEXITIES if first.get(key) is not None]
+    combined = {**first, "seconds": sum(run["seconds"] for run in runs),
+                "seeds": [{"seed": seed, **{key: run[key] for key in figures}, "seconds": run["seconds"],
+                           **({"weights": run["weights"]} if "weights" in run else {})}
+                          for seed, run in zip(seeds, runs)]}
+    for key in figures:
+        values = [run[key] for run in runs]
+        combined[key], combined[f"{key}_sd"] = float(np.mean(values)), float(np.std(values, ddof=1))
+    return combined
+
+
+def unk_figures(logprobs: dict, corpus: Corpus) -> dict:
+    """valid_ppl_no_unk and test_ppl_no_unk: the perplexity of the tokens that are not <unk> (scored as
+    in valid_ppl and test_ppl, their contexts unchanged), beside that of every token; None for a
+    split of <unk> only."""
+    figures = {}
+    for split in ("valid", "test"):
+        known = corpus.split(split) != corpus.vocab.unk_id
+        figures[f"{split}_ppl_no_unk"] = perplexity(logprobs[split][known]) if known.any() else None
+    return figures
+
+
 class Runner(NamedTuple):
     stage: int  # rows run in order of stage: n-grams first (quick), networks, then mixtures of them
     run: Callable[[Reproduction, Row, dict], dict]  # (reproduction, row, extra) -> the row's log-probabilities
@@ -361,12 +431,13 @@ def run_metadata(seconds: float, code: dict) -> dict:
 
 def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir: Path | None = None,
               skip: frozenset[str] = frozenset(), text: TextCorpus | None = None, extra: tuple[str, ...] = (),
-              allow_dirty: bool = False, threads: int | None = None) -> dict:
+              allow_dirty: bool = False, threads: int | None = None, seeds: int = 1) -> dict:
     """Run (or resume) the whole table and build the report; returns the report's summary.
     `skip`: kinds of rows (keys of RUNNERS) to leave out; `text`: the user's corpus when `corpus` is
     "text"; `extra`: names of the corpus's optional row groups to add (EXTRA_ROWS); `allow_dirty`: write
     into a committed report folder from a tree with uncommitted changes (reports.provenance); `threads`:
-    CPU threads of the network rows (None: OMP_NUM_THREADS when set, else all cores)."""
+    CPU threads of the network rows (None: OMP_NUM_THREADS when set, else all cores); `seeds`: the seeds
+    each row with a network in it runs under (module docstring)."""
     from reports.build import build_report
 
     if corpus not in ROWS and not (corpus == "text" and text is not None):
@@ -383,7 +454,7 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
     report_dir = report_dir or USER_REPORTS / name
     code = checked_state(report_dir, allow_dirty)  # before any row runs
     results = Reproduction(default_settings(corpus, quick), work_dir, report_dir, text, extra, code,
-                           threads).run(skip)
+                           threads, seeds).run(skip)
     built = build_report(report_dir, code)
     return {"report_dir": str(report_dir), "wall_seconds": results["meta"]["wall_seconds"], **built}
 

@@ -48,7 +48,7 @@ def comparison(results: dict) -> pd.DataFrame:
         for split in ("train", "valid", "test"):
             ours, published = row.get(f"{split}_ppl"), _blank(paper.get(f"{split}_ppl"))
             line[f"{split} paper"] = published
-            line[f"{split} ours"] = None if ours is None else round(ours, 1)
+            line[f"{split} ours"] = figure(row, f"{split}_ppl")
             line[f"{split} diff %"] = (None if ours is None or published is None
                                        else round(100 * (ours / published - 1), 1))
         line["seconds"] = _seconds(row)
@@ -69,13 +69,32 @@ def _seconds(row: dict) -> float | None:
     return None if row.get("seconds") is None else round(row["seconds"], 1)
 
 
+NO_UNK = {"valid": "valid w/o unk", "test": "test w/o unk"}  # columns of a user's corpus (reports.pipeline.unk_figures)
+
+
 def _ours_only(results: dict) -> pd.DataFrame:
+    """Our perplexities, and where the rows record them (results from before did not) the perplexities
+    of the tokens that are not <unk>."""
     rows = by_id(results)
+    no_unk = records_no_unk(results)
     lines = [{**_configuration(row, rows), "extra": False,
-              **{split: None if row.get(f"{split}_ppl") is None else round(row[f"{split}_ppl"], 1)
-                 for split in ("train", "valid", "test")}, "seconds": _seconds(row)}
+              **{split: figure(row, f"{split}_ppl") for split in ("train", "valid", "test")},
+              **({label: figure(row, f"{split}_ppl_no_unk") for split, label in NO_UNK.items()} if no_unk else {}),
+              "seconds": _seconds(row)}
              for row in results["rows"]]
     return pd.DataFrame(lines)
+
+
+def records_no_unk(results: dict) -> bool:
+    return any("test_ppl_no_unk" in row for row in results["rows"])
+
+
+def figure(row: dict, key: str) -> float | str | None:
+    """A perplexity of the row as a table shows it: to one decimal, or for a row run under several seeds
+    (reports.pipeline.over_seeds) the mean and the standard deviation of the seeds', '95.1 ± 0.4'."""
+    if row.get(key) is None:
+        return None
+    return f"{row[key]:.1f} ± {row[f'{key}_sd']:.1f}" if row.get(f"{key}_sd") is not None else round(row[key], 1)
 
 
 def _display(frame: pd.DataFrame) -> pd.DataFrame:

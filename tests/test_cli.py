@@ -21,7 +21,7 @@ def test_corpus_text_json(capsys, text_files):
     assert code == 0
     stats = json.loads(out)
     assert stats["tokens"] == {"train": 6, "valid": 3, "test": 2}
-    assert stats["vocab_size"] == 4 and stats["unk_tokens"]["valid"] == 1
+    assert stats["vocab_size"] == 3 and stats["unk_tokens"] == {"train": 1, "valid": 1, "test": 1}  # c: seen once
     assert "prepare_seconds" in stats and "cache" in stats
 
 
@@ -31,8 +31,8 @@ def test_ngram_unigram_end_to_end(capsys, text_files):
                            "--test", str(text_files["test"]), "--json")
     assert code == 0
     result = json.loads(out)
-    # V = {<unk>, a, b, c}; counts a3 b2 c1, N = 6: P = (c + 1) / 10
-    expected_test = math.exp(-(math.log(2 / 10) + math.log(4 / 10)) / 2)
+    # V = {<unk>, a, b} (c, seen once, is <unk>); counts a3 b2 <unk>1, N = 6: P = (c + 1) / 9
+    expected_test = math.exp(-(math.log(2 / 9) + math.log(4 / 9)) / 2)
     assert math.isclose(result["test_perplexity"], expected_test)
 
 
@@ -48,7 +48,7 @@ def test_expected_errors_exit_2_with_one_line(capsys, tmp_path):
 def test_human_readable_output(capsys, text_files):
     code, out, _ = run_cli(capsys, "corpus", "text", "--train", str(text_files["train"]),
                            "--valid", str(text_files["valid"]), "--test", str(text_files["test"]))
-    assert code == 0 and "vocab_size: 4" in out and "tokens:" in out
+    assert code == 0 and "vocab_size: 3" in out and "tokens:" in out
 
 
 def test_every_ngram_method_from_the_command_line(capsys, text_files, tmp_path):

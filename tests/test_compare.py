@@ -145,3 +145,116 @@ def test_one_corpus_file_is_cut_and_the_cut_recorded(tmp_path, capsys):
     assert results["corpus_summary"]["cut"] == {"split": [0.7, 0.15, 0.15],
                                                 "lines": {"train": [0, 140], "valid": [140, 170], "test": [170, 200]}}
     assert results["corpus_summary"]["tokens"] == {"train": 2800, "valid": 600, "test": 600}
+
+
+def test_rows_give_their_perplexity_without_unk_and_a_train_without_unk_is_warned_of(tmp_path, monkeypatch, caplog):
+    """--min-count 1 on a train without <unk> (every train word kept): one warning line, in the log and in
+    the report. Every row records valid and test perplexity over the tokens that are not <unk> (each
+    scored in its context), from its saved log-probabilities, a row cached before it recorded them
+    too; the report's table shows them beside every token's, and its corpus line each split's <unk> rate."""
+    import logging
+    import numpy as np
+    from lmbench.files import write_checked
+    from lmbench.model import perplexity
+    from mixing import saved
+    from reports import pipeline
+    from reports.build import build_report
+    from reports.experiments import Row
+
+    monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
+
+    def with_new_words(text: str, every: int) -> str:  # words train never saw: <unk> in valid and test
+        return " ".join(f"new{i}" if i % every == 0 else word for i, word in enumerate(text.split()))
+
+    files = write_splits(tmp_path, train=chain_text(3000, 1), valid=with_new_words(chain_text(400, 2), 10),
+                         test=with_new_words(chain_text(400, 3), 8))
+    rows = [Row("kn-interp-3", "ngram", "Kneser-Ney interpolated", n=3, method="kneser-ney"),
+            Row("katz-3", "ngram", "Katz back-off", n=3, method="katz"),
+            Row("kn-katz", "mix", "KN + Katz", mix="EM", parts=("kn-interp-3", "katz-3"))]
+    monkeypatch.setattr(pipeline.Reproduction, "table_rows", lambda self: rows)
+    work, report = tmp_path / "work", tmp_path / "report"
+    text = pipeline.TextCorpus(**files, name="unk", min_count=1)
+
+    def reproduce() -> pipeline.Reproduction:
+        reproduction = pipeline.Reproduction(pipeline.default_settings("text", False), work, report, text)
+        reproduction.run()
+        return reproduction
+
+    with caplog.at_level(logging.WARNING):
+        reproduction = reproduce()
+    warned = [r.getMessage() for r in caplog.records if "no train token is <unk>" in r.getMessage()]
+    assert len(warned) == 1 and "\n" not in warned[0] and "10.0% of valid and 12.5% of test" in warned[0]
+    corpus = reproduction.corpus
+    results = json.loads((report / "results.json").read_text())
+    for row in results["rows"]:
+        logprobs = saved.load(work / "logprobs" / f"{row['id']}.npz")
+        for split in ("valid", "test"):
+            known = corpus.split(split) != corpus.vocab.unk_id
+            assert row[f"{split}_ppl_no_unk"] == perplexity(logprobs[split][known]) != row[f"{split}_ppl"]
+    # a row cached before rows recorded it gets it from its saved log-probabilities
+    cached = work / "rows" / "katz-3.json"
+    old = {key: value for key, value in json.loads(cached.read_text()).items() if "no_unk" not in key}
+    write_checked(cached, lambda path: path.write_text(json.dumps(old)))
+    reproduce()
+    again = {row["id"]: row for row in json.loads((report / "results.json").read_text())["rows"]}
+    assert again["katz-3"]["test_ppl_no_unk"] == results["rows"][1]["test_ppl_no_unk"]
+
+    build_report(report)
+    header = (report / "table.csv").read_text().splitlines()[0].split(",")
+    assert header[header.index("test") + 1:header.index("test") + 3] == ["valid w/o unk", "test w/o unk"]
+    md = (report / "report.md").read_text()
+    assert "tokens, `<unk>` 0.0% / 10.0% / 12.5%" in md and "Warning: no train token is `<unk>`" in md
+    assert "Warning: no train token is &lt;unk&gt;" in (report / "report.html").read_text()
+
+
+@pytest.mark.slow  # three quick runs, three networks trained
+def test_seeds_train_each_network_apart_and_the_row_gives_their_mean_sd_and_every_one(corpus_files, tmp_path, capsys):
+    """--seeds 2: NPLM (ours) trained and scored under seeds 0 and 1, each in its own cache entry; the row
+    gives the mean of the two seeds' perplexities, their standard deviation and each seed's figures, and
+    its mixture with KN 5 mixes each seed's own log-probabilities. Seed 0 is the one-seed row, from the
+    same cache entry (the same fingerprint and figures), and the table shows mean ± sd."""
+    import statistics
+    from mixing import saved
+    from lmbench.model import perplexity
+
+    def run(seeds: int) -> dict:
+        code, _, err = run_cli(capsys, *_argv(corpus_files, tmp_path, "--only", "nplm", "--networks", "ours",
+                                              "--seeds", str(seeds), "--threads", "1"))
+        assert code == 0, err
+        return {row["id"]: row for row in json.loads((tmp_path / "report" / "results.json").read_text())["rows"]}
+
+    one = run(1)
+    assert not any("seeds" in row or "test_ppl_sd" in row for row in one.values())
+    two = run(2)
+    work = tmp_path / "work"
+    assert sorted(path.name.rsplit("-", 1)[0] for path in (work / "nplm").iterdir()) == ["nplm-ours", "nplm-ours-seed1"]
+    assert (work / "rows" / "nplm-ours-seed1.json").exists() and (work / "logprobs" / "nplm-ours-kn-interp-5-em-seed1.npz").exists()
+    ours, mixed = two["nplm-ours"], two["nplm-ours-kn-interp-5-em"]
+    for row in (ours, mixed):
+        assert [seed["seed"] for seed in row["seeds"]] == [0, 1]
+        first = row["seeds"][0]
+        assert row["fingerprint"] == one[row["id"]]["fingerprint"]  # seed 0: the one-seed row, cached
+        assert (first["valid_ppl"], first["test_ppl"]) == (one[row["id"]]["valid_ppl"], one[row["id"]]["test_ppl"])
+        tests = [seed["test_ppl"] for seed in row["seeds"]]
+        assert tests[0] != tests[1]  # another seed, another network
+        assert row["test_ppl"] == pytest.approx(statistics.mean(tests))
+        assert row["test_ppl_sd"] == pytest.approx(statistics.stdev(tests))
+        assert row["valid_ppl"] == pytest.approx(statistics.mean(seed["valid_ppl"] for seed in row["seeds"]))
+    def apart_from_figures(row: dict) -> dict:
+        return {key: value for key, value in row.items() if key not in ("seeds", "seconds") and "_ppl" not in key}
+
+    assert apart_from_figures(ours) == apart_from_figures(one["nplm-ours"])  # the first seed's record
+    assert ours["seconds"] == pytest.approx(sum(seed["seconds"] for seed in ours["seeds"]))
+    # each seed's mixture: the EM mixture of that seed's network with KN 5, refitted on valid
+    kn5 = saved.load(work / "logprobs" / "kn-interp-5.npz")
+    for seed, network in zip(mixed["seeds"], ("nplm-ours", "nplm-ours-seed1")):
+        remixed, weights = saved.mix_saved([saved.load(work / "logprobs" / f"{network}.npz"), kn5], "em")
+        assert perplexity(remixed["test"]) == pytest.approx(seed["test_ppl"], rel=1e-12)
+        assert weights.tolist() == seed["weights"]
+    table = (tmp_path / "report" / "table.md").read_text()
+    assert f"{ours['test_ppl']:.1f} ± {ours['test_ppl_sd']:.1f}" in table
+    assert f'<td class="num">{ours["test_ppl"]:.1f} ± {ours["test_ppl_sd"]:.1f}</td>' in (
+        tmp_path / "report" / "report.html").read_text()
+    # a third run finds every seed's work in the cache
+    again = run(2)
+    assert again["nplm-ours"]["seeds"] == ours["seeds"] and again["nplm-ours"]["seconds"] == ours["seconds"]

@@ -38,7 +38,8 @@ def fake_results(test_ppl: dict, corpus: str = "brown", streams: bool = False) -
     rng = np.random.default_rng(0)
     words = [f"w{i}" for i in range(40)]
     return {"corpus": corpus, "rows": rows, "settings": {},
-            "corpus_summary": {"tokens": {"train": 1, "valid": 1, "test": 1}, "vocab_size": 3},
+            "corpus_summary": {"tokens": {"train": 1, "valid": 1, "test": 1}, "vocab_size": 3,
+                               "unk_tokens": {"train": 0, "valid": 0, "test": 0}},
             "meta": {"commit": "abc", "machine": "test", "wall_seconds": 60, "finished": "now"},
             "embedding": {"row": "mlp1", "words": words, "vectors": rng.normal(size=(40, 5)).tolist()},
             "neighbors": {"row": "mlp1", "words": {"w1": [["w2", 0.9]]}}}

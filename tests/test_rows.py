@@ -173,3 +173,28 @@ def test_the_thread_count_is_how_fast_not_what(tmp_path):
     assert one.training_config(row).threads == 1 and every.training_config(row).threads is None
     assert one.fingerprint(row) == every.fingerprint(row)
     assert one.fingerprint(row) != one.fingerprint(Row(**{**row.to_dict(), "config": {**row.config, "h": 51}}))
+
+
+def test_seed_copies_are_rows_of_their_own_and_one_seed_keeps_every_fingerprint(tmp_path):
+    """--seeds K: each row with a network in it gets a copy per further seed, a network's naming its seed
+    (its own fingerprint, so its own cache entry and training folder), a mixture's mixing the copies of
+    the same seed; the n-gram rows get none. The rows themselves keep the fingerprints of one seed."""
+    settings = pipeline.default_settings("brown", False)
+    rows = brown_rows()
+    copies = pipeline.seed_copies(rows, [1, 2])
+    assert set(copies) == {row.id for row in rows if row.family or any(
+        part in {r.id for r in rows if r.family} for part in row.parts)}
+    assert "del-int" not in copies and "kn-interp-5" not in copies
+    mlp2 = {row.id: row for row in rows}["mlp2"]
+    assert [copy.parts for copy in copies["mlp2"]] == [("mlp1-seed1", "del-int"), ("mlp1-seed2", "del-int")]
+    assert [copy.id for copy in copies["mlp2"]] == ["mlp2-seed1", "mlp2-seed2"] and mlp2.parts == ("mlp1", "del-int")
+    one, three = (pipeline.Reproduction(settings, tmp_path, tmp_path, seeds=seeds) for seeds in (1, 3))
+    assert three.seeds == [0, 1, 2]
+    for reproduction in (one, three):
+        reproduction.rows = rows + [copy for group in copies.values() for copy in group]
+    mlp1, [mlp1_seed1, _] = rows[0], copies["mlp1"]
+    assert all(one.fingerprint(row) == three.fingerprint(row) for row in rows)
+    assert three.training_config(mlp1).seed == 0 and three.training_config(mlp1_seed1).seed == 1
+    assert not mlp1_seed1.word_vectors and mlp1.word_vectors  # the word features figure: the first seed's
+    assert len({three.fingerprint(row) for row in (mlp1, *copies["mlp1"])}) == 3
+    assert len({three.fingerprint(row) for row in (mlp2, *copies["mlp2"])}) == 3

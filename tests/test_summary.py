@@ -17,7 +17,8 @@ def record(row: Row, valid: float, test: float) -> dict:
 
 def results(name: str, records: list[dict], quick: bool = False) -> dict:
     return {"corpus": "text", "name": name, "settings": {"quick": quick}, "rows": records,
-            "corpus_summary": {"tokens": {"train": 1, "valid": 1, "test": 1}, "vocab_size": 3},
+            "corpus_summary": {"tokens": {"train": 1, "valid": 1, "test": 1}, "vocab_size": 3,
+                               "unk_tokens": {"train": 0, "valid": 0, "test": 0}},
             "meta": {"commit": "abc", "machine": "test", "wall_seconds": 1, "finished": "now"}}
 
 

@@ -32,14 +32,36 @@ def test_min_count(tmp_path):
     assert corpus.vocab.words == ["<unk>", "a"]
 
 
+def test_the_default_vocabulary_makes_unk_a_train_word(tmp_path):
+    """By default the words seen once in train are <unk> there, as the words train never saw are in
+    valid and test; a train with a literal <unk> of its own keeps its vocabulary, every word; with every
+    train word kept on a train without <unk>, one line warns that <unk> is priced by accident."""
+    from corpora.corpus import unk_warning
+    p = write_splits(tmp_path, train="a a b c c d", valid="a e b", test="c")
+    corpus = load_text(p["train"], p["valid"], p["test"], use_cache=False)
+    assert corpus.vocab.words == ["<unk>", "a", "c"] and corpus.info["min_count"] == 2
+    assert corpus.summary()["unk_tokens"] == {"train": 2, "valid": 2, "test": 0}
+    assert unk_warning(corpus.summary()) is None
+    (tmp_path / "own").mkdir()
+    own = write_splits(tmp_path / "own", train="a a b <unk> c", valid="a e", test="b")
+    brought = load_text(own["train"], own["valid"], own["test"], use_cache=False)
+    assert brought.vocab.words == ["<unk>", "a", "b", "c"] and brought.info["min_count"] == 1
+    every = load_text(p["train"], p["valid"], p["test"], min_count=1, use_cache=False)
+    assert every.vocab.words == ["<unk>", "a", "c", "b", "d"]
+    assert every.summary()["unk_tokens"] == {"train": 0, "valid": 1, "test": 0}
+    warning = unk_warning(every.summary())
+    assert warning.startswith("no train token is <unk> while 33.3% of valid and 0.0% of test are")
+    assert "--min-count 2" in warning and "\n" not in warning
+
+
 def test_cache_is_keyed_by_content(tmp_path, monkeypatch):
     monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
     p = write_splits(tmp_path, train="a b", valid="a", test="b")
-    first = load_text(p["train"], p["valid"], p["test"])
+    first = load_text(p["train"], p["valid"], p["test"], min_count=1)
     assert first.info["from_cache"] is False
-    assert load_text(p["train"], p["valid"], p["test"]).info["from_cache"] is True
+    assert load_text(p["train"], p["valid"], p["test"], min_count=1).info["from_cache"] is True
     p["train"].write_text("a b c")
-    changed = load_text(p["train"], p["valid"], p["test"])
+    changed = load_text(p["train"], p["valid"], p["test"], min_count=1)
     assert changed.info["from_cache"] is False and len(changed.vocab) == 4
 
 
@@ -63,7 +85,7 @@ def test_one_file_is_cut_by_lines_contiguous_train_first(tmp_path):
     assert line_cut(7, (0.5, 0.25, 0.25)) == {"train": [0, 4], "valid": [4, 5], "test": [5, 7]}
     path = tmp_path / "all.txt"
     path.write_text("".join(f"l{i} a\n" for i in range(10)))
-    corpus = load_text_file(path, use_cache=False)
+    corpus = load_text_file(path, min_count=1, use_cache=False)
     decode = lambda split: corpus.vocab.decode(corpus.split(split).tolist())  # noqa: E731
     assert decode("train")[::2] == [f"l{i}" for i in range(8)]
     assert decode("valid") == ["<unk>", "a"] and corpus.unk_words["valid"].tolist() == ["l8"]
