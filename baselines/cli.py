@@ -1,11 +1,14 @@
 """`lmbench ngram`: fit an n-gram baseline and print its train/valid/test perplexity.
 
-    lmbench ngram --method {add-one-unigram,deleted-interpolation,katz,kneser-ney,kneser-ney-backoff,class}
+    lmbench ngram --method {add-one-unigram,deleted-interpolation,katz,kneser-ney,kneser-ney-backoff,class,
+                            infini-gram}
                   --order N [--classes C] [--min-ngram-count C] [--memory SIZE [--tmp-dir DIR]]
                   [--arpa OUT] [--save-logprobs OUT.npz] [corpus options] [--json]
 
 A method is one entry of METHODS: its constructor (taking the parsed arguments), the orders it
-supports and its default order. `make_ngram` builds one from Python.
+supports and its default order. `make_ngram` builds one from Python. For infini-gram (the ∞-gram
+interpolated with interpolated KN, baselines/infinigram.py) --order is the KN model's order, and the
+figures add the test tokens' effective n.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from lmbench.options import integer, output_directory, output_file
 
 
 CLUSTER_PASSES = 20
-BOUNDED_METHODS = ("deleted-interpolation", "katz", "kneser-ney", "kneser-ney-backoff", "class")  # take --memory
+BOUNDED_METHODS = ("deleted-interpolation", "katz", "kneser-ney", "kneser-ney-backoff", "class",
+                   "infini-gram")  # take --memory (infini-gram: its KN part; the index is memory-mapped)
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,14 @@ def _class(args):
                                                tmp_dir=args.tmp_dir), args.classes, max_iters=args.cluster_passes)
 
 
+def _infini_gram(args):
+    from baselines.infinigram import InfiniGram
+    if args.min_ngram_count > 1:
+        raise LMBenchError("--min-ngram-count applies to back-off models, and infini-gram interpolates "
+                           "interpolated KN: drop --min-ngram-count")
+    return InfiniGram(args.order, memory=args.memory, tmp_dir=args.tmp_dir)
+
+
 METHODS: dict[str, Method] = {
     "add-one-unigram": Method(_add_one_unigram, 1, 1, 1),
     "deleted-interpolation": Method(_deleted_interpolation, 3, 3, 3),
@@ -79,7 +91,18 @@ METHODS: dict[str, Method] = {
     "kneser-ney": Method(_kneser_ney, 2, 6, 5),
     "kneser-ney-backoff": Method(_kneser_ney_backoff, 2, 6, 3),
     "class": Method(_class, 2, 5, 3),
+    "infini-gram": Method(_infini_gram, 2, 6, 5),
 }
+
+
+def infini_gram_figures(model, corpus) -> dict:
+    """The index's size and build time, and the share of test tokens by effective n."""
+    n = model.split_effective_n(corpus, "test")
+    return {"kn_order": model.kn.order, "index_bytes": model.index.nbytes,
+            "index_bytes_per_token": round(model.index.nbytes / len(corpus.train), 3),
+            "index_seconds": round(model.timings["index_seconds"], 3),
+            "test_effective_n": {"mean": round(float(n.mean()), 3),
+                                 **{f"share_{k}_or_more": round(float((n >= k).mean()), 4) for k in (2, 5, 10)}}}
 
 
 def make_model(args: argparse.Namespace) -> LanguageModel:
@@ -173,6 +196,8 @@ def run(args: argparse.Namespace) -> dict:
         result[f"{split}_perplexity"] = split_perplexity(model, corpus, split)
     result.update(build_seconds=round(build_seconds, 3),
                   score_seconds=round(time.perf_counter() - started, 3))
+    if args.method == "infini-gram":
+        result.update(infini_gram_figures(model, corpus))
     if args.save_logprobs:
         from mixing import saved
         saved.save(args.save_logprobs, saved.scored_splits(model, corpus))
