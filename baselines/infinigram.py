@@ -23,29 +23,34 @@ valid (lmbench/interpolation.py), as Liu et al. give their sparse and dense esti
 Both parts are distributions over V for every context, so (2) is one too.
 
 The index. A suffix array over the training ids, built by libdivsufsort through pydivsufsort (a
-well-kept C implementation, O(N log N) worst case, about 1 s per 2M tokens here): ids are stored in
-the smallest unsigned type that holds V (2 bytes for V <= 65,536), pydivsufsort sorts the suffixes of
-their big-endian bytes and keeps those at whole-token offsets, which are in the order of the token
-suffixes (the byte order of big-endian ids is their numeric order; as in infini-gram's own index).
-pydivsufsort works on ints of any width, in C, where a numpy prefix-doubling sort needs log N full
-sorts of the array. The ids and the array (int32 while 2N bytes < 2^31, else int64) are written as
-.npy files and memory-mapped: 6 bytes a token for AP (infini-gram: 7, with 5-byte pointers). The
-build holds the 2N id bytes, libdivsufsort's int32 array over them (8 bytes a token) and the
-filtered copies (4 + 4 + 2 bytes a token): about 22 bytes a token at its peak, 2.2 GB at 100M tokens;
-the in-memory limit is the RAM for that, not a chunked build (stated, not bounded further).
+well-kept C implementation, O(N log N) worst case): ids are stored in the smallest unsigned type that
+holds V (2 bytes for V <= 65,536), pydivsufsort sorts the suffixes of their big-endian bytes and keeps
+those at whole-token offsets, which are in the order of the token suffixes (the byte order of
+big-endian ids is their numeric order; infini-gram's own index does the same). A numpy suffix sort
+(prefix doubling) would take log N full sorts of the array: pydivsufsort is one C pass, and installs
+from PyPI as a wheel. Beside the array, the key of every suffix in its order: its first `group` ids
+(+ 1, 0 past the end of train) packed into one int64 (4 ids of 15 bits for AP), so that the block of
+any pattern's first 4 tokens is one np.searchsorted, in C. Ids (2 bytes a token), array (int32, 4
+bytes, while 2N bytes < 2^31, else int64) and keys (8 bytes) are .npy files, memory-mapped: 14 bytes
+a token for AP, where infini-gram's index takes 7 (2-byte ids, 5-byte pointers): the keys are a
+speed table (scoring is about 6 times slower through the array alone). The build's peak is
+libdivsufsort's int32 array over the 2N id bytes (8 bytes a token) with its filtered copies (8 + 2)
+and the 2N bytes, then the array, ids and keys with the keying's bounded temporaries: about 22 bytes a
+token, 2.2 GB at 100M tokens (bench/infinigram_bench.py measures it); the bound is RAM for that, not a
+chunked suffix sort.
 
 Counting (all positions of a stream at once, numpy): a pattern's occurrences are a block of the suffix
-array, found by two binary searches from the block of its first token (a table of V + 1 offsets); every
-step of every search compares the pattern with one suffix, a few tokens at a time (the widths doubling
-while they agree), from the prefix both ends of the search range are known to share with the pattern
-(Manber & Myers' lcp bound). The longest suffix s of each context comes from the matching statistics
-M(i) (the longest prefix of stream[i:] occurring in train: the longer match with the two suffixes
-beside the insertion point of stream[i:]): E(i) = i + M(i) never decreases, so the longest suffix of
-stream[:t] occurring in train starts at the first i with E(i) >= t, one searchsorted for all t. Where
-that suffix occurs only at the end of train (c(s .) = 0) a binary search on its length finds the longest
-shorter one with c(s .) > 0. c(s w) is the block of w among the tokens that follow s (sorted within the
-block of s). A context is read back at most `max_context` tokens (default 1,000): the effective n is
-at most max_context + 1.
+array. The keys give the block of its first 4 tokens; a longer pattern is found within that block by
+two binary searches, every step comparing each pattern with one suffix a few tokens at a time (the
+widths doubling while they agree), from the prefix both ends of the search range are known to share
+with the pattern (Manber & Myers' lcp bound). The longest suffix s of each context comes from the
+matching statistics M(i) (the longest prefix of stream[i:] occurring in train: the longer match with
+the two suffixes beside the insertion point of stream[i:]): E(i) = i + M(i) never decreases, so the
+longest suffix of stream[:t] occurring in train starts at the first i with E(i) >= t, one searchsorted
+for all t. Where that suffix occurs only at the end of train (c(s .) = 0) a binary search on its length
+finds the longest shorter one with c(s .) > 0. c(s w) is the block of w among the tokens that follow s
+(sorted within the block of s). A context is read back at most `max_context` tokens (default 1,000):
+the effective n is at most max_context + 1.
 """
 
 from __future__ import annotations
@@ -69,6 +74,22 @@ MAX_CONTEXT = 1000   # tokens of context read back
 BUCKETS = 16         # effective n 1 .. 15 one bucket each, 16 and more the last
 FIRST_WIDTH = 4      # tokens compared at once in the first round of a comparison (doubling up to MAX_WIDTH)
 MAX_WIDTH = 256
+BUILD_CHUNK = 1 << 22  # suffixes keyed at once while building
+
+
+def key_layout(vocab_size: int) -> tuple[int, int]:
+    """(bits of one id + 1, ids per int64 key): ids + 1 lie in [1, V], 0 marks the end of train."""
+    bits = max(1, int(vocab_size).bit_length())
+    return bits, max(1, 63 // bits)
+
+
+def sorted_search(table: np.ndarray, queries: np.ndarray, side: str) -> np.ndarray:
+    """np.searchsorted(table, queries, side) with the queries taken in increasing order, so that the
+    probes walk the (memory-mapped) table in order: several times faster for many random queries."""
+    order = np.argsort(queries, kind="stable")
+    found = np.empty(len(queries), dtype=np.int64)
+    found[order] = np.searchsorted(table, queries[order], side=side)
+    return found
 
 
 def effective_n_bucket(n: np.ndarray) -> np.ndarray:
@@ -77,16 +98,17 @@ def effective_n_bucket(n: np.ndarray) -> np.ndarray:
 
 
 class SuffixIndex:
-    """The training ids and their suffix array, memory-mapped from `directory` (module docstring)."""
+    """The training ids, their suffix array and the prefix key of every suffix, memory-mapped from
+    `directory` (module docstring)."""
 
     def __init__(self, directory: Path, vocab_size: int):
         directory = Path(directory)
-        self.tokens = np.asarray(np.load(directory / "tokens.npy", mmap_mode="r"))
-        self.sa = np.asarray(np.load(directory / "sa.npy", mmap_mode="r"))
+        self.tokens, self.sa, self.keys = (np.asarray(np.load(directory / f"{name}.npy", mmap_mode="r"))
+                                           for name in ("tokens", "sa", "keys"))
         self.size = len(self.tokens)
-        self.nbytes = self.tokens.nbytes + self.sa.nbytes
-        # The block of suffixes starting with token w is [first[w], first[w + 1]).
-        self.first = np.concatenate([[0], np.cumsum(np.bincount(self.tokens, minlength=vocab_size))]).astype(np.int64)
+        self.nbytes = self.tokens.nbytes + self.sa.nbytes + self.keys.nbytes
+        self.bits, self.group = key_layout(vocab_size)
+        self.shifts = self.bits * np.arange(self.group - 1, -1, -1, dtype=np.int64)
 
     @classmethod
     def build(cls, train: np.ndarray, vocab_size: int, directory: Path) -> "SuffixIndex":
@@ -101,9 +123,30 @@ class SuffixIndex:
         sa = divsufsort(tokens)  # suffixes of the big-endian bytes, kept at whole-token offsets
         if 2 * len(tokens) >= 1 << 31:
             sa = sa.astype(np.int64, copy=False)
-        for name, array in (("tokens.npy", tokens), ("sa.npy", sa)):
+        bits, group = key_layout(vocab_size)
+        keys = np.zeros(len(sa), dtype=np.int64)
+        for lo in range(0, len(sa), BUILD_CHUNK):  # id + 1 of each suffix's k-th token, 0 past the end of train
+            at = sa[lo:lo + BUILD_CHUNK].astype(np.int64)
+            for k in range(group):
+                keys[lo:lo + BUILD_CHUNK] |= np.where(
+                    at + k < len(tokens), tokens[np.minimum(at + k, len(tokens) - 1)].astype(np.int64) + 1, 0
+                ) << bits * (group - 1 - k)
+        for name, array in (("tokens.npy", tokens), ("sa.npy", sa), ("keys.npy", keys)):
             atomic_write(Path(directory) / name, lambda tmp, a=array: np.save(tmp, a))
         return cls(directory, vocab_size)
+
+    def pack(self, query: np.ndarray, qpos: np.ndarray, qlen: np.ndarray, fill: int) -> np.ndarray:
+        """The key of each pattern query[qpos : qpos + qlen]'s first `group` tokens, `fill` in the
+        places past its length (0: the least key of the suffixes starting with it; all ones: the most)."""
+        k = np.arange(self.group)
+        inside = k < qlen[:, None]
+        values = np.where(inside, query[np.minimum(qpos[:, None] + k, len(query) - 1)] + 1, fill)
+        return np.bitwise_or.reduce(values.astype(np.int64) << self.shifts, axis=1)
+
+    def key_lcp(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """How many leading tokens two keys share (0 .. group)."""
+        equal = ((a[:, None] ^ b[:, None]) >> self.shifts) == 0     # (m, group): the first k + 1 agree
+        return equal.sum(axis=1)
 
     def tokens_at(self, positions: np.ndarray) -> np.ndarray:
         """The training id at each position (int64), -1 at or past the end of train (below every id)."""
@@ -160,45 +203,48 @@ class SuffixIndex:
             active = active[hi[active] - lo[active] > 1]
         return lo, hi, llo, lhi
 
-    def _first_token_bounds(self, query: np.ndarray, qpos: np.ndarray) -> tuple:
-        """Exclusive bounds around the block of each pattern's first token; all of it shares 1 token."""
-        w = query[qpos]
-        one = np.ones(len(qpos), dtype=np.int64)
-        return self.first[w] - 1, self.first[w + 1], one, one
-
     def intervals(self, query: np.ndarray, qpos: np.ndarray, qlen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """[b, e): the suffixes starting with each pattern query[qpos : qpos + qlen]; e - b is its count
-        c(pattern) (the whole array for an empty pattern)."""
-        b, e = np.zeros(len(qpos), dtype=np.int64), np.full(len(qpos), self.size, dtype=np.int64)
-        has = np.flatnonzero(qlen > 0)
-        if has.size:
-            query_pos, query_len = qpos[has], qlen[has]
-            bounds = self._first_token_bounds(query, query_pos)
-            _, first, _, lfirst = self.search(query, query_pos, query_len, bounds, upper=False)
-            found = lfirst >= query_len                           # the suffix at `first` starts with it
-            ones = bounds[3]
-            start = (np.where(found, first, bounds[1] - 1), bounds[1], np.where(found, query_len, 0), ones)
+        c(pattern) (the whole array for an empty pattern). The keys give the block of the first `group`
+        tokens (np.searchsorted); a longer pattern is searched for within it."""
+        top = (1 << self.bits) - 1
+        b = sorted_search(self.keys, self.pack(query, qpos, qlen, 0), "left")
+        e = sorted_search(self.keys, self.pack(query, qpos, qlen, top), "right")
+        rows = np.flatnonzero((qlen > self.group) & (e > b))
+        if rows.size:
+            query_pos, query_len = qpos[rows], qlen[rows]
+            shared = np.full(rows.size, self.group, dtype=np.int64)   # the whole block shares `group` tokens
+            _, first, _, lfirst = self.search(query, query_pos, query_len, (b[rows] - 1, e[rows], shared, shared),
+                                              upper=False)
+            found = lfirst >= query_len                                # the suffix at `first` starts with it
+            start = (np.where(found, first, e[rows] - 1), e[rows], np.where(found, query_len, 0), shared)
             _, end, _, _ = self.search(query, query_pos, query_len, start, upper=True)
-            b[has], e[has] = first, np.where(found, end, first)
+            b[rows], e[rows] = first, np.where(found, end, first)
         return b, e
 
     def count(self, pattern: Sequence[int]) -> int:
         """c(pattern): its occurrences in train."""
         pattern = np.asarray(pattern, dtype=np.int64)
-        b, e = self.intervals(pattern, np.zeros(1, np.int64), np.array([len(pattern)]))
+        b, e = self.intervals(np.append(pattern, 0), np.zeros(1, np.int64), np.array([len(pattern)]))
         return int(e[0] - b[0])
 
     def matching_statistics(self, stream: np.ndarray, begin: int, end: int, max_length: int) -> np.ndarray:
         """M(i) for i in [begin, end): the longest prefix of stream[i:end], at most max_length tokens,
-        that occurs in train: the longer common prefix with the two suffixes beside its insertion point."""
+        that occurs in train: the longer common prefix with the two suffixes beside its insertion point
+        (from the keys, then, where the first `group` tokens occur, by a search within their block)."""
         qpos = np.arange(begin, end, dtype=np.int64)
         qlen = np.minimum(end - qpos, max_length)
-        matched = np.zeros(len(qpos), dtype=np.int64)
-        rows = np.flatnonzero(qlen > 0)
-        rows = rows[self.first[stream[qpos[rows]] + 1] > self.first[stream[qpos[rows]]]]  # first token in train
+        key = self.pack(stream, qpos, qlen, 0)
+        at = sorted_search(self.keys, key, "left")
+        before = np.where(at > 0, self.key_lcp(key, self.keys[np.maximum(at - 1, 0)]), 0)
+        after = np.where(at < self.size, self.key_lcp(key, self.keys[np.minimum(at, self.size - 1)]), 0)
+        matched = np.minimum(np.maximum(before, after), qlen)
+        rows = np.flatnonzero((qlen > self.group) & (matched == self.group))
         if rows.size:
-            bounds = self._first_token_bounds(stream, qpos[rows])
-            _, _, llo, lhi = self.search(stream, qpos[rows], qlen[rows], bounds, upper=False)
+            end_of_block = sorted_search(self.keys, key[rows], "right")
+            shared = np.full(rows.size, self.group, dtype=np.int64)
+            _, _, llo, lhi = self.search(stream, qpos[rows], qlen[rows], (at[rows] - 1, end_of_block, shared, shared),
+                                         upper=False)
             matched[rows] = np.maximum(llo, lhi)
         return matched
 
