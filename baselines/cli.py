@@ -7,8 +7,9 @@
 
 A method is one entry of METHODS: its constructor (taking the parsed arguments), the orders it
 supports and its default order. `make_ngram` builds one from Python. For infini-gram (the ∞-gram
-interpolated with interpolated KN, baselines/infinigram.py) --order is the KN model's order, and the
-figures add the test tokens' effective n.
+interpolated with interpolated KN, baselines/infinigram.py) --order is the KN model's order, train is
+not scored (its contexts occur in train itself), and the figures add the index and the test tokens'
+effective n.
 """
 
 from __future__ import annotations
@@ -192,7 +193,8 @@ def run(args: argparse.Namespace) -> dict:
               "vocab_size": len(corpus.vocab)}
     if args.min_ngram_count > 1:
         result["min_ngram_count"] = args.min_ngram_count
-    for split in ("train", "valid", "test"):
+    # The infini-gram on train would read every context back from train itself: not scored.
+    for split in ("valid", "test") if args.method == "infini-gram" else ("train", "valid", "test"):
         result[f"{split}_perplexity"] = split_perplexity(model, corpus, split)
     result.update(build_seconds=round(build_seconds, 3),
                   score_seconds=round(time.perf_counter() - started, 3))

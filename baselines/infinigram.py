@@ -265,31 +265,14 @@ class SuffixIndex:
         return ends[1] - ends[0]
 
 
-class InfiniGram(LanguageModel):
-    """The ∞-gram (1) interpolated with interpolated modified KN of `kn_order` by weights per
-    effective-n bucket fitted on valid (2). The index lives in a temporary folder under `tmp_dir`
-    (the system's by default), memory-mapped, removed with the model; `memory` and `tmp_dir` are
-    also the KN model's bounded-memory options."""
+class UnboundedNgram:
+    """The ∞-gram (1) alone over an index: effective n and P∞ of a stream's tokens, and the P∞
+    distribution of a context, reading contexts back at most `max_context` tokens."""
 
-    order = None  # unbounded: the context read back is at most max_context tokens
-
-    def __init__(self, kn_order: int = 5, *, max_context: int = MAX_CONTEXT, memory: int | None = None,
-                 tmp_dir: str | Path | None = None):
+    def __init__(self, index: SuffixIndex, vocab_size: int, max_context: int = MAX_CONTEXT):
         if max_context < 1:
             raise LMBenchError(f"max_context must be at least 1, got {max_context}: give a positive length")
-        self.kn = KneserNey(kn_order, memory=memory, tmp_dir=tmp_dir)
-        self.max_context, self.tmp_dir = max_context, tmp_dir
-
-    def _fit(self, corpus) -> None:
-        started = time.perf_counter()
-        folder = Path(tempfile.mkdtemp(prefix="infinigram-", dir=self.tmp_dir))
-        self._cleanup = weakref.finalize(self, shutil.rmtree, folder, True)
-        self.index = SuffixIndex.build(corpus.train, self.vocab_size, folder)
-        self.timings = {"index_seconds": time.perf_counter() - started}
-        self.kn.fit(corpus)
-        valid_n, valid_inf = self.split_infinigram(corpus, "valid")
-        logprobs = np.stack([valid_inf, split_logprobs(self.kn, corpus, "valid")])
-        self.weights = fit_weights(logprobs, effective_n_bucket(valid_n), BUCKETS)   # (BUCKETS, 2)
+        self.index, self.vocab_size, self.max_context = index, vocab_size, max_context
 
     def _longest_suffix(self, stream: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For t = start .. len(stream) - 1: len(s) of the longest suffix s of stream[:t] (at most
@@ -319,7 +302,7 @@ class InfiniGram(LanguageModel):
         at_end = (length > 0) & (self.index.sa[np.minimum(b, self.index.size - 1)] == self.index.size - length)
         return e - b - at_end
 
-    def infinigram(self, stream: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray]:
+    def score(self, stream: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray]:
         """(effective n, log P∞) of every token of the stream from `start`, SCORE_CHUNK positions at a
         time; log P∞ is -inf where c(s w) = 0."""
         stream = np.asarray(stream, dtype=np.int64)
@@ -334,9 +317,45 @@ class InfiniGram(LanguageModel):
             n.append(length + 1)
         return np.concatenate(n), np.concatenate(logp)
 
+    def distribution(self, context: Sequence[int]) -> tuple[int, np.ndarray]:
+        """(effective n, P∞(. | context)) over the vocabulary."""
+        context = np.asarray(context, dtype=np.int64)[len(context) - min(len(context), self.max_context):]
+        length, b, e = self._longest_suffix(np.append(context, 0), len(context))   # any next token
+        positions = self.index.sa[b[0]:e[0]].astype(np.int64) + length[0]
+        following = self.index.tokens[positions[positions < self.index.size]]
+        return int(length[0]) + 1, np.bincount(following, minlength=self.vocab_size) / self._continued(length, b, e)[0]
+
+
+class InfiniGram(LanguageModel):
+    """The ∞-gram (1) interpolated with interpolated modified KN of `kn_order` by weights per
+    effective-n bucket fitted on valid (2). The index lives in a temporary folder under `tmp_dir`
+    (the system's by default), memory-mapped, removed with the model; `memory` and `tmp_dir` are
+    also the KN model's bounded-memory options."""
+
+    order = None  # unbounded: the context read back is at most max_context tokens
+
+    def __init__(self, kn_order: int = 5, *, max_context: int = MAX_CONTEXT, memory: int | None = None,
+                 tmp_dir: str | Path | None = None):
+        if max_context < 1:
+            raise LMBenchError(f"max_context must be at least 1, got {max_context}: give a positive length")
+        self.kn = KneserNey(kn_order, memory=memory, tmp_dir=tmp_dir)
+        self.max_context, self.tmp_dir = max_context, tmp_dir
+
+    def _fit(self, corpus) -> None:
+        started = time.perf_counter()
+        folder = Path(tempfile.mkdtemp(prefix="infinigram-", dir=self.tmp_dir))
+        self._cleanup = weakref.finalize(self, shutil.rmtree, folder, True)
+        self.index = SuffixIndex.build(corpus.train, self.vocab_size, folder)
+        self.sparse = UnboundedNgram(self.index, self.vocab_size, self.max_context)
+        self.timings = {"index_seconds": time.perf_counter() - started}
+        self.kn.fit(corpus)
+        valid_n, valid_inf = self.split_infinigram(corpus, "valid")
+        logprobs = np.stack([valid_inf, split_logprobs(self.kn, corpus, "valid")])
+        self.weights = fit_weights(logprobs, effective_n_bucket(valid_n), BUCKETS)   # (BUCKETS, 2)
+
     def split_infinigram(self, corpus, split: str) -> tuple[np.ndarray, np.ndarray]:
         """(effective n, log P∞) of every token of a split of `corpus`."""
-        return self.infinigram(*corpus.stream_for(split, history=self.max_context))
+        return self.sparse.score(*corpus.stream_for(split, history=self.max_context))
 
     def split_effective_n(self, corpus, split: str) -> np.ndarray:
         return self.split_infinigram(corpus, split)[0]
@@ -346,16 +365,11 @@ class InfiniGram(LanguageModel):
         return effective_n_bucket(effective_n)
 
     def score(self, stream: np.ndarray, start: int) -> np.ndarray:
-        n, logp = self.infinigram(stream, start)
+        n, logp = self.sparse.score(stream, start)
         weights = self.weights[effective_n_bucket(n)].T                              # (2, T)
         return mix_logprobs(np.stack([logp, self.kn.score(stream, start)]), weights)  # (2)
 
     def distribution(self, context: Sequence[int]) -> np.ndarray:
-        context = np.asarray(context, dtype=np.int64)[-self.max_context:]
-        stream = np.append(context, 0)                                    # any next token: s reads the context
-        length, b, e = self._longest_suffix(stream, len(context))
-        positions = self.index.sa[b[0]:e[0]].astype(np.int64) + length[0]
-        following = self.index.tokens[positions[positions < self.index.size]]
-        p_inf = np.bincount(following, minlength=self.vocab_size) / self._continued(length, b, e)[0]  # (1)
-        weight = self.weights[effective_n_bucket(length + 1)[0]]
+        n, p_inf = self.sparse.distribution(context)
+        weight = self.weights[effective_n_bucket(n)]
         return weight[0] * p_inf + weight[1] * self.kn.distribution(context)          # (2)

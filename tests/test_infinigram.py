@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from baselines.infinigram import BUCKETS, InfiniGram, SuffixIndex, effective_n_bucket
+from baselines.infinigram import BUCKETS, InfiniGram, SuffixIndex, UnboundedNgram, effective_n_bucket
 from lmbench.errors import LMBenchError
 from lmbench.model import split_logprobs
 from mixing import saved
@@ -70,7 +70,7 @@ def test_effective_n_and_p_inf_equal_brute_force(max_context):
     model = fitted(corpus, max_context=max_context)
     for split in ("valid", "test"):
         stream, start = corpus.stream_for(split)
-        n, logp = model.infinigram(stream, start)
+        n, logp = model.sparse.score(stream, start)
         want_n, want_p = brute_force(corpus.train.tolist(), stream.tolist(), start, max_context)
         assert n.tolist() == want_n
         assert np.allclose(np.exp(logp), want_p, rtol=0, atol=1e-12)
@@ -87,7 +87,7 @@ def test_random_streams_equal_brute_force():
         corpus = make_corpus(f"{words} {train}", valid, test)
         model = fitted(corpus)
         stream, start = corpus.stream_for("test")
-        n, logp = model.infinigram(stream, start)
+        n, logp = model.sparse.score(stream, start)
         want_n, want_p = brute_force(corpus.train.tolist(), stream.tolist(), start, 1000)
         assert n.tolist() == want_n and max(want_n) > 4
         assert np.allclose(np.exp(logp), want_p, rtol=0, atol=1e-12)
@@ -107,6 +107,12 @@ def test_buckets_and_bad_options():
     assert effective_n_bucket(np.array([1, 2, 15, 16, 400])).tolist() == [0, 1, 14, 15, 15]
     with pytest.raises(LMBenchError, match="max_context"):
         InfiniGram(max_context=0)
+    with pytest.raises(LMBenchError, match="max_context"):
+        UnboundedNgram(None, 3, max_context=-1)
+    with pytest.raises(LMBenchError, match="training ids"):
+        SuffixIndex.build(np.array([0, 3]), 3, ".")
+    with pytest.raises(LMBenchError, match="at least one token"):
+        SuffixIndex.build(np.array([], dtype=np.int32), 3, ".")
 
 
 def test_cli_infini_gram_and_bucketed_mix(tmp_path, capsys):
