@@ -251,7 +251,9 @@ class Reproduction:
             self.text is not None and row.method in BOUNDED_METHODS) else {}
         model = make_ngram(row.method, row.n, row.classes, row.min_ngram_count, row.cluster_passes,
                            **bounded).fit(self.corpus)
-        return saved.scored_splits(model, self.corpus, SPLITS)  # with the context buckets of deleted interpolation
+        # with the context buckets of deleted interpolation, the effective n of the infini-gram (whose
+        # train contexts occur in train itself: not scored)
+        return saved.scored_splits(model, self.corpus, SPLITS if row.method != "infini-gram" else ("valid", "test"))
 
     def _run_network(self, row: Row, extra: dict) -> dict:
         from neural.train import load_nplm, train_nplm
