@@ -97,13 +97,11 @@ METHODS: dict[str, Method] = {
 
 
 def infini_gram_figures(model, corpus) -> dict:
-    """The index's size and build time, and the share of test tokens by effective n."""
-    n = model.split_effective_n(corpus, "test")
+    """The index's size and build time, and the test tokens by effective n (InfiniGram.profile)."""
     return {"kn_order": model.kn.order, "index_bytes": model.index.nbytes,
             "index_bytes_per_token": round(model.index.nbytes / len(corpus.train), 3),
             "index_seconds": round(model.timings["index_seconds"], 3),
-            "test_effective_n": {"mean": round(float(n.mean()), 3),
-                                 **{f"share_{k}_or_more": round(float((n >= k).mean()), 4) for k in (2, 5, 10)}}}
+            "test_by_effective_n": model.profile(corpus, "test")}
 
 
 def make_model(args: argparse.Namespace) -> LanguageModel:

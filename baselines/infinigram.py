@@ -364,6 +364,23 @@ class InfiniGram(LanguageModel):
     def bucket_of(effective_n: np.ndarray) -> np.ndarray:
         return effective_n_bucket(effective_n)
 
+    def profile(self, corpus, split: str = "test") -> dict:
+        """Where the counts still win: per effective-n bucket (n = 1 .. 15, 16 for 16 and more) the
+        split's tokens, the share with P∞(w) > 0, and the mean natural-log probability of KN alone and of
+        the interpolated model (2)."""
+        n, logp = self.split_infinigram(corpus, split)
+        kn = split_logprobs(self.kn, corpus, split)
+        mixed = mix_logprobs(np.stack([logp, kn]), self.weights[effective_n_bucket(n)].T)
+        bucket = effective_n_bucket(n)
+        tokens = np.bincount(bucket, minlength=BUCKETS)
+        seen = np.maximum(tokens, 1)
+
+        def mean(values: np.ndarray) -> list[float]:
+            return np.round(np.bincount(bucket, weights=values, minlength=BUCKETS) / seen, 4).tolist()
+
+        return {"n": list(range(1, BUCKETS + 1)), "tokens": tokens.tolist(), "p_inf_nonzero": mean(np.isfinite(logp)),
+                "kn_mean_logprob": mean(kn), "mixed_mean_logprob": mean(mixed)}
+
     def score(self, stream: np.ndarray, start: int) -> np.ndarray:
         n, logp = self.sparse.score(stream, start)
         weights = self.weights[effective_n_bucket(n)].T                              # (2, T)

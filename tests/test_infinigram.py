@@ -94,7 +94,7 @@ def test_random_streams_equal_brute_force():
 
 
 def test_contract_distributions_and_scores():
-    corpus = make_corpus(TRAIN * 3, VALID, TEST)
+    corpus = make_corpus(" ".join([TRAIN] * 3), VALID, TEST)
     model = fitted(corpus)
     assert model.weights.shape == (BUCKETS, 2) and np.allclose(model.weights.sum(axis=1), 1)
     assert_normalised(model, corpus)
@@ -116,13 +116,16 @@ def test_buckets_and_bad_options():
 
 
 def test_cli_infini_gram_and_bucketed_mix(tmp_path, capsys):
-    paths = write_splits(tmp_path, train=TRAIN * 4, valid=VALID * 2, test=TEST * 2)
+    paths = write_splits(tmp_path, train=" ".join([TRAIN] * 4), valid=" ".join([VALID] * 2),
+                         test=" ".join([TEST] * 2))
     out = tmp_path / "infini.npz"
     code, stdout, stderr = run_cli(capsys, "ngram", "--method", "infini-gram", *corpus_args(paths),
                                    "--save-logprobs", out, "--json")
     assert code == 0, stderr
     result = json.loads(stdout)
     assert result["method"] == "infini-gram" and result["kn_order"] == 5
+    profile = result["test_by_effective_n"]
+    assert sum(profile["tokens"]) == len(TEST.split()) * 2 and len(profile["kn_mean_logprob"]) == BUCKETS
     arrays = saved.load(out)
     for split in ("valid", "test"):
         assert arrays[f"effective_n_{split}"].shape == arrays[split].shape
@@ -135,3 +138,12 @@ def test_cli_infini_gram_and_bucketed_mix(tmp_path, capsys):
     mixed = json.loads(stdout)
     assert mixed["method"] == "bucketed" and len(mixed["weights"]) == 1 + max(
         int(arrays["buckets_valid"].max()), int(arrays["buckets_test"].max()))
+
+
+def test_report_figure_of_test_tokens_by_effective_n(tmp_path):
+    from reports.figures import effective_n
+    corpus = make_corpus(" ".join([TRAIN] * 3), VALID, TEST)
+    profile = fitted(corpus).profile(corpus, "test")
+    assert sum(profile["tokens"]) == len(TEST.split()) and profile["n"] == list(range(1, BUCKETS + 1))
+    assert effective_n({"rows": [{"id": "infini-gram-kn-5", "effective_n": profile}]}, tmp_path).exists()
+    assert effective_n({"rows": [{"id": "kn-interp-5"}]}, tmp_path) is None  # a report without the row
