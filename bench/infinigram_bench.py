@@ -107,9 +107,10 @@ def main() -> None:
     print(f"{'tokens':>12} {'build s':>8} {'cpu s':>7} {'build GB':>9} {'B/token':>8} {'∞-gram tok/s':>13} "
           f"{'+ KN 5 tok/s':>13} {'test ppl':>9}")
     for r in figures["runs"]:
+        full = (f"{r['full_tokens_per_second']:13,} {r['full_test_perplexity']:9.2f}" if "full_tokens_per_second" in r
+                else f"{'not run':>13} {'-':>9}")
         print(f"{r['tokens']:>12,} {r['build_seconds']:8.1f} {r['build_cpu_seconds']:7.1f} {r['build_peak_gb']:9.2f} "
-              f"{r['index_bytes_per_token']:8.1f} {r['infinigram_tokens_per_second']:13,} "
-              f"{r.get('full_tokens_per_second', 0):13,} {r.get('full_test_perplexity', float('nan')):9.2f}")
+              f"{r['index_bytes_per_token']:8.1f} {r['infinigram_tokens_per_second']:13,} {full}")
     print(f"infini-gram's published index: {PUBLISHED_BYTES_PER_TOKEN} bytes a token")
     print(json.dumps(figures, indent=1))
     if args.out:
