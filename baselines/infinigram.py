@@ -16,7 +16,10 @@ every context, so s is the longest suffix with c(s .) > 0. s is chosen from the 
 P∞ is sparse (0 for a continuation never seen after s). The model of the suite, `InfiniGram`, is (1)
 interpolated with interpolated modified Kneser-Ney (baselines/kneser_ney.py, order 5 by default), with
 one pair of weights per effective-n bucket (n = 1 .. 15, and 16 or more together), fitted by EM on
-valid (lmbench/interpolation.py), as Liu et al. give their sparse and dense estimates weights of their own:
+valid (lmbench/interpolation.py) and shrunk by one pseudo-token per part ((T_q lambda + 1) / (T_q + 2)
+for the T_q valid tokens of bucket q: nothing on AP's buckets of thousands of tokens, but a bucket of a
+few tokens that P∞ all predicted keeps weight on KN), as Liu et al. give their sparse and dense
+estimates weights of their own:
 
     P(w | context) = lambda_q P∞(w | context) + (1 - lambda_q) P_KN(w | last N-1 words),  q = bucket(n). (2)
 
@@ -351,7 +354,11 @@ class InfiniGram(LanguageModel):
         self.kn.fit(corpus)
         valid_n, valid_inf = self.split_infinigram(corpus, "valid")
         logprobs = np.stack([valid_inf, split_logprobs(self.kn, corpus, "valid")])
-        self.weights = fit_weights(logprobs, effective_n_bucket(valid_n), BUCKETS)   # (BUCKETS, 2)
+        buckets = effective_n_bucket(valid_n)
+        tokens = np.bincount(buckets, minlength=BUCKETS)[:, None]
+        # EM's weights, each bucket's shrunk by one pseudo-token per part (Laplace's rule): a bucket whose
+        # few valid tokens the ∞-gram all predicted would otherwise leave KN no weight at all.
+        self.weights = (fit_weights(logprobs, buckets, BUCKETS) * tokens + 1) / (tokens + 2)   # (BUCKETS, 2)
 
     def split_infinigram(self, corpus, split: str) -> tuple[np.ndarray, np.ndarray]:
         """(effective n, log P∞) of every token of a split of `corpus`."""
