@@ -34,7 +34,7 @@ big-endian ids is their numeric order; infini-gram's own index does the same). A
 from PyPI as a wheel. Beside the array, the key of every suffix in its order: its first `group` ids
 (+ 1, 0 past the end of train) packed into one int64 (4 ids of 15 bits for AP), so that the block of
 any pattern's first 4 tokens is one np.searchsorted, in C. Ids (2 bytes a token), array (int32, 4
-bytes, while 2N bytes < 2^31, else int64) and keys (8 bytes) are .npy files, memory-mapped: 14 bytes
+bytes, while the ids' bytes number < 2^31, else int64) and keys (8 bytes) are .npy files, memory-mapped: 14 bytes
 a token for AP, where infini-gram's index takes 7 (2-byte ids, 5-byte pointers): the keys are a
 speed table (scoring is about 6 times slower through the array alone). The build's peak is
 libdivsufsort's int32 array over the 2N id bytes (8 bytes a token) with its filtered copies (8 + 2)
@@ -123,9 +123,7 @@ class SuffixIndex:
         if train.min() < 0 or train.max() >= vocab_size:
             raise LMBenchError(f"training ids must lie in [0, {vocab_size}): prepare the corpus with its vocabulary")
         tokens = train.astype(np.uint16 if vocab_size <= 1 << 16 else np.uint32)
-        sa = divsufsort(tokens)  # suffixes of the big-endian bytes, kept at whole-token offsets
-        if 2 * len(tokens) >= 1 << 31:
-            sa = sa.astype(np.int64, copy=False)
+        sa = divsufsort(tokens)  # suffixes of the big-endian bytes at whole-token offsets; int64 past 2^31 bytes
         bits, group = key_layout(vocab_size)
         keys = np.zeros(len(sa), dtype=np.int64)
         for lo in range(0, len(sa), BUILD_CHUNK):  # id + 1 of each suffix's k-th token, 0 past the end of train
