@@ -45,10 +45,10 @@ def fitted(corpus, **options):
     return InfiniGram(**options).fit(corpus)
 
 
-def test_counts_equal_brute_force_for_every_ngram():
+def test_counts_equal_brute_force_for_every_ngram(tmp_path):
     rng = np.random.default_rng(1)
     train = rng.integers(0, 4, size=300)
-    index = SuffixIndex.build(train, 5, _tmp_folder(rng))
+    index = SuffixIndex.build(train, 5, tmp_path)
     suffixes = sorted(range(len(train)), key=lambda p: train[p:].tolist())
     assert index.sa.tolist() == suffixes
     text = train.tolist()
@@ -57,11 +57,6 @@ def test_counts_equal_brute_force_for_every_ngram():
             gram = text[p:p + n]
             assert index.count(gram) == sum(text[q:q + n] == gram for q in range(len(text) - n + 1))
     assert index.count([4]) == 0 and index.count([0, 4, 1]) == 0 and index.count([]) == len(train)
-
-
-def _tmp_folder(rng):
-    import tempfile
-    return tempfile.mkdtemp(prefix=f"infinigram-test-{rng.integers(1 << 30)}-")
 
 
 @pytest.mark.parametrize("max_context", [1000, 3])
@@ -103,16 +98,16 @@ def test_contract_distributions_and_scores():
     assert np.isfinite(split_logprobs(model, corpus, "test")).all()
 
 
-def test_buckets_and_bad_options():
+def test_buckets_and_bad_options(tmp_path):
     assert effective_n_bucket(np.array([1, 2, 15, 16, 400])).tolist() == [0, 1, 14, 15, 15]
     with pytest.raises(LMBenchError, match="max_context"):
         InfiniGram(max_context=0)
     with pytest.raises(LMBenchError, match="max_context"):
         UnboundedNgram(None, 3, max_context=-1)
     with pytest.raises(LMBenchError, match="training ids"):
-        SuffixIndex.build(np.array([0, 3]), 3, ".")
+        SuffixIndex.build(np.array([0, 3]), 3, tmp_path)
     with pytest.raises(LMBenchError, match="at least one token"):
-        SuffixIndex.build(np.array([], dtype=np.int32), 3, ".")
+        SuffixIndex.build(np.array([], dtype=np.int32), 3, tmp_path)
 
 
 def test_cli_infini_gram_and_bucketed_mix(tmp_path, capsys):
