@@ -17,7 +17,7 @@ AP_DIR ?= $(abspath ../shared/corpora/ap89)
 export AP_DIR
 endif
 
-.PHONY: install test test-fast bench bench-scale reproduce-brown reproduce-ap compare report-check
+.PHONY: install test test-fast bench bench-scale bench-infinigram reproduce-brown reproduce-ap compare report-check
 
 install: $(VENV)/.installed
 
@@ -48,13 +48,20 @@ bench: install
 	$(PY) bench/pipeline_bench.py
 
 # Interpolated KN 5 from 1M to ~100M training tokens (AP 1989's train, then text sampled from a KN 4-gram
-# of it): peak memory and time per stage, in memory and in bounded memory (--memory). Not in CI: it runs
+# of it): peak memory and time per stage, in memory and in bounded memory (--memory); then the
+# infini-gram's index and scoring (bench/infinigram_bench.py, on permuted copies). Not in CI: it runs
 # long, and the bounded build's files take about 110 bytes of temporary disk per training token (3 GB at
 # 28M tokens). TOKENS="1000000 14000000 100000000" MEMORY=600M TMP_DIR=DIR;
 # PERMUTED=1 extends AP by permuted copies of it instead of sampled text (built in seconds).
 bench-scale: install
 	$(PY) bench/scale_bench.py $(if $(TOKENS),--tokens $(TOKENS)) $(if $(MEMORY),--memory $(MEMORY)) \
 		$(if $(TMP_DIR),--tmp-dir $(TMP_DIR)) $(if $(PERMUTED),--permuted)
+	$(PY) bench/infinigram_bench.py $(if $(TOKENS),--tokens $(TOKENS)) $(if $(TMP_DIR),--tmp-dir $(TMP_DIR))
+
+# The infini-gram's index (build seconds, peak GB, bytes per token) and scoring speed, 1M to ~100M
+# tokens of AP 1989's train extended by permuted copies (bench-scale runs it too); TOKENS=, TMP_DIR=.
+bench-infinigram: install
+	$(PY) bench/infinigram_bench.py $(if $(TOKENS),--tokens $(TOKENS)) $(if $(TMP_DIR),--tmp-dir $(TMP_DIR))
 
 # The paper's tables end to end; QUICK=1 runs the same pipeline on a small slice in under a minute,
 # SKIP=network leaves out the rows of a kind (listed as not run); EXTRA=energy adds the named optional

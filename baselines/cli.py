@@ -1,10 +1,14 @@
 """`lmbench ngram`: fit an n-gram baseline and print its train/valid/test perplexity.
 
-    lmbench ngram --method {add-one-unigram,deleted-interpolation,katz,kneser-ney,kneser-ney-backoff,class}
+    lmbench ngram --method {add-one-unigram,deleted-interpolation,katz,kneser-ney,kneser-ney-backoff,class,
+                            infini-gram}
                   --order N [--classes C] [--min-ngram-count C] [--memory SIZE [--tmp-dir DIR]]
                   [--arpa OUT] [--save-logprobs OUT.npz] [corpus options] [--json]
 
-The methods are `baselines.methods.METHODS`; this file reads the options and runs one.
+The methods are `baselines.methods.METHODS`; this file reads the options and runs one. For infini-gram
+(the ∞-gram interpolated with interpolated KN, baselines/infinigram.py) --order is the KN model's order,
+train is not scored (its contexts occur in train itself), and the figures add the index and the test
+tokens' effective n.
 """
 
 from __future__ import annotations
@@ -16,6 +20,14 @@ from corpora.cli import add_corpus_options, load_corpus
 from lmbench.errors import LMBenchError
 from lmbench.model import split_perplexity
 from lmbench.options import integer, output_directory, output_file
+
+
+def infini_gram_figures(model, corpus) -> dict:
+    """The index's size and build time, and the test tokens by effective n (InfiniGram.profile)."""
+    return {"kn_order": model.kn.order, "index_bytes": model.index.nbytes,
+            "index_bytes_per_token": round(model.index.nbytes / len(corpus.train), 3),
+            "index_seconds": round(model.timings["index_seconds"], 3),
+            "test_by_effective_n": model.profile(corpus, "test")}
 
 
 def byte_size(text: str) -> int:
@@ -79,10 +91,13 @@ def run(args: argparse.Namespace) -> dict:
               "vocab_size": len(corpus.vocab)}
     if args.min_ngram_count > 1:
         result["min_ngram_count"] = args.min_ngram_count
-    for split in ("train", "valid", "test"):
+    # The infini-gram on train would read every context back from train itself: not scored.
+    for split in ("valid", "test") if args.method == "infini-gram" else ("train", "valid", "test"):
         result[f"{split}_perplexity"] = split_perplexity(model, corpus, split)
     result.update(build_seconds=round(build_seconds, 3),
                   score_seconds=round(time.perf_counter() - started, 3))
+    if args.method == "infini-gram":
+        result.update(infini_gram_figures(model, corpus))
     if args.save_logprobs:
         from mixing import saved
         saved.save(args.save_logprobs, saved.scored_splits(model, corpus))

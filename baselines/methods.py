@@ -13,7 +13,8 @@ from lmbench.errors import LMBenchError
 from lmbench.model import LanguageModel
 
 CLUSTER_PASSES = 20  # exchange-clustering passes of the class n-gram
-BOUNDED_METHODS = ("deleted-interpolation", "katz", "kneser-ney", "kneser-ney-backoff", "class")  # take --memory
+BOUNDED_METHODS = ("deleted-interpolation", "katz", "kneser-ney", "kneser-ney-backoff", "class",
+                   "infini-gram")  # take --memory (infini-gram: its KN part; the index is memory-mapped)
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,14 @@ def _class(options):
                       options.classes, max_iters=options.cluster_passes)
 
 
+def _infini_gram(options):
+    from baselines.infinigram import InfiniGram
+    if options.min_ngram_count > 1:
+        raise LMBenchError("--min-ngram-count applies to back-off models, and infini-gram interpolates "
+                           "interpolated KN: drop --min-ngram-count")
+    return InfiniGram(options.order, memory=options.memory, tmp_dir=options.tmp_dir)
+
+
 METHODS: dict[str, Method] = {
     "add-one-unigram": Method(_add_one_unigram, 1, 1, 1),
     "deleted-interpolation": Method(_deleted_interpolation, 3, 3, 3),
@@ -86,6 +95,7 @@ METHODS: dict[str, Method] = {
     "kneser-ney": Method(_kneser_ney, 2, 6, 5),
     "kneser-ney-backoff": Method(_kneser_ney_backoff, 2, 6, 3),
     "class": Method(_class, 2, 5, 3),
+    "infini-gram": Method(_infini_gram, 2, 6, 5),
 }
 
 

@@ -1,7 +1,9 @@
 """`lmbench mix A.npz B.npz ...`: interpolate saved per-token log-probabilities, retraining nothing.
 
 The files are those of `mixing.saved` (written by `lmbench ngram --save-logprobs` or the reproduce
-pipeline). Weights are fitted on valid and applied to test.
+pipeline). Weights are fitted on valid and applied to test. `--buckets-from` a deleted-interpolation or
+infini-gram file fits one weight vector per bucket of its contexts (frequency, or effective n), and
+makes bucketed the default method.
 """
 
 from __future__ import annotations
@@ -19,20 +21,25 @@ from mixing import saved
 def register(subparsers) -> None:
     parser = subparsers.add_parser("mix", help="interpolate models from their saved per-token log-probabilities")
     parser.add_argument("logprobs", nargs="+", type=existing_file, help=".npz files with `valid` and `test` arrays")
-    parser.add_argument("--method", choices=("fixed", "em", "bucketed"), default="em",
-                        help="fixed weights, one EM-fitted weight vector, or one per context bucket")
+    parser.add_argument("--method", choices=("fixed", "em", "bucketed"), default=None,
+                        help="fixed weights, one EM-fitted weight vector, or one per context bucket (default: "
+                             "bucketed with --buckets-from, else em)")
     parser.add_argument("--weights", type=number(0, 1), nargs="+", help="fixed: one weight per file, summing to 1")
     parser.add_argument("--buckets-from", type=existing_file,
-                        help="bucketed: the .npz holding buckets_valid / buckets_test (deleted interpolation)")
+                        help="bucketed: the .npz holding buckets_valid / buckets_test (deleted interpolation: "
+                             "context frequency; infini-gram: effective n)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> dict:
+    if args.method is None:
+        args.method = "bucketed" if args.buckets_from else "em"
     if args.method == "fixed" and not args.weights:
         raise LMBenchError("--method fixed needs --weights with one weight per file, summing to 1")
     if args.method == "bucketed" and args.buckets_from is None:
-        raise LMBenchError("--method bucketed needs --buckets-from DI.npz (a deleted-interpolation file)")
+        raise LMBenchError("--method bucketed needs --buckets-from FILE.npz (a deleted-interpolation or "
+                           "infini-gram file)")
     parts = [saved.load(path) for path in args.logprobs]
     buckets = saved.load(args.buckets_from) if args.buckets_from else None
     mixed, weights = saved.mix_saved(parts, args.method, args.weights, buckets)

@@ -2,7 +2,9 @@
 
 A file (.npz) holds `valid` and `test`: the natural-log probability of every token of the split; a
 deleted-interpolation file also holds `buckets_valid` and `buckets_test`, the frequency buckets of
-the contexts, for context-conditional weights.
+the contexts, for context-conditional weights; an infini-gram file holds `effective_n_valid` and
+`effective_n_test`, the effective n of every token, and as buckets their weight buckets (n = 1 .. 15,
+16 and more).
 """
 
 from __future__ import annotations
@@ -20,7 +22,11 @@ from lmbench.interpolation import fit_weights, mix_logprobs
 def scored_splits(model: LanguageModel, corpus, splits=("valid", "test")) -> dict[str, np.ndarray]:
     """The model's log-probabilities of each split of `corpus`, and its context buckets when it has them."""
     arrays = {split: split_logprobs(model, corpus, split) for split in splits}
-    if hasattr(model, "split_buckets"):
+    if hasattr(model, "split_effective_n"):
+        for split in splits:
+            arrays[f"effective_n_{split}"] = model.split_effective_n(corpus, split)
+            arrays[f"buckets_{split}"] = model.bucket_of(arrays[f"effective_n_{split}"])
+    elif hasattr(model, "split_buckets"):
         arrays.update({f"buckets_{split}": model.split_buckets(corpus, split) for split in splits})
     return arrays
 
@@ -75,8 +81,8 @@ def mix_saved(parts: list[dict[str, np.ndarray]], method: str, weights=None,
         weights = fit_weights(valid)[0]
     elif method == "bucketed":
         if buckets is None or "buckets_valid" not in buckets:
-            raise LMBenchError("bucketed mixing needs the context buckets of a deleted-interpolation model "
-                               "(its saved log-probabilities)")
+            raise LMBenchError("bucketed mixing needs the context buckets of a deleted-interpolation or "
+                               "infini-gram model (its saved log-probabilities)")
         n_buckets = int(max(buckets["buckets_valid"].max(), buckets["buckets_test"].max())) + 1
         table = fit_weights(valid, buckets["buckets_valid"], n_buckets)  # (B, K)
         mixed = {"valid": mix_logprobs(valid, table[buckets["buckets_valid"]].T),

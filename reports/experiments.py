@@ -70,6 +70,12 @@ def kn5_mixtures(rows: list[Row], label=lambda row: f"{row.model} + KN interpola
             for row in rows if row.kind == "network"]
 
 
+def infini_gram_row() -> Row:
+    """The ∞-gram (issue 37, baselines/infinigram.py) interpolated with interpolated KN 5 by EM weights
+    per effective n, fitted on valid: a row of every table (cheap: a suffix array and KN 5)."""
+    return Row("infini-gram-kn-5", "ngram", "∞-gram + KN interpolated 5", n=5, method="infini-gram")
+
+
 # Our rows for the time-to-perplexity figure: MLP1 trained with each objective besides the default. The
 # full softmax gets one epoch only (about 3.5 minutes on 2 cores, where a sampled epoch takes seconds):
 # its point shows where it stands at equal time, not where it converges.
@@ -106,6 +112,7 @@ def brown_rows(corpus=None) -> list[Row]:
                  min_ngram_count=SRILM_CUTOFF, cluster_passes=CLUSTER_PASSES, paper_model="class-based back-off")
              for n, c in [(3, 150), (3, 200), (3, 500), (3, 1000), (3, 2000), (4, 500), (5, 500)]]
     rows += [Row(f"kn-interp-{n}", "ngram", "Kneser-Ney interpolated", n=n, method="kneser-ney") for n in (3, 4, 5)]
+    rows.append(infini_gram_row())
     rows += [Row(f"kn-backoff-nocut-{n}", "ngram", "Kneser-Ney back-off, no cutoffs", n=n,
                  method="kneser-ney-backoff") for n in (3, 5)]
     rows += [Row(f"katz-{n}", "ngram", "Katz back-off", n=n, method="katz") for n in (3, 4, 5)]
@@ -160,6 +167,7 @@ def ap_rows(corpus=None) -> list[Row]:
             Row("del-int", "ngram", "Del. Int.", n=3, method="deleted-interpolation", paper_model="Del. Int.")]
     rows += _kn_rows((3, 4, 5), "Back-off KN")
     rows += [Row(f"kn-interp-{n}", "ngram", "Kneser-Ney interpolated", n=n, method="kneser-ney") for n in (3, 4, 5)]
+    rows.append(infini_gram_row())
     rows += [mixture("mlp-ap-del-int-em", "MLP + Del. Int.", "EM", ("mlp-ap", "del-int")),
              mixture("mlp-ap-del-int-bucketed", "MLP + Del. Int.", "EM per bucket", ("mlp-ap", "del-int"))]
     return rows + kn5_mixtures(rows) + (ours_rows(corpus) if corpus is not None else [])
@@ -194,7 +202,7 @@ def text_rows(vocab_size: int, networks: tuple[str, ...] | None = None, only: st
     interpolated = [Row(f"kn-interp-{n}", "ngram", "Kneser-Ney interpolated", n=n, method="kneser-ney")
                     for n in (3, 4, 5)]
     ngrams = [trigram] + _kn_rows((3, 4, 5), None) + interpolated
-    ngrams += [Row("katz-3", "ngram", "Katz back-off", n=3, method="katz")]
+    ngrams += [infini_gram_row(), Row("katz-3", "ngram", "Katz back-off", n=3, method="katz")]
     ngrams += [Row(f"class-3-{c}", "ngram", "class-based back-off", n=3, classes=c, method="class",
                    min_ngram_count=SRILM_CUTOFF, cluster_passes=CLUSTER_PASSES) for c in class_counts(vocab_size)]
     chosen = [name for name in TABLE1_NETWORKS if networks is None or name.lower() in networks]

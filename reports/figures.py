@@ -230,6 +230,29 @@ def context_size(results: dict, directory: Path) -> Path | None:
     return save_figure(fig, directory, "context_size")
 
 
+def effective_n(results: dict, directory: Path) -> Path | None:
+    """The ∞-gram row's test tokens by effective n (issue 37): the share of tokens in each bucket, and
+    per bucket the mean log-probability of KN 5 alone and of ∞-gram + KN 5 (where the counts still win)."""
+    row = by_id(results).get("infini-gram-kn-5")
+    if not row or not row.get("effective_n"):
+        return None
+    profile = row["effective_n"]
+    n, tokens = np.array(profile["n"]), np.array(profile["tokens"], dtype=float)
+    fig, (share, logprob) = plt.subplots(2, 1, figsize=(7, 5.5), sharex=True)
+    share.bar(n, tokens / tokens.sum(), color="0.6", label="share of test tokens")
+    share.plot(n, np.array(profile["p_inf_nonzero"]) * tokens / tokens.sum(), "o-", color="C2",
+               label="... with P∞(w) > 0")
+    share.set(ylabel="share of test tokens", title="Test tokens by the ∞-gram's effective n")
+    share.legend(fontsize=8)
+    filled = tokens > 0
+    for key, label in (("kn_mean_logprob", "interpolated KN 5"), ("mixed_mean_logprob", "∞-gram + KN 5")):
+        logprob.plot(n[filled], np.array(profile[key])[filled], marker="o", label=label)
+    logprob.set(xlabel="effective n (length of the matched suffix + 1; 16: 16 or more)",
+                ylabel="mean log-probability", xticks=n)
+    logprob.legend(fontsize=8)
+    return save_figure(fig, directory, "effective_n")
+
+
 SHOWN_WORDS = 120  # the most frequent words of the embedding drawn in the word-vector figure
 LABEL_OFFSETS = [(3, 2, "left", "bottom"), (3, -2, "left", "top"), (-3, 2, "right", "bottom"),
                  (-3, -2, "right", "top"), (0, 5, "center", "bottom"), (0, -5, "center", "top")]
@@ -309,6 +332,6 @@ def draw_all(results: dict, table, directory: Path) -> list[Path]:
     def draw() -> list[Path]:
         drawn = [learning_curves(results, directory), time_to_perplexity(results, directory),
                  paper_vs_ours(results, table, directory),
-                 context_size(results, directory), word_vectors(results, directory)]
+                 context_size(results, directory), word_vectors(results, directory), effective_n(results, directory)]
         return [path for path in drawn if path is not None]
     return drawn_once(directory, "report", results, (DRAWING_CODE,), draw)

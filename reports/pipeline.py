@@ -269,7 +269,11 @@ class Reproduction:
             self.text is not None and row.method in BOUNDED_METHODS) else {}
         model = make_ngram(NGramOptions(row.method, row.n, row.classes, row.min_ngram_count, row.cluster_passes,
                                         **bounded)).fit(self.corpus)
-        return saved.scored_splits(model, self.corpus, SPLITS)  # with the context buckets of deleted interpolation
+        if row.method == "infini-gram":  # test tokens by effective n, for the report's figure
+            extra["effective_n"] = model.profile(self.corpus, "test")
+        # with the context buckets of deleted interpolation, the effective n of the infini-gram (whose
+        # train contexts occur in train itself: not scored)
+        return saved.scored_splits(model, self.corpus, SPLITS if row.method != "infini-gram" else ("valid", "test"))
 
     def _run_network(self, row: Row, extra: dict) -> dict:
         from neural.train import load_nplm, train_nplm
