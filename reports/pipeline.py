@@ -5,6 +5,9 @@ log-probabilities in runs/<corpus>/logprobs/<id>.npz), keyed by a fingerprint of
 and the corpus's content: a re-run skips finished rows, an edited corpus file re-runs them all, and an
 interrupted NPLM resumes from its checkpoint.
 Mixture rows read the saved log-probabilities of their parts, so nothing is retrained.
+Every row keeps the bootstrap blocks of valid and test (lmbench.bootstrap: per-block sums of
+log-probabilities and token counts) and the 95% interval of each perplexity; a row cached before rows
+kept them gets them from its saved log-probabilities.
 Each kind of row runs through its entry of RUNNERS (the order of the stages, and the method).
 """
 
@@ -25,10 +28,11 @@ import numpy as np
 from tqdm import tqdm
 
 from corpora.corpus import SPLITS, Corpus, slice_corpus
-from lmbench import __version__
+from lmbench import __version__, bootstrap
 from lmbench.errors import LMBenchError
 from lmbench.files import DamagedFile, atomic_write_text, read_checked, set_aside, write_checked
 from lmbench.model import perplexity, split_logprobs, split_perplexity
+from lmbench.schema import check
 from mixing import saved
 from reports.experiments import EXTRA_ROWS, OURS, ROWS, Row, ours_rows, text_rows
 from reports.provenance import checked_state, code_state
@@ -117,6 +121,7 @@ class Reproduction:
         self.rows: list[Row] = []  # set once the corpus is loaded (a user's class counts follow its |V|)
         self.corpus: Corpus | None = None
         self.digest = ""
+        self._blocks: dict[str, tuple[np.ndarray, str]] = {}  # split: its bootstrap blocks (ends, rule)
 
     def table_rows(self) -> list[Row]:
         """The table's rows (NPLM (ours) among them) and the optional groups asked for; on a user's corpus,
@@ -198,11 +203,11 @@ class Reproduction:
                                   fix="delete it to run the row again")
             if result.get("fingerprint") != self.fingerprint(row):
                 return None
-            saved.load(logprobs)  # every byte checked, since mixtures read it
+            arrays = saved.load(logprobs)  # every byte checked, since mixtures read it
         except DamagedFile as damage:
             set_aside(damage.path, damage)
             return None
-        return result
+        return result if "blocks" in result else {**result, **self.intervals(arrays)}
 
     def run(self, skip: frozenset[str] = frozenset()) -> dict:
         """Run every row not cached, except the rows of the kinds in `skip` (and mixtures of them),
@@ -238,9 +243,27 @@ class Reproduction:
         result = {**row.to_dict(), "fingerprint": self.fingerprint(row), "seconds": seconds, **extra}
         for split in SPLITS:
             result[f"{split}_ppl"] = perplexity(logprobs[split]) if split in logprobs else None
+        result.update(self.intervals(logprobs))
         log.info("row %s: valid %.1f test %.1f (%.0f s)", row.id, result["valid_ppl"], result["test_ppl"],
                  result["seconds"])
         return result
+
+    def block_ends(self, split: str) -> tuple[np.ndarray, str]:
+        """The bootstrap blocks of a split of the corpus (lmbench.bootstrap.block_ends): documents where
+        the vocabulary has `</d>`."""
+        if split not in self._blocks:
+            vocab = self.corpus.vocab
+            end_id = vocab.id(bootstrap.DOCUMENT_END) if bootstrap.DOCUMENT_END in vocab else None
+            self._blocks[split] = bootstrap.block_ends(self.corpus.split(split), end_id)
+        return self._blocks[split]
+
+    def intervals(self, logprobs: dict) -> dict:
+        """`{split}_ppl_ci95` of valid and test (those scored), and `blocks`, each split's block sums
+        from which they are computed."""
+        blocks = {split: bootstrap.row_blocks(logprobs[split], self.block_ends(split)[0])
+                  for split in ("valid", "test") if split in logprobs}
+        return {**{f"{split}_ppl_ci95": list(bootstrap.split_interval(found)) for split, found in blocks.items()},
+                "blocks": blocks}
 
     def _save_row_logprobs(self, row: Row, logprobs: dict) -> None:
         saved.save(self._logprobs_path(row.id), {k: v for k, v in logprobs.items() if not k.endswith("train")},
@@ -314,12 +337,18 @@ class Reproduction:
             "meta": {**run_metadata(seconds, self.code),
                      "rows_seconds": round(sum(r["seconds"] or 0 for r in rows), 1)},
             "rows": rows,
+            "bootstrap": {"resamples": bootstrap.RESAMPLES, "seed": bootstrap.SEED, "interval": "95% percentile",
+                          "blocks": {split: self.block_ends(split)[1] for split in ("valid", "test")}},
         }
         if embedding:
             results["neighbors"] = {"row": embedding["row"], "words": embedding.pop("neighbors")}
             results["embedding"] = embedding
+        text = json.dumps(results, indent=1, default=str)
+        check("results", json.loads(text), fix=f"nothing was written to {self.report_dir}: a row's runner gave "
+              "a value that is no number (a network that diverged?); delete that row's runs/.../rows/ID.json "
+              "to run it again, or report the bug")
         self.report_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.report_dir / "results.json", json.dumps(results, indent=1, default=str))
+        atomic_write_text(self.report_dir / "results.json", text)
         return results
 
 
