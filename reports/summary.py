@@ -8,6 +8,10 @@ them), alone and mixed with KN 5. Test perplexity, and its
 ratio to KN 5's. "Best" is chosen on valid perplexity, never on test. A row missing from a
 results.json (not in that run, or left out by --skip) is shown as not run.
 
+Where the rows keep their bootstrap blocks (lmbench.bootstrap), the table gives each test perplexity's
+95% interval, "188.9 [186.8, 191.0]", and the figure each ratio's, by the paired test against KN 5 on
+the same blocks, as error bars.
+
 Nothing here trains or scores a model: the table and the figure (one group of bars per corpus,
 perplexity relative to KN 5) are rebuilt from the results.json files alone, at the top of every
 report (`lmbench report NAME`) and as results/summary.md and results/summary.png
@@ -22,6 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lmbench.bootstrap import paired_splits
 from lmbench.errors import LMBenchError
 
 from reports.records import by_id, load_results, paper_network
@@ -61,9 +66,16 @@ def _mixed_with(rows: dict, network: dict | None, partner: dict | None) -> dict 
                  and sorted(row["parts"]) == sorted([network["id"], partner["id"]])), None)
 
 
+def _ratio_interval(row: dict, kn5: dict) -> list[float] | None:
+    """The 95% interval of the row's test perplexity / KN 5's, by the paired test on their test blocks."""
+    blocks = [found.get("blocks", {}).get("test") for found in (row, kn5)]
+    return None if row is kn5 or not all(blocks) else [1 + bound for bound in paired_splits(*blocks)[1]]
+
+
 def corpus_line(name: str, results: dict) -> dict:
     """One corpus's entries: for KN 5 and each of ENTRIES, the row's id, label and test perplexity
-    (None: not run) and its ratio to KN 5's."""
+    (None: not run) and its ratio to KN 5's, and their 95% intervals `ci95` and `ratio_ci95` (None:
+    the rows keep no blocks)."""
     rows = by_id(results)
     kn5 = next((row for row in rows.values() if row["method"] == "kneser-ney" and row["n"] == 5 and _ran(row)), None)
     paper = _best_on_valid(rows, lambda row: paper_network(row, rows) and not row["mix"])
@@ -75,7 +87,9 @@ def corpus_line(name: str, results: dict) -> dict:
     for entry, row in found.items():
         ppl = row["test_ppl"] if _ran(row) else None
         line[entry] = {"id": row and row["id"], "model": row and row["model"], "test_ppl": ppl,
-                       "ratio": None if ppl is None or kn5 is None else ppl / kn5["test_ppl"]}
+                       "ratio": None if ppl is None or kn5 is None else ppl / kn5["test_ppl"],
+                       "ci95": row.get("test_ppl_ci95") if ppl is not None else None,
+                       "ratio_ci95": None if ppl is None or kn5 is None else _ratio_interval(row, kn5)}
     return line
 
 
@@ -115,7 +129,8 @@ def _cell(entry: dict) -> str:
     if entry["test_ppl"] is None:
         return NOT_RUN
     ratio = "" if entry["ratio"] is None else f" ({100 * (entry['ratio'] - 1):+.1f}%)"
-    return f"{entry['test_ppl']:.1f}{ratio}"
+    interval = "" if entry["ci95"] is None else f" [{entry['ci95'][0]:.1f}, {entry['ci95'][1]:.1f}]"
+    return f"{entry['test_ppl']:.1f}{interval}{ratio}"
 
 
 def summary_frame(lines: list[dict]) -> pd.DataFrame:
@@ -130,7 +145,8 @@ def summary_frame(lines: list[dict]) -> pd.DataFrame:
 
 
 def summary_figure(lines: list[dict], path: Path) -> Path | None:
-    """Bars of test perplexity / KN 5's, one group per corpus, a line at 1 (KN 5 itself)."""
+    """Bars of test perplexity / KN 5's, one group per corpus, a line at 1 (KN 5 itself), and the ratios'
+    95% intervals as error bars where the rows have them."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -145,10 +161,15 @@ def summary_figure(lines: list[dict], path: Path) -> Path | None:
     for i, entry in enumerate(ENTRIES):
         x = np.arange(len(lines)) + (i - (len(ENTRIES) - 1) / 2) * width
         ratios = [line[entry]["ratio"] for line in lines]
+        intervals = [line[entry]["ratio_ci95"] for line in lines]
+        errors = np.array([[ratio - found[0], found[1] - ratio] if found else [0.0, 0.0]
+                           for ratio, found in zip(ratios, intervals)]).T
         ax.bar(x, [r if r is not None else 0 for r in ratios], width, label=ENTRIES[entry], color=f"C{i}",
-               hatch="//" if entry.endswith("KN 5") else None, edgecolor="white")
-        for position, ratio in zip(x, ratios):
-            ax.annotate(NOT_RUN if ratio is None else f"{ratio:.2f}", (position, ratio or 0), xytext=(0, 2),
+               hatch="//" if entry.endswith("KN 5") else None, edgecolor="white",
+               yerr=errors if any(intervals) else None, error_kw={"elinewidth": 0.8, "capsize": 1.5})
+        for position, ratio, found in zip(x, ratios, intervals):  # above the bar, or its error bar
+            ax.annotate(NOT_RUN if ratio is None else f"{ratio:.2f}", (position, found[1] if found else ratio or 0),
+                        xytext=(0, 2),
                         textcoords="offset points", ha="center", va="bottom", fontsize=7,
                         rotation=90 if ratio is None else 0, color="dimgrey" if ratio is None else "black")
     ax.axhline(1.0, color="black", lw=1, ls="--", label="interpolated KN 5")

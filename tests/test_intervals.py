@@ -14,10 +14,11 @@ import pytest
 from lmbench import bootstrap
 from lmbench.files import write_checked
 from lmbench.schema import problems
-from reports import pipeline
+from reports import pipeline, summary
 from reports.claims import check_claims
 from reports.experiments import Row
 from reports.records import load_results
+from reports.tables import comparison, to_markdown
 from tests.helpers import markov_text
 from tests.lm_checks import make_corpus
 from tests.test_reports import fake_results
@@ -135,3 +136,41 @@ def test_committed_results_without_blocks_keep_their_verdicts_and_have_no_interv
         {k: c[k] for k in ("claim", "ours", "verdict")} for c in committed]
     for claim in claims:
         assert claim["verdict"] == "not run" or (claim["difference_ci95"] is None and claim["significant"] is None)
+
+
+@pytest.mark.parametrize("corpus", ["brown", "text"])
+def test_the_table_shows_each_interval_beside_its_perplexity(corpus):
+    results = fake_results({"kn-interp-5": 188.94}, corpus)
+    for row in results["rows"]:
+        row["test_ppl_ci95"] = [row["test_ppl"] - 2.14, row["test_ppl"] + 2.06]
+    frame = comparison(results)
+    ours = "test ours" if corpus == "brown" else "test"
+    columns = list(frame.columns)
+    assert columns[columns.index(ours) + 1] == "test 95% CI" and "valid 95% CI" not in columns
+    kn5 = frame[frame["id"] == "kn-interp-5"].iloc[0]
+    assert (kn5[ours], kn5["test 95% CI"]) == (188.9, "[186.8, 191.0]")
+    assert re.search(r"\|\s*188\.9\s*\|\s*\[186\.8, 191\.0\]\s*\|", to_markdown(frame))
+
+
+def test_the_summary_gives_each_perplexitys_interval_and_each_ratios_paired_one(tmp_path, monkeypatch):
+    """KN 5 at 200 and the best paper-shape network at 190 with blocks: the cell gives the interval of
+    the perplexity, the line the paired interval of the ratio (0.95, within a percent), and the
+    figure draws it as an error bar; a corpus without blocks keeps its cell as it was."""
+    results = with_blocks(fake_results({"kn-interp-5": 200.0, "mlp9": 190.0}))
+    for row in results["rows"]:
+        row["test_ppl_ci95"] = list(bootstrap.split_interval(row["blocks"]["test"]))
+    line = summary.corpus_line("first", results)
+    low, high = line["paper"]["ratio_ci95"]
+    assert line["paper"]["id"] == "mlp9" and 0.94 < low < 0.95 < high < 0.96
+    assert line["KN 5"]["ratio_ci95"] is None  # KN 5 against itself: no bar
+    kn5_low, kn5_high = line["KN 5"]["ci95"]
+    assert high - low < (kn5_high - kn5_low) / 200 / 4  # the pairing removes the documents' shared spread
+    cell = summary.summary_frame([line])["interpolated KN 5"][0]
+    assert cell == f"200.0 [{kn5_low:.1f}, {kn5_high:.1f}] (+0.0%)"
+    without = summary.corpus_line("old", fake_results({"kn-interp-5": 200.0, "mlp9": 190.0}))
+    assert summary.summary_frame([without])["interpolated KN 5"][0] == "200.0 (+0.0%)"
+    drawn = []
+    monkeypatch.setattr("matplotlib.axes.Axes.bar", lambda self, *args, **kwargs: drawn.append(kwargs.get("yerr")))
+    summary.summary_figure([line], tmp_path / "summary.png")
+    paper_bar = drawn[list(summary.ENTRIES).index("paper")]
+    assert paper_bar[:, 0] == pytest.approx([line["paper"]["ratio"] - low, high - line["paper"]["ratio"]])
