@@ -345,8 +345,8 @@ class Reproduction:
             results["embedding"] = embedding
         text = json.dumps(results, indent=1, default=str)
         check("results", json.loads(text), fix=f"nothing was written to {self.report_dir}: a row's runner gave "
-              "a value that is no number (a network that diverged?); delete that row's runs/.../rows/ID.json "
-              "to run it again, or report the bug")
+              f"a value that is no number (a network that diverged?); delete {self.work / 'rows'}/ID.json of "
+              "that row to run it again, or report the bug")
         self.report_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.report_dir / "results.json", text)
         return results
