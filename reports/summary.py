@@ -162,11 +162,12 @@ def summary_figure(lines: list[dict], path: Path) -> Path | None:
         x = np.arange(len(lines)) + (i - (len(ENTRIES) - 1) / 2) * width
         ratios = [line[entry]["ratio"] for line in lines]
         intervals = [line[entry]["ratio_ci95"] for line in lines]
-        errors = np.array([[ratio - found[0], found[1] - ratio] if found else [0.0, 0.0]
-                           for ratio, found in zip(ratios, intervals)]).T
         ax.bar(x, [r if r is not None else 0 for r in ratios], width, label=ENTRIES[entry], color=f"C{i}",
-               hatch="//" if entry.endswith("KN 5") else None, edgecolor="white",
-               yerr=errors if any(intervals) else None, error_kw={"elinewidth": 0.8, "capsize": 1.5})
+               hatch="//" if entry.endswith("KN 5") else None, edgecolor="white")
+        shown = [(position, found) for position, found in zip(x, intervals) if found]
+        if shown:  # each interval as drawn, low to high (a percentile interval need not straddle the ratio)
+            ax.vlines([position for position, _ in shown], [found[0] for _, found in shown],
+                      [found[1] for _, found in shown], color="black", lw=0.9)
         for position, ratio, found in zip(x, ratios, intervals):  # above the bar, or its error bar
             ax.annotate(NOT_RUN if ratio is None else f"{ratio:.2f}", (position, found[1] if found else ratio or 0),
                         xytext=(0, 2),

@@ -170,7 +170,16 @@ def test_the_summary_gives_each_perplexitys_interval_and_each_ratios_paired_one(
     without = summary.corpus_line("old", fake_results({"kn-interp-5": 200.0, "mlp9": 190.0}))
     assert summary.summary_frame([without])["interpolated KN 5"][0] == "200.0 (+0.0%)"
     drawn = []
-    monkeypatch.setattr("matplotlib.axes.Axes.bar", lambda self, *args, **kwargs: drawn.append(kwargs.get("yerr")))
+    monkeypatch.setattr("matplotlib.axes.Axes.vlines", lambda self, x, low, high, **kwargs: drawn.append((low, high)))
     summary.summary_figure([line], tmp_path / "summary.png")
-    paper_bar = drawn[list(summary.ENTRIES).index("paper")]
-    assert paper_bar[:, 0] == pytest.approx([line["paper"]["ratio"] - low, high - line["paper"]["ratio"]])
+    assert ([low], [high]) in drawn and len(drawn) == sum(line[entry]["ratio_ci95"] is not None
+                                                          for entry in summary.ENTRIES)
+
+
+def test_the_summary_figure_draws_an_interval_that_misses_its_ratio(tmp_path):
+    """A percentile interval need not straddle its point estimate (a small test split, a skewed
+    spread): the figure draws it as it is."""
+    results = with_blocks(fake_results({"kn-interp-5": 200.0, "mlp9": 190.0}))
+    line = summary.corpus_line("first", results)
+    line["paper"]["ratio_ci95"] = [0.96, 0.97]  # the ratio is 0.95
+    assert summary.summary_figure([line], tmp_path / "summary.png").exists()
