@@ -43,10 +43,12 @@ OURS = {"ours": ("nplm", "NPLM (ours)"), "lstm": ("lstm", "LSTM (ours)"),
 ENTRIES = {"paper": "best paper-shape network", "paper + KN 5": "best paper-shape network + KN 5",
            **{key: value for entry, (_, label) in OURS.items()
               for key, value in ((entry, label), (f"{entry} + KN 5", f"{label} + KN 5"))}}  # entry: its label
-NOTE = ("Test perplexity, and in brackets its difference from interpolated KN 5 on the same corpus "
-        "(ours / KN 5 - 1); the best paper-shape network is the paper's network (equation 1, a shape of "
-        "its tables) with the lowest valid perplexity; NPLM (ours), LSTM (ours), Transformer (ours): our own "
-        "networks; + KN 5: mixed with interpolated KN 5 by EM weights fitted on valid.")
+NOTE = ("Test perplexity (in square brackets its 95% bootstrap interval, where the run kept the rows' blocks), "
+        "and in round brackets its difference from interpolated KN 5 on the same corpus (ours / KN 5 - 1); the "
+        "best paper-shape network is the paper's network (equation 1, a shape of its tables) with the lowest "
+        "valid perplexity; NPLM (ours), LSTM (ours), Transformer (ours): our own networks; + KN 5: mixed with "
+        "interpolated KN 5 by EM weights fitted on valid; the figure's lines: each ratio's 95% interval by the "
+        "paired test against KN 5.")
 
 
 def _ran(row: dict | None) -> bool:
