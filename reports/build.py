@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from reports import summary
 from lmbench.schema import check
+from reports import summary
 from reports.claims import NO_INTERVAL, check_claims
 from reports.figures import DRAWING_CODE, draw_all, drawn_once
 from reports.provenance import code_state, stamp
