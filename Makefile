@@ -46,6 +46,7 @@ bench: install
 	$(PY) bench/nplm_bench.py
 	$(PY) bench/parallel_bench.py
 	$(PY) bench/pipeline_bench.py
+	$(PY) bench/bootstrap_bench.py
 
 # Interpolated KN 5 from 1M to ~100M training tokens (AP 1989's train, then text sampled from a KN 4-gram
 # of it): peak memory and time per stage, in memory and in bounded memory (--memory); then the

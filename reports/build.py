@@ -14,8 +14,9 @@ import numpy as np
 import pandas as pd
 
 from corpora.corpus import unk_rates, unk_warning
+from lmbench.schema import check
 from reports import summary
-from reports.claims import check_claims
+from reports.claims import NO_INTERVAL, check_claims
 from reports.figures import DRAWING_CODE, draw_all, drawn_once
 from reports.provenance import code_state, stamp
 from reports.records import load_results
@@ -30,6 +31,7 @@ TRAINING_NOTE = ("The network (nplm: equation 1; energy: section 5.1's energy ne
                  "the full softmax over the same network's word scores beside it.")
 
 
+CLAIM_COLUMNS = ("claim", "paper", "ours", "verdict")  # the claims table's; claims.json holds the numbers too
 TABLE_NOTE = "Rows below the rule line are ours only. diff % = ours / paper - 1."
 QUICK_NOTE = ("QUICK run: a slice of the corpus and one epoch a network, to check that the pipeline runs; "
               "its perplexities measure nothing, so the differences from the paper are not coloured and the "
@@ -169,6 +171,12 @@ def _training_frame(results: dict) -> pd.DataFrame | None:
     return pd.DataFrame(records) if records else None
 
 
+def _claims_note(claims: list[dict]) -> str | None:
+    """`NO_INTERVAL` when the claims compare rows without intervals (results without blocks)."""
+    compared = [claim for claim in claims if "difference_ci95" in claim]
+    return NO_INTERVAL if compared and all(claim["difference_ci95"] is None for claim in compared) else None
+
+
 def _figure_html(path: Path) -> str:
     """The PNG inlined, so that report.html is one file."""
     return (f'<figure id="{path.stem}"><img alt="{path.stem}" src="data:image/png;base64,'
@@ -191,12 +199,14 @@ def build_report(report_dir: Path, code: dict | None = None) -> dict:
     table = comparison(results)
     written = write_tables(table, report_dir)
     claims = check_claims(results)
+    check("claims", claims, fix="nothing was written to claims.json: a bug of reports.claims, report it")
     (report_dir / "claims.json").write_text(json.dumps(claims, indent=1))
     figures = draw_all(results, table, report_dir / "figures")
     across = summary.gather(report_dir, results)
     across_frame = summary.summary_frame(across)
     across_figure = _summary_figure(across, report_dir / "figures")
-    claims_frame = pd.DataFrame(claims)
+    claims_frame = pd.DataFrame(claims)[[column for column in CLAIM_COLUMNS if any(column in c for c in claims)]]
+    claims_note = _claims_note(claims)
     neighbors = _neighbors_frame(results)
     training = _training_frame(results)
     headings = _headings(results)
@@ -207,7 +217,7 @@ def build_report(report_dir: Path, code: dict | None = None) -> dict:
           *([f"![summary](figures/{across_figure.name})", ""] if across_figure else []),
           f"{_corpus_line(results)} {headings['note']}".replace("<unk>", "`<unk>`"), "",  # (bare, a tag)
           to_markdown(table), "", f"## {headings['claims']}", "",
-          claims_frame.to_markdown(index=False)]
+          *([claims_note, ""] if claims_note else []), claims_frame.to_markdown(index=False)]
     if training is not None:
         md += ["", "## How the networks were trained", "", TRAINING_NOTE, "", training.to_markdown(index=False)]
     if neighbors is not None:
@@ -221,7 +231,8 @@ def build_report(report_dir: Path, code: dict | None = None) -> dict:
                 ("table", headings["table"], f"<p>{html.escape(headings['note'])}</p>"
                  + html_table(_display(table), first_extra=_first_extra(table),
                               coloured=not summary.is_quick(results))),
-                ("claims", headings["claims"], html_table(claims_frame))]
+                ("claims", headings["claims"], (f"<p>{html.escape(claims_note)}</p>" if claims_note else "")
+                 + html_table(claims_frame))]
     if training is not None:
         sections.append(("training", "How the networks were trained",
                          f"<p>{html.escape(TRAINING_NOTE)}</p>" + html_table(training)))

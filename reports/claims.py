@@ -5,13 +5,82 @@ The claims are about the paper's network (`reports.records.paper_network`): a ro
 networks get claims of their own, as relations on the same rows: NPLM (ours) against interpolated
 KN 5 (`ours_claims`), and the networks beyond 2003, the LSTM and the Transformer, where the run has
 them (`beyond_2003`).
+
+Every claim that compares rows is made of checks (`Check`: one row below or above another by more than
+a threshold, 0 for "A beats B"), each with a paired bootstrap test on the rows' test blocks
+(lmbench.bootstrap): the claim records the relative perplexity `difference` (%), its 95% interval
+`difference_ci95` and whether it is `significant`, and its verdict reads "holds (-4.1%, 95% CI -5.0%
+to -3.2%)", "fails (...)" or "not significant (...)". Results whose rows keep no blocks (written
+before rows kept them) keep the verdicts of the perplexities alone, "holds" or "does not hold", and
+no interval (`NO_INTERVAL`).
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+from lmbench.bootstrap import paired_splits
 from neural.families import FAMILIES
 from reports.experiments import PAPER_FAMILY, STREAM_NETWORKS
 from reports.records import network_of, paper_network
+
+NO_INTERVAL = ("No interval: these results keep no per-block sums of log-probabilities (written before rows "
+               "kept them), so the verdicts compare the perplexities alone; running the reproduction again "
+               "adds them (finished rows come from the row cache).")
+
+
+class Check(NamedTuple):
+    """One comparison a claim makes: row `a`'s test perplexity lies below (`below`) or above row `b`'s,
+    by more than `threshold` % of b's: 100 (ppl_a / ppl_b - 1) < threshold (below) or > threshold."""
+    a: str
+    b: str
+    threshold: float = 0.0
+    below: bool = True
+
+    def margin(self, low: float, high: float) -> float:
+        """How far an interval (low, high) of the difference (a point: low = high) reaches past the
+        threshold on the wrong side (negative: it stops short, all of it on the claim's side)."""
+        return high - self.threshold if self.below else self.threshold - low
+
+
+def _tested(rows: dict, check: Check) -> dict:
+    """A check's difference (%) and, when both rows keep their test blocks, the paired bootstrap's 95%
+    interval of it (lmbench.bootstrap.paired_splits) and where it lies: "holds" (all of it on the
+    claim's side of the threshold), "fails" (all on the other side) or "not significant"."""
+    a, b = rows[check.a], rows[check.b]
+    found = {"difference": gap(a["test_ppl"], b["test_ppl"]), "difference_ci95": None, "side": None}
+    blocks = [row.get("blocks", {}).get("test") for row in (a, b)]
+    if all(blocks):
+        interval = [100 * bound for bound in paired_splits(*blocks)[1]]
+        flipped = check._replace(below=not check.below)
+        found["difference_ci95"] = interval
+        found["side"] = ("holds" if check.margin(*interval) < 0 else
+                         "fails" if flipped.margin(*interval) < 0 else "not significant")
+    return found
+
+
+def _judged(rows: dict, checks: list[Check]) -> dict:
+    """The verdict of a claim made of `checks`, all of which must hold, and the numbers of the check that
+    decides it. With intervals: "holds" when every check's interval lies on the claim's side of its
+    threshold, "fails" when one lies on the other side, else "not significant" (so a claim that a model
+    beats another is never "holds" while the interval crosses 0), with the difference and interval of
+    the deciding check (of the checks with that verdict, the one reaching furthest to the wrong side).
+    Without intervals (a row keeps no blocks): "holds" or "does not hold" on the perplexities alone."""
+    tested = [(check, _tested(rows, check)) for check in checks]
+    if any(found["side"] is None for _, found in tested):
+        check, found = max(tested, key=lambda cf: cf[0].margin(cf[1]["difference"], cf[1]["difference"]))
+        return {"verdict": "holds" if check.margin(found["difference"], found["difference"]) < 0 else "does not hold",
+                "difference": found["difference"], "difference_ci95": None, "significant": None,
+                "threshold": check.threshold}
+    verdict = next((side for side in ("fails", "not significant") if any(f["side"] == side for _, f in tested)),
+                   "holds")
+    check, found = max(((c, f) for c, f in tested if f["side"] == verdict),
+                       key=lambda cf: cf[0].margin(*cf[1]["difference_ci95"]))
+    low, high = found["difference_ci95"]
+    claimed = "" if check.threshold == 0 else f"; claimed: {'below' if check.below else 'above'} {check.threshold:+.0f}%"
+    return {"verdict": f"{verdict} ({found['difference']:+.1f}%, 95% CI {low:+.1f}% to {high:+.1f}%{claimed})",
+            "difference": found["difference"], "difference_ci95": found["difference_ci95"],
+            "significant": verdict != "not significant", "threshold": check.threshold}
 
 
 def _test(rows: dict, row_id: str) -> float | None:
@@ -42,9 +111,11 @@ def _ngram(row: dict, rows: dict) -> bool:
     return bool(row["method"])  # an n-gram model of `lmbench ngram --method`
 
 
-def _claim(text: str, paper: str, holds: bool | None, ours: str) -> dict:
-    verdict = "not run" if holds is None else ("holds" if holds else "does not hold")
-    return {"claim": text, "paper": paper, "ours": ours, "verdict": verdict}
+def _claim(text: str, paper: str, rows: dict, checks: list[Check] | None, ours: str) -> dict:
+    """A claim of the paper's: "not run" without checks (rows missing), else judged (`_judged`)."""
+    if not checks:
+        return {"claim": text, "paper": paper, "ours": ours, "verdict": "not run"}
+    return {"claim": text, "paper": paper, "ours": ours, **_judged(rows, checks)}
 
 
 def gap(ours: float, other: float) -> float:
@@ -81,44 +152,45 @@ def paper_claims(rows: dict, corpus: str) -> list[dict]:
     if best_nplm and best_ngram:
         mixed_nplm = _best(rows, _network_mixed)
         nplm_id, nplm_ppl = min([best_nplm] + ([mixed_nplm] if mixed_nplm else []), key=lambda x: x[1])
-        claims.append(_claim("The best NPLM has a lower test perplexity than the best n-gram model",
-                             paper_gap, nplm_ppl < best_ngram[1], versus((nplm_id, nplm_ppl), best_ngram)))
-        claims.append(_claim(alone_text, alone_paper, best_nplm[1] < best_ngram[1], versus(best_nplm, best_ngram)))
+        claims.append(_claim("The best NPLM has a lower test perplexity than the best n-gram model", paper_gap,
+                             rows, [Check(nplm_id, best_ngram[0])], versus((nplm_id, nplm_ppl), best_ngram)))
+        claims.append(_claim(alone_text, alone_paper, rows, [Check(best_nplm[0], best_ngram[0])],
+                             versus(best_nplm, best_ngram)))
     else:
         claims.append(_claim("The best NPLM has a lower test perplexity than the best n-gram model",
-                             paper_gap, None, "missing rows"))
-        claims.append(_claim(alone_text, alone_paper, None, "missing rows"))
+                             paper_gap, rows, None, "missing rows"))
+        claims.append(_claim(alone_text, alone_paper, rows, None, "missing rows"))
     di = _test(rows, "del-int")
     if corpus == "brown":
         if di and best_nplm:
             mixed = _best(rows, _network_mixed)
             best_id, best_ppl = min([best_nplm] + ([mixed] if mixed else []), key=lambda x: x[1])
             claims.append(_claim("The deleted-interpolation trigram is far above the best NPLM",
-                                 "33% above (336 vs 252)", gap(di, best_ppl) > 10,
+                                 "33% above (336 vs 252)", rows, [Check("del-int", best_id, 10, below=False)],
                                  versus(("del-int", di), (best_id, best_ppl))))
         pairs = [("mlp1", "mlp2"), ("mlp3", "mlp4"), ("mlp5", "mlp6"), ("mlp7", "mlp8"), ("mlp9", "mlp10")]
     else:
         claims += _ap_claims(rows, di)
         pairs = [("mlp-ap", "mlp10")]
     done = [(a, b) for a, b in pairs if _test(rows, a) and _test(rows, b)]
-    helped = [(a, b) for a, b in done if _test(rows, b) < _test(rows, a)]
-    claims.append(_claim("Mixing the NPLM with the trigram always helps", "every mixed row is lower",
-                         None if not done else len(helped) == len(done), _pairs(rows, done)))
+    claims.append(_claim("Mixing the NPLM with the trigram always helps", "every mixed row is lower", rows,
+                         [Check(mixed, alone) for alone, mixed in done], _pairs(rows, done)))
     if corpus == "brown":
         for text, paper, better, worse in [
                 ("The hidden layer helps (MLP1 beats MLP3)", "268 vs 310", "mlp1", "mlp3"),
                 ("A longer context helps the NPLM (n = 5, MLP5, beats n = 3, MLP7)", "279 vs 293", "mlp5", "mlp7")]:
             a, b = _test(rows, better), _test(rows, worse)
-            claims.append(_claim(text, paper, None if not (a and b) else a < b,
+            claims.append(_claim(text, paper, rows, None if not (a and b) else [Check(better, worse)],
                                  "missing rows" if not (a and b) else versus((better, a), (worse, b))))
         kn = {n: _test(rows, f"kn-backoff-{n}") for n in (3, 5)}
         if all(kn.values()):
-            claims.append(_claim("Kneser-Ney gains little from n = 3 to n = 5", "323 -> 321 (0.6%)",
-                                 gap(kn[5], kn[3]) > -3, versus(("kn-backoff-5", kn[5]), ("kn-backoff-3", kn[3]))))
+            claims.append(_claim("Kneser-Ney gains little from n = 3 to n = 5", "323 -> 321 (0.6%)", rows,
+                                 [Check("kn-backoff-5", "kn-backoff-3", -3, below=False)],
+                                 versus(("kn-backoff-5", kn[5]), ("kn-backoff-3", kn[3]))))
         mlp1, kn5 = _test(rows, "mlp1"), _test(rows, "kn-interp-5")
         claims.append(_claim("MLP1 is at least 15% below the interpolated modified-KN 5-gram",
-                             "268 vs KN back-off 321 (17% below)", None if not (mlp1 and kn5)
-                             else gap(mlp1, kn5) <= -15,
+                             "268 vs KN back-off 321 (17% below)", rows,
+                             None if not (mlp1 and kn5) else [Check("mlp1", "kn-interp-5", -15)],
                              "missing rows" if not (mlp1 and kn5) else versus(("mlp1", mlp1), ("kn-interp-5", kn5))))
     return claims
 
@@ -135,22 +207,23 @@ def _ap_claims(rows: dict, di: float | None) -> list[dict]:
              "MLP10 109 vs back-off KN 5-gram 117 (7% lower)", "mlp10", mixed),
             ("The network alone is below the best Kneser-Ney back-off model",
              "no unmixed row in Table 2", "mlp-ap", alone)]:
-        holds = None if not (ours and kn_ppl) else ours < kn_ppl
-        claims.append(_claim(text, paper, holds, "missing rows" if holds is None else
-                             versus((ours_id, ours), (kn_id, kn_ppl))))
-    holds = None if not (di and kn_ppl and mixed) else di > max(kn_ppl, mixed)
+        ran = bool(ours and kn_ppl)
+        claims.append(_claim(text, paper, rows, [Check(ours_id, kn_id)] if ran else None,
+                             versus((ours_id, ours), (kn_id, kn_ppl)) if ran else "missing rows"))
+    ran = bool(di and kn_ppl and mixed)
     claims.append(_claim("The deleted-interpolation trigram is above both KN back-off and the mixed network",
-                         "132 vs 117 and 109", holds, "missing rows" if holds is None else
-                         f"{versus(('del-int', di), (kn_id, kn_ppl))}; {versus(('del-int', di), ('mlp10', mixed))}"))
+                         "132 vs 117 and 109", rows,
+                         [Check("del-int", kn_id, below=False), Check("del-int", "mlp10", below=False)] if ran else None,
+                         f"{versus(('del-int', di), (kn_id, kn_ppl))}; {versus(('del-int', di), ('mlp10', mixed))}"
+                         if ran else "missing rows"))
     return claims
 
 
-def _relation(text: str, better: tuple[str, float] | None, worse: tuple[str, float] | None) -> dict:
+def _relation(rows: dict, text: str, better: tuple[str, float] | None, worse: tuple[str, float] | None) -> dict:
     """A claim on a user's corpus: row `better` has a lower test perplexity than row `worse`."""
     if not (better and worse):
         return {"claim": text, "ours": "missing rows", "verdict": "not run"}
-    return {"claim": text, "ours": versus(better, worse),
-            "verdict": "holds" if better[1] < worse[1] else "does not hold"}
+    return {"claim": text, "ours": versus(better, worse), **_judged(rows, [Check(better[0], worse[0])])}
 
 
 def _pairs(rows: dict, pairs: list[tuple[str, str]]) -> str:
@@ -169,19 +242,20 @@ def relations(rows: dict) -> list[dict]:
     the best n-gram model, alone and mixed with the trigram; does mixing help every network; does a
     longer context help each family."""
     best_ngram = _best(rows, _ngram)
-    claims = [_relation("The best network alone beats the best n-gram model", _best(rows, _network_alone), best_ngram),
-              _relation("The best network mixed with the trigram beats the best n-gram model",
+    claims = [_relation(rows, "The best network alone beats the best n-gram model", _best(rows, _network_alone),
+                        best_ngram),
+              _relation(rows, "The best network mixed with the trigram beats the best n-gram model",
                         _best(rows, _mixed_with_trigram), best_ngram)]
     halves = [(network_of(r, rows)["id"], r["id"]) for r in rows.values()
               if r["mix"] == "0.5/0.5" and _mixed_with_trigram(r, rows)]
     done = [(a, b) for a, b in halves if _test(rows, a) and _test(rows, b)]
-    helped = [(a, b) for a, b in done if _test(rows, b) < _test(rows, a)]
-    claims.append({"claim": "Mixing each network with the trigram (0.5/0.5) helps", "ours": _pairs(rows, done),
-                   "verdict": "not run" if not done else ("holds" if len(helped) == len(done) else "does not hold")})
+    mixing = {"claim": "Mixing each network with the trigram (0.5/0.5) helps", "ours": _pairs(rows, done)}
+    claims.append({**mixing, **(_judged(rows, [Check(mixed, alone) for alone, mixed in done]) if done
+                                else {"verdict": "not run"})})
     for family, short, long in [("Kneser-Ney back-off", "kn-backoff-3", "kn-backoff-5"),
                                 ("interpolated Kneser-Ney", "kn-interp-3", "kn-interp-5"),
                                 ("the network (MLP7 shape, n = 3, against MLP5, n = 5)", "mlp7", "mlp5")]:
-        claims.append(_relation(f"A longer context helps {family}", _row(rows, long), _row(rows, short)))
+        claims.append(_relation(rows, f"A longer context helps {family}", _row(rows, long), _row(rows, short)))
     return claims
 
 
@@ -191,14 +265,15 @@ def ours_claims(rows: dict) -> list[dict]:
     ours = _row(rows, "nplm-ours")
     if ours is None:
         return []
-    return [_relation("NPLM (ours) alone beats interpolated KN 5", ours, _row(rows, "kn-interp-5")),
+    return [_relation(rows, "NPLM (ours) alone beats interpolated KN 5", ours, _row(rows, "kn-interp-5")),
             _mixing_with_kn5_helps(rows, "NPLM (ours)", ours)]
 
 
 def _mixing_with_kn5_helps(rows: dict, label: str, network: tuple[str, float]) -> dict:
     """The claim that `network` mixed with interpolated KN 5 by EM (its row `<id>-kn-interp-5-em`) is
     below `network` alone."""
-    return _relation(f"Mixing {label} with interpolated KN 5 helps", _row(rows, f"{network[0]}-kn-interp-5-em"), network)
+    return _relation(rows, f"Mixing {label} with interpolated KN 5 helps", _row(rows, f"{network[0]}-kn-interp-5-em"),
+                     network)
 
 
 def _feed_forward(row: dict, rows: dict) -> bool:
@@ -216,9 +291,9 @@ def beyond_2003(rows: dict) -> list[dict]:
     present = [(name, label, network) for name, label, network in present if network is not None]
     claims = []
     for _, label, network in present:
-        claims.append(_relation(f"The {label} (ours) beats the best feed-forward network", network, feed_forward))
+        claims.append(_relation(rows, f"The {label} (ours) beats the best feed-forward network", network, feed_forward))
         claims.append(_mixing_with_kn5_helps(rows, f"the {label} (ours)", network))
     for later, (_, label, network) in enumerate(present):
         for _, earlier_label, earlier in present[:later]:
-            claims.append(_relation(f"The {label} (ours) beats the {earlier_label} (ours)", network, earlier))
+            claims.append(_relation(rows, f"The {label} (ours) beats the {earlier_label} (ours)", network, earlier))
     return claims

@@ -10,6 +10,9 @@ seed, then one more each): the first seed's work is the row itself, cached as wi
 further seed's a row of its own (`<id>-seed<s>`: its own fingerprint, cache entry and training folder),
 a mixture of seed s mixing seed s's network; the row then gives the mean of the seeds' perplexities,
 their standard deviation and every seed's (`over_seeds`).
+Every row keeps the bootstrap blocks of valid and test (lmbench.bootstrap: per-block sums of
+log-probabilities and token counts) and the 95% interval of each perplexity; a row cached before rows
+kept them gets them from its saved log-probabilities.
 Each kind of row runs through its entry of RUNNERS (the order of the stages, and the method).
 """
 
@@ -30,10 +33,11 @@ import numpy as np
 from tqdm import tqdm
 
 from corpora.corpus import SPLITS, Corpus, slice_corpus, unk_warning
-from lmbench import __version__
+from lmbench import __version__, bootstrap
 from lmbench.errors import LMBenchError
 from lmbench.files import DamagedFile, atomic_write_text, read_checked, set_aside, write_checked
 from lmbench.model import perplexity, split_logprobs, split_perplexity
+from lmbench.schema import check
 from mixing import saved
 from reports.experiments import EXTRA_ROWS, OURS, ROWS, Row, ours_rows, text_rows
 from reports.provenance import checked_state, code_state
@@ -121,6 +125,7 @@ class Reproduction:
         self.seeded: dict[str, list[Row]] = {}
         self.corpus: Corpus | None = None
         self.digest = ""
+        self._blocks: dict[str, tuple[np.ndarray, str]] = {}  # split: its bootstrap blocks (ends, rule)
 
     def table_rows(self) -> list[Row]:
         """The table's rows (NPLM (ours) among them) and the optional groups asked for; on a user's corpus,
@@ -205,11 +210,11 @@ class Reproduction:
                                   fix="delete it to run the row again")
             if result.get("fingerprint") != self.fingerprint(row):
                 return None
-            saved.load(logprobs)  # every byte checked, since mixtures read it
+            arrays = saved.load(logprobs)  # every byte checked, since mixtures read it
         except DamagedFile as damage:
             set_aside(damage.path, damage)
             return None
-        return result
+        return result if "blocks" in result else {**result, **self.intervals(arrays)}
 
     def run(self, skip: frozenset[str] = frozenset()) -> dict:
         """Run every row not cached, except the rows of the kinds in `skip` (and mixtures of them),
@@ -255,9 +260,27 @@ class Reproduction:
         for split in SPLITS:
             result[f"{split}_ppl"] = perplexity(logprobs[split]) if split in logprobs else None
         result.update(unk_figures(logprobs, self.corpus))
+        result.update(self.intervals(logprobs))
         log.info("row %s: valid %.1f test %.1f (%.0f s)", row.id, result["valid_ppl"], result["test_ppl"],
                  result["seconds"])
         return result
+
+    def block_ends(self, split: str) -> tuple[np.ndarray, str]:
+        """The bootstrap blocks of a split of the corpus (lmbench.bootstrap.block_ends): documents where
+        the vocabulary has `</d>`."""
+        if split not in self._blocks:
+            vocab = self.corpus.vocab
+            end_id = vocab.id(bootstrap.DOCUMENT_END) if bootstrap.DOCUMENT_END in vocab else None
+            self._blocks[split] = bootstrap.block_ends(self.corpus.split(split), end_id)
+        return self._blocks[split]
+
+    def intervals(self, logprobs: dict) -> dict:
+        """`{split}_ppl_ci95` of valid and test (those scored), and `blocks`, each split's block sums
+        from which they are computed."""
+        blocks = {split: bootstrap.row_blocks(logprobs[split], self.block_ends(split)[0])
+                  for split in ("valid", "test") if split in logprobs}
+        return {**{f"{split}_ppl_ci95": list(bootstrap.split_interval(found)) for split, found in blocks.items()},
+                "blocks": blocks}
 
     def _save_row_logprobs(self, row: Row, logprobs: dict) -> None:
         saved.save(self._logprobs_path(row.id), {k: v for k, v in logprobs.items() if not k.endswith("train")},
@@ -335,12 +358,18 @@ class Reproduction:
             "meta": {**run_metadata(seconds, self.code),
                      "rows_seconds": round(sum(r["seconds"] or 0 for r in rows), 1)},
             "rows": rows,
+            "bootstrap": {"resamples": bootstrap.RESAMPLES, "seed": bootstrap.SEED, "interval": "95% percentile",
+                          "blocks": {split: self.block_ends(split)[1] for split in ("valid", "test")}},
         }
         if embedding:
             results["neighbors"] = {"row": embedding["row"], "words": embedding.pop("neighbors")}
             results["embedding"] = embedding
+        text = json.dumps(results, indent=1, default=str)
+        check("results", json.loads(text), fix=f"nothing was written to {self.report_dir}: a row's runner gave "
+              f"a value that is no number (a network that diverged?); delete {self.work / 'rows'}/ID.json of "
+              "that row to run it again, or report the bug")
         self.report_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.report_dir / "results.json", json.dumps(results, indent=1, default=str))
+        atomic_write_text(self.report_dir / "results.json", text)
         return results
 
 

@@ -8,6 +8,10 @@ where the run has them), alone and mixed with KN 5. Test perplexity, and its
 ratio to KN 5's. "Best" is chosen on valid perplexity, never on test. A row missing from a
 results.json (not in that run, or left out by --skip) is shown as not run.
 
+Where the rows keep their bootstrap blocks (lmbench.bootstrap), the table gives each test perplexity's
+95% interval, "188.9 [186.8, 191.0]", and the figure each ratio's, by the paired test against KN 5 on
+the same blocks, as error bars.
+
 Nothing here trains or scores a model: the table and the figure (one group of bars per corpus,
 perplexity relative to KN 5) are rebuilt from the results.json files alone, at the top of every
 report (`lmbench report NAME`) and as results/summary.md and results/summary.png
@@ -24,6 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lmbench.bootstrap import paired_splits
 from lmbench.errors import LMBenchError
 
 from reports.experiments import STREAM_NETWORKS
@@ -41,10 +46,12 @@ OURS = {"ours": ("nplm", "NPLM (ours)"),
 ENTRIES = {"paper": "best paper-shape network", "paper + KN 5": "best paper-shape network + KN 5",
            **{key: value for entry, (_, label) in OURS.items()
               for key, value in ((entry, label), (f"{entry} + KN 5", f"{label} + KN 5"))}}  # entry: its label
-NOTE = ("Test perplexity, and in brackets its difference from interpolated KN 5 on the same corpus "
-        "(ours / KN 5 - 1); the best paper-shape network is the paper's network (equation 1, a shape of "
-        "its tables) with the lowest valid perplexity; the networks marked (ours): our own designs, shown where "
-        "a corpus has their row; + KN 5: mixed with interpolated KN 5 by EM weights fitted on valid.")
+NOTE = ("Test perplexity (in square brackets its 95% bootstrap interval, where the run kept the rows' blocks), "
+        "and in round brackets its difference from interpolated KN 5 on the same corpus (ours / KN 5 - 1); the "
+        "best paper-shape network is the paper's network (equation 1, a shape of its tables) with the lowest "
+        "valid perplexity; the networks marked (ours): our own designs, shown where a corpus has their row; "
+        "+ KN 5: mixed with interpolated KN 5 by EM weights fitted on valid; the figure's lines: each ratio's "
+        "95% interval by the paired test against KN 5.")
 
 
 def _ran(row: dict | None) -> bool:
@@ -64,9 +71,16 @@ def _mixed_with(rows: dict, network: dict | None, partner: dict | None) -> dict 
                  and sorted(row["parts"]) == sorted([network["id"], partner["id"]])), None)
 
 
+def _ratio_interval(row: dict, kn5: dict) -> list[float] | None:
+    """The 95% interval of the row's test perplexity / KN 5's, by the paired test on their test blocks."""
+    blocks = [found.get("blocks", {}).get("test") for found in (row, kn5)]
+    return None if row is kn5 or not all(blocks) else [1 + bound for bound in paired_splits(*blocks)[1]]
+
+
 def corpus_line(name: str, results: dict) -> dict:
     """One corpus's entries: for KN 5 and each of ENTRIES, the row's id, label and test perplexity
-    (None: not run) and its ratio to KN 5's."""
+    (None: not run) and its ratio to KN 5's, and their 95% intervals `ci95` and `ratio_ci95` (None:
+    the rows keep no blocks)."""
     rows = by_id(results)
     kn5 = next((row for row in rows.values() if row["method"] == "kneser-ney" and row["n"] == 5 and _ran(row)), None)
     paper = _best_on_valid(rows, lambda row: paper_network(row, rows) and not row["mix"])
@@ -78,7 +92,9 @@ def corpus_line(name: str, results: dict) -> dict:
     for entry, row in found.items():
         ppl = row["test_ppl"] if _ran(row) else None
         line[entry] = {"id": row and row["id"], "model": row and row["model"], "test_ppl": ppl,
-                       "ratio": None if ppl is None or kn5 is None else ppl / kn5["test_ppl"]}
+                       "ratio": None if ppl is None or kn5 is None else ppl / kn5["test_ppl"],
+                       "ci95": row.get("test_ppl_ci95") if ppl is not None else None,
+                       "ratio_ci95": None if ppl is None or kn5 is None else _ratio_interval(row, kn5)}
     return line
 
 
@@ -123,7 +139,8 @@ def _cell(entry: dict) -> str:
     if entry["test_ppl"] is None:
         return NOT_RUN
     ratio = "" if entry["ratio"] is None else f" ({100 * (entry['ratio'] - 1):+.1f}%)"
-    return f"{entry['test_ppl']:.1f}{ratio}"
+    interval = "" if entry["ci95"] is None else f" [{entry['ci95'][0]:.1f}, {entry['ci95'][1]:.1f}]"
+    return f"{entry['test_ppl']:.1f}{interval}{ratio}"
 
 
 def shown_ours(lines: list[dict]) -> list[str]:
@@ -146,7 +163,8 @@ def summary_frame(lines: list[dict]) -> pd.DataFrame:
 
 
 def summary_figure(lines: list[dict], path: Path) -> Path | None:
-    """Bars of test perplexity / KN 5's, one group per corpus, a line at 1 (KN 5 itself)."""
+    """Bars of test perplexity / KN 5's, one group per corpus, a line at 1 (KN 5 itself), and the ratios'
+    95% intervals as error bars where the rows have them."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -164,10 +182,16 @@ def summary_figure(lines: list[dict], path: Path) -> Path | None:
     for i, entry in enumerate(entries):
         x = np.arange(len(lines)) + (i - (len(entries) - 1) / 2) * width
         ratios = [line[entry]["ratio"] for line in lines]
+        intervals = [line[entry].get("ratio_ci95") for line in lines]
         ax.bar(x, [r if r is not None else 0 for r in ratios], width, label=ENTRIES[entry], color=f"C{i}",
                hatch="//" if entry.endswith("KN 5") else None, edgecolor="white")
-        for position, ratio in zip(x, ratios):
-            ax.annotate(NOT_RUN if ratio is None else f"{ratio:.2f}", (position, ratio or 0), xytext=(0, 2),
+        drawn = [(position, found) for position, found in zip(x, intervals) if found]
+        if drawn:  # each interval as drawn, low to high (a percentile interval need not straddle the ratio)
+            ax.vlines([position for position, _ in drawn], [found[0] for _, found in drawn],
+                      [found[1] for _, found in drawn], color="black", lw=0.9)
+        for position, ratio, found in zip(x, ratios, intervals):  # above the bar, or its error bar
+            ax.annotate(NOT_RUN if ratio is None else f"{ratio:.2f}", (position, found[1] if found else ratio or 0),
+                        xytext=(0, 2),
                         textcoords="offset points", ha="center", va="bottom", fontsize=7,
                         rotation=90 if ratio is None else 0, color="dimgrey" if ratio is None else "black")
     ax.axhline(1.0, color="black", lw=1, ls="--", label="interpolated KN 5")

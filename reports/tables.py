@@ -35,12 +35,15 @@ def comparison(results: dict) -> pd.DataFrame:
     """One line per row of ours, in order: the configuration, then train / valid / test perplexity as
     the paper's, ours and the relative difference (ours / paper - 1, in %). Our extra rows have no
     paper numbers and come after the paper's rows (column `extra`). A user's corpus (no paper table):
-    our perplexities only, as columns `train`, `valid`, `test`. Column `id` (the row's, for the
-    figures) is not shown."""
+    our perplexities only, as columns `train`, `valid`, `test`. Where rows have 95% bootstrap intervals
+    (`valid_ppl_ci95`, `test_ppl_ci95`), a column `valid 95% CI` / `test 95% CI` after our perplexity
+    ("[186.8, 191.0]"); results without them give the table they always gave. Column `id` (the
+    row's, for the figures) is not shown."""
     if results["corpus"] not in PAPER_TABLE:
         return _ours_only(results)
     lookup = _paper_lookup(results["corpus"])
     rows = by_id(results)
+    intervals = _with_intervals(results)
     lines = []
     for row in results["rows"]:
         line = {**_configuration(row, rows), "extra": not row["paper_model"]}
@@ -49,6 +52,8 @@ def comparison(results: dict) -> pd.DataFrame:
             ours, published = row.get(f"{split}_ppl"), _blank(paper.get(f"{split}_ppl"))
             line[f"{split} paper"] = published
             line[f"{split} ours"] = figure(row, f"{split}_ppl")
+            if split in intervals:
+                line[f"{split} 95% CI"] = _interval(row, split)
             line[f"{split} diff %"] = (None if ours is None or published is None
                                        else round(100 * (ours / published - 1), 1))
         line["seconds"] = _seconds(row)
@@ -65,6 +70,17 @@ def _configuration(row: dict, rows: dict[str, dict]) -> dict:
             "mix": row["mix"] or ("no" if network_of(row, rows) is row else None)}
 
 
+def _with_intervals(results: dict) -> set[str]:
+    """The splits for which some row has a 95% interval."""
+    return {split for split in ("valid", "test") if any(row.get(f"{split}_ppl_ci95") for row in results["rows"])}
+
+
+def _interval(row: dict, split: str) -> str | None:
+    """The row's 95% interval of `split`'s perplexity, "[low, high]" to one decimal."""
+    interval = row.get(f"{split}_ppl_ci95")
+    return None if interval is None else f"[{interval[0]:.1f}, {interval[1]:.1f}]"
+
+
 def _seconds(row: dict) -> float | None:
     return None if row.get("seconds") is None else round(row["seconds"], 1)
 
@@ -77,11 +93,17 @@ def _ours_only(results: dict) -> pd.DataFrame:
     of the tokens that are not <unk>."""
     rows = by_id(results)
     no_unk = records_no_unk(results)
-    lines = [{**_configuration(row, rows), "extra": False,
-              **{split: figure(row, f"{split}_ppl") for split in ("train", "valid", "test")},
-              **({label: figure(row, f"{split}_ppl_no_unk") for split, label in NO_UNK.items()} if no_unk else {}),
-              "seconds": _seconds(row)}
-             for row in results["rows"]]
+    intervals = _with_intervals(results)
+    lines = []
+    for row in results["rows"]:
+        line = {**_configuration(row, rows), "extra": False}
+        for split in ("train", "valid", "test"):
+            line[split] = figure(row, f"{split}_ppl")
+            if split in intervals:
+                line[f"{split} 95% CI"] = _interval(row, split)
+        if no_unk:
+            line.update({label: figure(row, f"{split}_ppl_no_unk") for split, label in NO_UNK.items()})
+        lines.append({**line, "seconds": _seconds(row)})
     return pd.DataFrame(lines)
 
 

@@ -25,6 +25,13 @@ def _argv(files, tmp_path, *more):
             *[arg for split, path in files.items() for arg in (f"--{split}", str(path))], *more]
 
 
+def assert_judged(claim: dict, better: dict, worse: dict) -> None:
+    """The claim that row `better` beats row `worse`, judged by the paired interval of their test blocks."""
+    low, high = claim["difference_ci95"]
+    assert claim["difference"] == pytest.approx(100 * (better["test_ppl"] / worse["test_ppl"] - 1))
+    assert claim["verdict"].startswith(("holds" if high < 0 else "fails" if low > 0 else "not significant") + " (")
+
+
 @pytest.mark.slow
 def test_quick_comparison_end_to_end(corpus_files, tmp_path, capsys):
     assert main(_argv(corpus_files, tmp_path)) == 0
@@ -49,21 +56,18 @@ def test_quick_comparison_end_to_end(corpus_files, tmp_path, capsys):
     beyond = len(STREAM_NETWORKS)  # the paper's 6, NPLM (ours)'s 2, 2 per family beyond 2003 and 1 per pair of them
     assert len(claims) == 6 + 2 + 2 * beyond + beyond * (beyond - 1) // 2
     assert all("paper" not in claim for claim in claims.values())
-    lstm = claims["Mixing the LSTM (ours) with interpolated KN 5 helps"]  # recomputed from the rows
-    assert lstm["verdict"] == ("holds" if rows["lstm-kn-interp-5-em"]["test_ppl"] < rows["lstm"]["test_ppl"]
-                               else "does not hold")
-    ours = claims["NPLM (ours) alone beats interpolated KN 5"]
-    assert ours["verdict"] == ("holds" if rows["nplm-ours"]["test_ppl"] < rows["kn-interp-5"]["test_ppl"]
-                               else "does not hold")
+    # recomputed from the rows
+    assert_judged(claims["Mixing the LSTM (ours) with interpolated KN 5 helps"], rows["lstm-kn-interp-5-em"], rows["lstm"])
+    assert_judged(claims["NPLM (ours) alone beats interpolated KN 5"], rows["nplm-ours"], rows["kn-interp-5"])
     assert {c: f"{claims[c]['verdict']}: {claims[c]['ours']}" for c in claims} == summary["claims"]
     # the headline recomputed from the rows: the best network alone against the best n-gram model
     # (the paper-shape networks: NPLM (ours) has its own line in the summary, not the paper's claims)
     best = {kind: min((r["test_ppl"], r["id"]) for r in rows.values() if r["kind"] == kind and not r.get("ours"))
             for kind in ("network", "ngram")}
     claim = claims["The best network alone beats the best n-gram model"]
-    assert claim["verdict"] == ("holds" if best["network"] < best["ngram"] else "does not hold")
+    assert_judged(claim, rows[best["network"][1]], rows[best["ngram"][1]])
     assert claim["ours"].startswith(f"{best['network'][1]} {best['network'][0]:.1f} vs {best['ngram'][1]} {best['ngram'][0]:.1f}")
-    assert all(claim["verdict"] in ("holds", "does not hold") for claim in claims.values())  # no row missing
+    assert all(claim["difference_ci95"] is not None for claim in claims.values())  # no row missing
     assert "markov" in (tmp_path / "report" / "report.html").read_text()
     assert {"commit", "dirty"} <= set(results["meta"])
 
@@ -201,7 +205,8 @@ def test_rows_give_their_perplexity_without_unk_and_a_train_without_unk_is_warne
 
     build_report(report)
     header = (report / "table.csv").read_text().splitlines()[0].split(",")
-    assert header[header.index("test") + 1:header.index("test") + 3] == ["valid w/o unk", "test w/o unk"]
+    no_unk = header.index("valid w/o unk")
+    assert header[no_unk:no_unk + 2] == ["valid w/o unk", "test w/o unk"] and no_unk > header.index("test")
     md = (report / "report.md").read_text()
     assert "tokens, `<unk>` 0.0% / 10.0% / 12.5%" in md and "Warning: no train token is `<unk>`" in md
     assert "Warning: no train token is &lt;unk&gt;" in (report / "report.html").read_text()

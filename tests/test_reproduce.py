@@ -63,12 +63,14 @@ def test_quick_reproduction_end_to_end(tmp_path, capsys):
     assert {c: f"{claims[c]['verdict']}: {claims[c]['ours']}" for c in claims} == summary["claims"]
     mlp1, kn5 = rows["mlp1"]["test_ppl"], rows["kn-interp-5"]["test_ppl"]
     claim = claims["MLP1 is at least 15% below the interpolated modified-KN 5-gram"]
-    assert claim["verdict"] == ("holds" if mlp1 <= 0.85 * kn5 else "does not hold")
+    low, high = claim["difference_ci95"]  # the paired test's, judged against the claim's -15%
+    assert claim["difference"] == pytest.approx(100 * (mlp1 / kn5 - 1)) and claim["threshold"] == -15
+    assert claim["verdict"].startswith(("holds" if high < -15 else "fails" if low > -15 else "not significant") + " (")
     assert claim["ours"].startswith(f"mlp1 {mlp1:.1f} vs kn-interp-5 {kn5:.1f}: ")
     pairs = [(f"mlp{i}", f"mlp{i + 1}") for i in (1, 3, 5, 7, 9)]
     helped = all(rows[mixed]["test_ppl"] < rows[alone]["test_ppl"] for alone, mixed in pairs)
-    assert claims["Mixing the NPLM with the trigram always helps"]["verdict"] == ("holds" if helped else "does not hold")
-    assert all(c["verdict"] in ("holds", "does not hold") for c in claims.values())  # no row is missing
+    assert helped or not claims["Mixing the NPLM with the trigram always helps"]["verdict"].startswith("holds")
+    assert all(c["difference_ci95"] is not None for c in claims.values())  # no row is missing, every one has blocks
 
     # a second run re-uses every finished row (the same fingerprints and the same recorded seconds)
     assert main(argv) == 0

@@ -1,0 +1,121 @@
+"""Confidence intervals on perplexities, and paired tests between two models, by a block bootstrap.
+
+The tokens of a scored split are not independent (a document's words share a topic, and a model that
+misjudges a document misjudges many of its tokens), so the bootstrap resamples whole blocks: the
+documents where the corpus marks their ends with `</d>` (Brown, AP), else contiguous blocks of
+BLOCK_TOKENS tokens (a user's corpus without the mark). A split of fewer than MIN_BLOCKS documents is
+cut into MIN_BLOCKS contiguous blocks instead; more than MAX_BLOCKS documents (or blocks) are grouped,
+consecutive ones together, into MAX_BLOCKS blocks of nearly equal numbers of documents.
+
+Everything is computed from per-block sums: the sum of the natural-log probabilities of a block's
+tokens and its token count, the few hundred numbers per split that every row of results.json keeps
+(`row_blocks`), so that anyone can recompute the intervals from the committed files:
+- `perplexity_interval`: the 95% percentile interval of exp(-sum lp / sum n) over RESAMPLES resamples
+  of the blocks with replacement;
+- `paired_difference`: two models scored on the same blocks, the relative perplexity ppl_a / ppl_b - 1
+  and its 95% interval, both models resampled on the same blocks each time (a model against itself:
+  exactly 0).
+The resamples are drawn by numpy's default generator from `seed`: one seed, one interval.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lmbench.errors import LMBenchError
+
+DOCUMENT_END = "</d>"  # the corpora's document-end marker (corpora/brown.py, corpora/ap.py)
+BLOCK_TOKENS = 1000    # a block's tokens where the split marks no documents
+MIN_BLOCKS = 20        # fewer documents than this: contiguous blocks instead
+MAX_BLOCKS = 500       # more documents than this: grouped into this many blocks
+RESAMPLES = 2000
+SEED = 0
+QUANTILES = (0.025, 0.975)  # a 95% interval
+DECIMALS = 3           # a block's log-probability sum as kept in results.json (nats)
+
+
+def block_ends(ids: np.ndarray, end_id: int | None) -> tuple[np.ndarray, str]:
+    """The blocks of a split of token `ids`: their end offsets (exclusive, the last one len(ids)) and
+    a line saying how they were cut. `end_id`: the id of `</d>` (None: the vocabulary has none)."""
+    ids = np.asarray(ids)
+    n = len(ids)
+    if n == 0:
+        raise LMBenchError("cannot cut an empty split into bootstrap blocks: score a split of at least one token")
+    ends = np.zeros(0, dtype=np.int64)
+    if end_id is not None:
+        ends = np.flatnonzero(ids == end_id) + 1
+        if len(ends) == 0 or ends[-1] != n:
+            ends = np.append(ends, n)  # the tail after the last mark: a document cut by the split
+    if len(ends) >= MIN_BLOCKS:
+        rule = f"{len(ends)} documents (each closed by {DOCUMENT_END})"
+    else:
+        size = max(1, min(BLOCK_TOKENS, n // MIN_BLOCKS))
+        ends = np.append(np.arange(size, n, size), n)
+        rule = f"{len(ends)} contiguous {size}-token blocks"
+    if len(ends) > MAX_BLOCKS:
+        ends = ends[(np.arange(1, MAX_BLOCKS + 1) * len(ends)) // MAX_BLOCKS - 1]
+        rule += f", grouped into {MAX_BLOCKS} blocks of consecutive ones"
+    return ends.astype(np.int64), rule
+
+
+def block_sums(logprobs: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sum of log-probabilities, token count) of every block ending at `ends`."""
+    logprobs = np.asarray(logprobs, dtype=np.float64)
+    if len(ends) == 0 or ends[-1] != len(logprobs):
+        raise LMBenchError(f"the blocks cover {ends[-1] if len(ends) else 0} tokens but the split has "
+                           f"{len(logprobs)} log-probabilities: cut the blocks from the split that was scored")
+    starts = np.concatenate([[0], ends[:-1]])
+    return np.add.reduceat(logprobs, starts), np.diff(ends, prepend=0)
+
+
+def row_blocks(logprobs: np.ndarray, ends: np.ndarray) -> dict:
+    """A split's blocks as results.json keeps them: `logprob` (sums, rounded to DECIMALS) and `tokens`."""
+    sums, counts = block_sums(logprobs, ends)
+    return {"logprob": np.round(sums, DECIMALS).tolist(), "tokens": counts.tolist()}
+
+
+def _resampled(blocks: int, resamples: int, seed: int) -> np.ndarray:
+    """(resamples, blocks) block indices drawn with replacement."""
+    return np.random.default_rng(seed).integers(0, blocks, size=(resamples, blocks))
+
+
+def _interval(values: np.ndarray) -> tuple[float, float]:
+    low, high = np.quantile(values, QUANTILES)
+    return float(low), float(high)
+
+
+def perplexity_interval(sums: np.ndarray, counts: np.ndarray, *, resamples: int = RESAMPLES,
+                        seed: int = SEED) -> tuple[float, float]:
+    """The 95% bootstrap interval of the perplexity of blocks of log-probability `sums` and token `counts`."""
+    sums, counts = np.asarray(sums, dtype=np.float64), np.asarray(counts, dtype=np.int64)
+    chosen = _resampled(len(sums), resamples, seed)
+    with np.errstate(over="ignore"):
+        return _interval(np.exp(-sums[chosen].sum(axis=1) / counts[chosen].sum(axis=1)))
+
+
+def paired_difference(sums_a: np.ndarray, sums_b: np.ndarray, counts: np.ndarray, *, resamples: int = RESAMPLES,
+                      seed: int = SEED) -> tuple[float, tuple[float, float]]:
+    """Model a against model b on the same blocks: ppl_a / ppl_b - 1 (negative: a is lower) and its 95%
+    bootstrap interval, the difference in mean log-probability taken on the same resampled blocks."""
+    sums_a, sums_b = np.asarray(sums_a, dtype=np.float64), np.asarray(sums_b, dtype=np.float64)
+    counts = np.asarray(counts, dtype=np.int64)
+    if not sums_a.shape == sums_b.shape == counts.shape:
+        raise LMBenchError(f"the two models are not scored on the same blocks ({len(sums_a)} and {len(sums_b)} "
+                           f"sums, {len(counts)} counts): compare rows scored on the same split of one corpus")
+    gain = sums_b - sums_a  # how much more log-probability b gives each block than a
+    chosen = _resampled(len(gain), resamples, seed)
+    difference = float(np.expm1(gain.sum() / counts.sum()))
+    return difference, _interval(np.expm1(gain[chosen].sum(axis=1) / counts[chosen].sum(axis=1)))
+
+
+def split_interval(blocks: dict) -> tuple[float, float]:
+    """`perplexity_interval` of one split's blocks as results.json keeps them (`row_blocks`)."""
+    return perplexity_interval(blocks["logprob"], blocks["tokens"])
+
+
+def paired_splits(blocks_a: dict, blocks_b: dict) -> tuple[float, tuple[float, float]]:
+    """`paired_difference` of two rows' blocks of one split as results.json keeps them."""
+    if blocks_a["tokens"] != blocks_b["tokens"]:
+        raise LMBenchError("the two rows' blocks hold different token counts, so they are not the same blocks: "
+                           "compare rows of one results.json, scored on the same split")
+    return paired_difference(blocks_a["logprob"], blocks_b["logprob"], blocks_a["tokens"])
