@@ -18,8 +18,8 @@ import torch
 
 from corpora.named import load_named
 from lmbench.model import perplexity
-from neural.lstm import EVAL_LANES, EVAL_WARMUP
-from neural.stream_train import load_stream
+from neural.networks.lstm import EVAL_LANES, EVAL_WARMUP
+from neural.training.stream_train import load_stream
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ large torch.mm measured in the same run. Random ids drawn from a Zipf unigram: n
 noisy on a shared machine: run it when `uptime` shows the cores idle.
 
 The stream networks (`--families lstm transformer`, default both): training tokens/s of the recipe's
-update (`neural.stream_train`: lanes x steps positions, AdamW, clipping) with the full softmax (fp32 and
+update (`neural.training.stream_train`: lanes x steps positions, AdamW, clipping) with the full softmax (fp32 and
 bf16) and importance sampling, and the exact scoring's tokens/s (`score_stream`: the LSTM in lanes
 warmed on the tokens before them, the Transformer's sliding window), for the default shapes of
 `neural.families.LSTMShape` and `neural.families.TransformerShape`.
@@ -35,15 +35,15 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from neural.classes import frequency_classes  # noqa: E402
+from neural.outputs.classes import frequency_classes  # noqa: E402
 from neural.config import OBJECTIVES, NPLMConfig  # noqa: E402
 from neural.lm import score_stream  # noqa: E402
-from neural.model import NPLM  # noqa: E402
-from neural.objectives import make_objective  # noqa: E402
-from neural.recipe import apply_weight_decay, make_optimizer  # noqa: E402
-from neural.tree import huffman_tree  # noqa: E402
+from neural.networks.nplm import NPLM  # noqa: E402
+from neural.outputs.objectives import make_objective  # noqa: E402
+from neural.training.recipe import apply_weight_decay, make_optimizer  # noqa: E402
+from neural.outputs.tree import huffman_tree  # noqa: E402
 from neural.families import FAMILIES  # noqa: E402
-from neural.stream_train import StreamTrainConfig, build_stream_network, steps_of  # noqa: E402
+from neural.training.stream_train import StreamTrainConfig, build_stream_network, steps_of  # noqa: E402
 
 STREAM_FAMILIES = [name for name, entry in FAMILIES.items() if entry.context == "stream"]
 

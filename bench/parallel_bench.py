@@ -1,8 +1,8 @@
-"""Speed of parallel training (neural/parallel.py): tokens/s on 1 and P processes for each scheme, the
+"""Speed of parallel training (neural/parallel/teams.py): tokens/s on 1 and P processes for each scheme, the
 communication's share of the time and the bytes it moves per update, and a paper-style projection for
 the AP network on 8 and 64 workers.
 
-Each scheme runs the training step of `neural.train` (the Team's hooks, the objective, the sparse SGD
+Each scheme runs the training step of `neural.training.train` (the Team's hooks, the objective, the sparse SGD
 step, the amortised weight decay) on the MLP1 shape (n=5, m=60, h=50, direct) at Brown's |V|, with
 minibatches of --batch windows per update, all processes together (data-parallel: --batch / P per
 process). One process runs the single-process path, with one worker's threads (cores / P: the reference of the
@@ -45,10 +45,10 @@ import torch.multiprocessing as mp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from neural.config import NPLMConfig  # noqa: E402
-from neural.objectives import make_objective  # noqa: E402
-from neural.parallel import connect  # noqa: E402
-from neural.team import Team  # noqa: E402
-from neural.recipe import apply_weight_decay, make_optimizer  # noqa: E402
+from neural.outputs.objectives import make_objective  # noqa: E402
+from neural.parallel.teams import connect  # noqa: E402
+from neural.training.team import Team  # noqa: E402
+from neural.training.recipe import apply_weight_decay, make_optimizer  # noqa: E402
 
 MLP1 = dict(n=5, m=60, h=50, direct=True)
 AP = dict(n=6, m=100, h=60, direct=True)  # the AP network of `make reproduce-ap`

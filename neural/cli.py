@@ -150,7 +150,7 @@ def _parallel_options(parser: argparse.ArgumentParser, schemes, backends) -> Non
     group.add_argument("--backend", choices=backends, default="auto",
                        help="torch.distributed backend (default auto: nccl on CUDA, gloo on the CPU)")
     group.add_argument("--nproc-per-node", type=integer(1), default=None,
-                       help="run on P processes of this machine: torchrun is started for you (neural/launch.py)")
+                       help="run on P processes of this machine: torchrun is started for you (neural/parallel/launch.py)")
     group.add_argument("--nnodes", type=integer(1), default=1,
                        help="with --nproc-per-node: machines running the same command (default 1)")
     group.add_argument("--rdzv-endpoint", metavar="HOST:PORT", default=None,
@@ -172,9 +172,9 @@ def _stream_default(option: str) -> str:
 
 def run_train(args: argparse.Namespace) -> dict | None:
     from dataclasses import asdict, fields
-    from neural.train import NPLMConfig, train_nplm
+    from neural.training.train import NPLMConfig, train_nplm
     if args.nproc_per_node:
-        from neural.launch import launch
+        from neural.parallel.launch import launch
         return launch(args)
     run_options = {f.name: getattr(args, f.name) for f in fields(NPLMConfig)[2:]
                    if getattr(args, f.name, None) is not None}  # not given: the config's (or the family's) default
@@ -195,31 +195,31 @@ def run_train(args: argparse.Namespace) -> dict | None:
 
 def _check_launch(args: argparse.Namespace) -> None:
     """A bad --device, or --parallel outside torchrun, named before the corpus loads."""
-    from neural.recipe import resolve_device
+    from neural.training.recipe import resolve_device
     resolve_device(args.device, args.threads)
     if args.parallel:
-        from neural.parallel import launch_environment
+        from neural.parallel.teams import launch_environment
         launch_environment(args.parallel)
 
 
 def _connect(args: argparse.Namespace, corpus):
-    from neural.train import join
+    from neural.training.train import join
     return join(args.parallel, len(corpus.vocab), device=args.device, backend=args.backend,
                    threads=args.threads)
 
 
 def _require_run(run_dir: str) -> None:
     """Refuse a run directory without a trained model before any corpus is prepared."""
-    from neural.train import BEST
+    from neural.training.train import BEST
     if not (Path(run_dir) / BEST).exists():
         raise LMBenchError(f"no trained model in {run_dir} (no {BEST}): train there first (lmbench nplm "
                            f"train --out {run_dir}), or let the run finish one epoch")
 
 
 def run_eval(args: argparse.Namespace) -> dict | None:
-    from neural.train import load_nplm
+    from neural.training.train import load_nplm
     if args.nproc_per_node:
-        from neural.launch import launch
+        from neural.parallel.launch import launch
         return launch(args)
     _check_launch(args)
     if not args.parallel:  # (on several machines, only rank 0's disk need hold the run)
@@ -263,7 +263,7 @@ def _score_split(team, model, corpus, split: str, bf16: bool) -> np.ndarray:
 
 def run_neighbors(args: argparse.Namespace) -> dict:
     from neural import oov
-    from neural.train import load_nplm
+    from neural.training.train import load_nplm
     _require_run(args.dir)
     corpus = load_corpus(args)
     model = load_nplm(args.dir, corpus, device="cpu")

@@ -1,5 +1,5 @@
 """What a training run is: its configuration and the two recipes (no torch here, so that the command
-line can offer the choices without importing it). `neural.recipe` carries them out."""
+line can offer the choices without importing it). `neural.training.recipe` carries them out."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ from dataclasses import dataclass, fields, replace
 from lmbench.errors import LMBenchError
 from neural.families import NetworkShape, check_numbers, family
 
-CLASS_SOURCES = ("frequency", "exchange")  # neural/classes.py makes each
-PARALLEL = ("data", "vocab")  # neural/parallel.py: minibatch shards, or blocks of output rows
-SCHEDULES = ("halving", "linear")  # the sgd recipe's rate schedules (neural/recipe.py)
+CLASS_SOURCES = ("frequency", "exchange")  # neural/outputs/classes.py makes each
+PARALLEL = ("data", "vocab")  # neural/parallel/teams.py: minibatch shards, or blocks of output rows
+SCHEDULES = ("halving", "linear")  # the sgd recipe's rate schedules (neural/training/recipe.py)
 BACKENDS = ("auto", "gloo", "nccl")  # torch.distributed's; auto: nccl on CUDA, gloo on the CPU
 
 
 @dataclass(frozen=True)
 class Objective:
-    """One training objective (`neural.objectives`) and the output layer it trains (`neural.output`)."""
+    """One training objective (`neural.outputs.objectives`) and the output layer it trains (`neural.outputs.layers`)."""
     name: str
     output: str  # the output layer the network gets: the name of the exact objective that trains it
     layer: str | None = None  # an exact objective: "module:Class" of its output layer, whose loss it is
@@ -33,13 +33,13 @@ class Objective:
 
 
 OBJECTIVES = {o.name: o for o in (
-    Objective("softmax", "softmax", layer="neural.output:SoftmaxLayer", summary="the full softmax (exact)"),
-    Objective("importance", "softmax", loss="neural.objectives:ImportanceSampling",
+    Objective("softmax", "softmax", layer="neural.outputs.layers:SoftmaxLayer", summary="the full softmax (exact)"),
+    Objective("importance", "softmax", loss="neural.outputs.objectives:ImportanceSampling",
               summary="importance sampling of the softmax gradient"),
-    Objective("nce", "softmax", loss="neural.objectives:NoiseContrastive", summary="noise-contrastive estimation"),
-    Objective("class", "class", layer="neural.output:ClassLayer", structure="neural.classes:word_classes",
+    Objective("nce", "softmax", loss="neural.outputs.objectives:NoiseContrastive", summary="noise-contrastive estimation"),
+    Objective("class", "class", layer="neural.outputs.layers:ClassLayer", structure="neural.outputs.classes:word_classes",
               options=("classes", "class_source"), summary="the class-factored softmax (exact)"),
-    Objective("tree", "tree", layer="neural.tree:TreeLayer", structure="neural.tree:word_tree",
+    Objective("tree", "tree", layer="neural.outputs.tree:TreeLayer", structure="neural.outputs.tree:word_tree",
               options=("classes", "class_source"), summary="the tree softmax over a Huffman tree (exact)"),
 )}
 
@@ -65,7 +65,7 @@ class NPLMConfig:
     model: str = "nplm"  # the family (neural/families.py): "nplm" (equation 1), "energy" (section 5.1)
     shape: NetworkShape | None = None  # the family's shape dataclass (n, m, h, ...); None: its defaults
     recipe: str = "sgd"  # "paper" or "sgd"
-    objective: str = "importance"  # "softmax", "importance", "nce" or "class" (neural/objectives.py)
+    objective: str = "importance"  # "softmax", "importance", "nce" or "class" (neural/outputs/objectives.py)
     samples: int = 400  # k: words drawn per minibatch by a sampled objective (Brown: 400 vs 100, see README)
     classes: int = 0  # objective "class": C, the number of word classes; 0: round(sqrt(|V|))
     class_source: str = "frequency"  # objective "class": "frequency" bins or "exchange" clustering
@@ -73,9 +73,9 @@ class NPLMConfig:
     batch_size: int | None = None  # None: the recipe's (paper 1, sgd 128)
     lr: float | None = None  # None: the recipe's eps0 (paper 1e-3, sgd 1.0)
     lr_decay: float = 1e-8  # paper: r in eps0 / (1 + r t)
-    min_gain: float = 0.003  # sgd: halve once an epoch gains less than this per 1M train tokens (neural.recipe)
+    min_gain: float = 0.003  # sgd: halve once an epoch gains less than this per 1M train tokens (neural.training.recipe)
     anneal_gain: float | None = None  # sgd: start halving below this fixed gain instead (None: the rule)
-    schedule: str = "halving"  # sgd: "halving" (the rule above) or "linear" (lr to 0 over all `epochs`, neural.recipe)
+    schedule: str = "halving"  # sgd: "halving" (the rule above) or "linear" (lr to 0 over all `epochs`, neural.training.recipe)
     weight_decay: float = 1e-4  # on the weights and C, never the biases (paper: 1e-4 Brown, 1e-5 AP)
     patience: int = 2  # paper: stop after this many epochs without a better validation perplexity
     dropout: float = 0.0  # dropout on the features while training (not in the paper; NPLM: [tanh(d + Hx), x])
@@ -87,7 +87,7 @@ class NPLMConfig:
     max_steps: int | None = None  # stop (with a checkpoint) after this many updates in all
     eval_batch: int = 2048
     valid_tokens: int | None = None  # validate each epoch on the first this many valid tokens (None: all)
-    parallel: str | None = None  # None (one process), "data" or "vocab", under torchrun (neural/parallel.py)
+    parallel: str | None = None  # None (one process), "data" or "vocab", under torchrun (neural/parallel/teams.py)
     backend: str = "auto"  # --parallel: "auto", "gloo" or "nccl"
 
     def __init__(self, model: str = "nplm", shape: NetworkShape | dict | None = None, **options):

@@ -8,7 +8,7 @@ A family is
 
 - `Shape`, a frozen dataclass (`NetworkShape`): everything that fixes the network's parameters (its n, m,
   h, ... and nothing about training). A checkpoint keeps it (`dataclasses.asdict`, as nanoGPT keeps its
-  `model_args`) and the network is rebuilt from it (`neural.train.load_nplm`). Its fields are the command line's
+  `model_args`) and the network is rebuilt from it (`neural.training.train.load_nplm`). Its fields are the command line's
   options of that family (`lmbench nplm train --model NAME --FIELD ...`): the default and the help text
   live once, in the field (`field(default=..., metadata={"help": ...})`). Its class variables
   `outputs` and `parallel` list the output layers it can have (`neural.config.OBJECTIVES` names each
@@ -21,25 +21,29 @@ A family is
 - `context`, what a network reads to predict a token, which picks the loop that trains it and the code
   that scores it:
     "window" (the NPLM, the energy network): the `history` tokens just before it (n-1 words,
-      left-padded with PAD_ID at the start of a stream). Trained by `neural.train` on shuffled windows,
+      left-padded with PAD_ID at the start of a stream). Trained by `neural.training.train` on shuffled windows,
       scored by `neural.lm.score_stream`; every call they make on the network is in `Network`.
     "stream" (for recurrent and attention networks): contiguous sequences of the stream, a state carried
       from one to the next. Such a family names its own `trainer`, `scorer` and `loader`
-      ("module:function", with the signatures of `neural.train.train_nplm`, `neural.lm.score_stream` and
-      `neural.train.load_nplm`), and implements the
+      ("module:function", with the signatures of `neural.training.train.train_nplm`, `neural.lm.score_stream` and
+      `neural.training.train.load_nplm`), and implements the
       parts of `Network` that do not read windows (building, checkpoint shape, output layer, weight
       decay, vocabulary widening); `history` is None.
 - `vocab_slice`, "module:Class" of one process's block of the network under --parallel vocab, None
   when the family has none (its shape's `parallel` then leaves "vocab" out).
 
-A new family is one file and one registration here: write the network in `neural/NAME.py` against
-`Network`, then add its shape dataclass below (subclassing `NetworkShape`) and the line
+A new family is one file and one registration here: write the network in `neural/networks/NAME.py`
+against `Network`, then add its shape dataclass below (subclassing `NetworkShape`, or `RecurrentShape`)
+and the line
 
-    register(Family("NAME", NAMEShape, "neural.NAME:NAMENetwork", summary="..."))
+    register(Family("NAME", NAMEShape, "neural.networks.NAME:NAMENetwork", label="...", summary="..."))
 
-Nothing else names a family: `neural.train.build_network`, `load_nplm`, resume, `neural.oov` and
-`neural.parallel` go through `family(name)` and the protocol, and the command line offers the new
-family's options from its shape dataclass.
+with `quick=` (the shape of a quick run) and, for a stream network, `**STREAM`. The shape stays here,
+not in the network's file, because the command line reads every family's options without importing
+torch. Nothing else names a family: the builder (`neural.training.team.build_network`), `load_nplm`,
+resume, `neural.oov` and `neural.parallel.teams` go through `family(name)` and the protocol; the command
+line, the rows of `reproduce`, the summary's columns, the claims and the contract tests iterate the
+registry (`label`, `beyond_2003`, `quick`).
 """
 
 from __future__ import annotations
@@ -104,9 +108,9 @@ class Family:
     context: str = "window"  # "window" or "stream"
     summary: str = ""  # one line for --help
     vocab_slice: str | None = None  # "module:Class" under --parallel vocab
-    trainer: str | None = None  # "stream": "module:function" that trains it (None: neural.train's windows)
+    trainer: str | None = None  # "stream": "module:function" that trains it (None: neural.training.train's windows)
     scorer: str | None = None  # "stream": "module:function" that scores a stream (None: neural.lm's windows)
-    loader: str | None = None  # "stream": "module:function" that loads a trained run (None: neural.train's)
+    loader: str | None = None  # "stream": "module:function" that loads a trained run (None: neural.training.train's)
     label: str = ""  # its name in reports ("LSTM": rows "LSTM (ours)", claims "The LSTM (ours) ...")
     beyond_2003: bool = False  # one of our networks beyond 2003: its row (alone and + KN 5) in every
     #   `reproduce text`, an --extra group of brown and ap, a column of the summary, its claims
@@ -167,8 +171,8 @@ def option_name(field_name: str) -> str:
 
 
 class Network(Protocol):
-    """What every network is (written down once; `neural.train`, `neural.lm`, `neural.objectives`,
-    `neural.oov` and `neural.parallel` call nothing else). A network is a torch.nn.Module.
+    """What every network is (written down once; `neural.training.train`, `neural.lm`, `neural.outputs.objectives`,
+    `neural.oov` and `neural.parallel.teams` call nothing else). A network is a torch.nn.Module.
 
     Building and the checkpoint
       __init__(shape, vocab_size, *, output="softmax", structure=None, dropout=0.0): built from its
@@ -193,7 +197,7 @@ class Network(Protocol):
       forward(context) -> y (B, V): scores whose softmax is the full-softmax distribution (`neural.oov`
         reads them); num_classes: C of a class-factored output layer, else 0.
 
-    Training (`neural.train`, `neural.objectives`)
+    Training (`neural.training.train`, `neural.outputs.objectives`)
       history: how many tokens before the target a "window" network reads (n - 1; None for a
         "stream" network); contexts are (B, history) int64, oldest first, PAD_ID-padded.
       features(context) -> z (B, K): what the output layer and the objectives take.
@@ -238,7 +242,7 @@ class Network(Protocol):
 
 @dataclass(frozen=True)
 class NPLMShape(NetworkShape):
-    """Equation (1) of the paper (`neural.model.NPLM`)."""
+    """Equation (1) of the paper (`neural.networks.nplm.NPLM`)."""
     n: int = field(default=5, metadata={"help": "order: n-1 context words"})
     m: int = field(default=60, metadata={"help": "word feature size"})
     h: int = field(default=50, metadata={"help": "hidden units, 0 for none"})
@@ -259,7 +263,7 @@ class NPLMShape(NetworkShape):
 
 @dataclass(frozen=True)
 class EnergyShape(NetworkShape):
-    """The energy-minimisation network of section 5.1 (`neural.energy.EnergyNetwork`)."""
+    """The energy-minimisation network of section 5.1 (`neural.networks.energy.EnergyNetwork`)."""
     n: int = field(default=5, metadata={"help": "order: n-1 context words"})
     m: int = field(default=60, metadata={"help": "word feature size"})
     h: int = field(default=50, metadata={"help": "hidden units (the output word enters through them)"})
@@ -280,9 +284,9 @@ class EnergyShape(NetworkShape):
         return super().refuse(run)
 
 
-register(Family("nplm", NPLMShape, "neural.model:NPLM", vocab_slice="neural.parallel:VocabSlice",
+register(Family("nplm", NPLMShape, "neural.networks.nplm:NPLM", vocab_slice="neural.parallel.teams:VocabSlice",
                 summary="equation 1 of the paper (default)"))
-register(Family("energy", EnergyShape, "neural.energy:EnergyNetwork",
+register(Family("energy", EnergyShape, "neural.networks.energy:EnergyNetwork",
                 summary="the energy-minimisation network, section 5.1"))
 
 
@@ -290,18 +294,18 @@ register(Family("energy", EnergyShape, "neural.energy:EnergyNetwork",
 # sampled words per update, decoupled weight decay 0.01 on the matrices; each family adds its dropout.
 STREAM_RUN_DEFAULTS = {"epochs": 6, "samples": 1000, "weight_decay": 0.01}
 # The options of the window networks' recipes that the stream networks' trainer (AdamW, a linear
-# warm-up then a cosine rate over all its epochs, neural/stream_train.py) has no use for.
+# warm-up then a cosine rate over all its epochs, neural/training/stream_train.py) has no use for.
 STREAM_UNUSED = ("recipe", "schedule", "min_gain", "anneal_gain", "patience", "lr_decay", "classes",
                  "class_source", "eval_batch")
 # The registration keywords of a stream family: its context, trainer, scorer and loader.
-STREAM = dict(context="stream", trainer="neural.stream_train:train_family", scorer="neural.stream:score_family",
-              loader="neural.stream_train:load_stream", beyond_2003=True)
+STREAM = dict(context="stream", trainer="neural.training.stream_train:train_family", scorer="neural.networks.stream:score_family",
+              loader="neural.training.stream_train:load_stream", beyond_2003=True)
 
 
 @dataclass(frozen=True)
 class RecurrentShape(NetworkShape):
-    """The shape of a recurrent family (`neural.stream.RecurrentNetwork`): stacked layers of h units over
-    word vectors of m; trained by `neural.stream_train`, which takes --dropout as Zaremba et al.'s
+    """The shape of a recurrent family (`neural.networks.stream.RecurrentNetwork`): stacked layers of h units over
+    word vectors of m; trained by `neural.training.stream_train`, which takes --dropout as Zaremba et al.'s
     (embeddings, between layers, output). Each recurrent family subclasses it (its own dataclass)."""
     layers: int = field(default=2, metadata={"help": "stacked layers (recurrent: 1 or 2; transformer: blocks)"})
     m: int = field(default=256, metadata={"help": "word feature size"})
@@ -323,14 +327,14 @@ class RecurrentShape(NetworkShape):
 
 @dataclass(frozen=True)
 class LSTMShape(RecurrentShape):
-    """A stacked LSTM over the whole stream (`neural.lstm.LSTMNetwork`)."""
+    """A stacked LSTM over the whole stream (`neural.networks.lstm.LSTMNetwork`)."""
     run_defaults: ClassVar[dict] = {**STREAM_RUN_DEFAULTS, "dropout": 0.4}
 
 
 @dataclass(frozen=True)
 class TransformerShape(NetworkShape):
-    """A causal pre-norm decoder over windows of the stream (`neural.transformer.TransformerNetwork`);
-    trained by `neural.stream_train` (--dropout on attention, residual branches and embeddings)."""
+    """A causal pre-norm decoder over windows of the stream (`neural.networks.transformer.TransformerNetwork`);
+    trained by `neural.training.stream_train` (--dropout on attention, residual branches and embeddings)."""
     layers: int = field(default=4, metadata={"help": "stacked layers (recurrent: 1 or 2; transformer: blocks)"})
     d: int = field(default=256, metadata={"help": "transformer: model width"})
     heads: int = field(default=4, metadata={"help": "transformer: attention heads"})
@@ -360,23 +364,23 @@ class TransformerShape(NetworkShape):
 
 def stream_refusal(name: str, given: list[str]) -> str:
     """The line refusing window-recipe options for a stream family."""
-    return (f"--model {name} trains with its own recipe (neural/stream_train.py: AdamW, a linear warm-up then "
+    return (f"--model {name} trains with its own recipe (neural/training/stream_train.py: AdamW, a linear warm-up then "
             f"a cosine rate over all --epochs), which has no use for {', '.join('--' + option_name(k) for k in given)}: "
             f"drop {'it' if len(given) == 1 else 'them'}")
 
 
-register(Family("lstm", LSTMShape, "neural.lstm:LSTMNetwork", label="LSTM", quick={"m": 64, "h": 64},
+register(Family("lstm", LSTMShape, "neural.networks.lstm:LSTMNetwork", label="LSTM", quick={"m": 64, "h": 64},
                 summary="an LSTM over the whole stream (Zaremba et al. 2014)", **STREAM))
-register(Family("transformer", TransformerShape, "neural.transformer:TransformerNetwork", label="Transformer",
+register(Family("transformer", TransformerShape, "neural.networks.transformer:TransformerNetwork", label="Transformer",
                 quick={"layers": 2, "d": 64, "heads": 2, "ff": 256, "context": 32},
                 summary="a small causal Transformer, sliding-window scoring", **STREAM))
 
 
 @dataclass(frozen=True)
 class GRUShape(RecurrentShape):
-    """A stacked GRU over the whole stream (`neural.gru.GRUNetwork`), in the LSTM's recipe."""
+    """A stacked GRU over the whole stream (`neural.networks.gru.GRUNetwork`), in the LSTM's recipe."""
     run_defaults: ClassVar[dict] = {**STREAM_RUN_DEFAULTS, "dropout": 0.4}
 
 
-register(Family("gru", GRUShape, "neural.gru:GRUNetwork", label="GRU", quick={"m": 64, "h": 64},
+register(Family("gru", GRUShape, "neural.networks.gru:GRUNetwork", label="GRU", quick={"m": 64, "h": 64},
                 summary="a GRU over the whole stream (Cho et al. 2014)", **STREAM))

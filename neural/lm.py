@@ -17,7 +17,7 @@ import torch
 
 from lmbench.model import LanguageModel
 from neural.families import family_of, load
-from neural.model import NPLM, PAD_ID
+from neural.networks.nplm import NPLM, PAD_ID
 
 EVAL_BATCH = 2048  # contexts per GEMM when scoring
 MIN_ROWS = 64  # distribution() pads its one context to this many rows so the GEMM is the batched kind
@@ -82,7 +82,7 @@ def score_stream(net: NPLM, stream: np.ndarray, start: int, *, batch_size: int =
 
 class NPLMLanguageModel(LanguageModel):
     """A trained network behind the suite's interface. `fit` is not how it is made: use
-    neural.train.train_nplm, then neural.train.load_nplm (which checks it against the corpus). A network with a
+    neural.training.train.train_nplm, then neural.training.train.load_nplm (which checks it against the corpus). A network with a
     class layer is its class-factored distribution; factored=False makes it the full softmax of its y."""
 
     def __init__(self, net: NPLM, bf16: bool = False, factored: bool = True):
@@ -94,8 +94,8 @@ class NPLMLanguageModel(LanguageModel):
 
     def _fit(self, corpus) -> None:
         from lmbench.errors import LMBenchError
-        raise LMBenchError("an NPLM is trained with neural.train.train_nplm (or `lmbench nplm train`), "
-                           "not fit(): train it, then load it with neural.train.load_nplm")
+        raise LMBenchError("an NPLM is trained with neural.training.train.train_nplm (or `lmbench nplm train`), "
+                           "not fit(): train it, then load it with neural.training.train.load_nplm")
 
     def score(self, stream: np.ndarray, start: int) -> np.ndarray:
         return score_stream(self.net, stream, start, bf16=self.bf16, factored=self.factored)

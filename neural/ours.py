@@ -5,7 +5,7 @@ The paper's rows keep the paper's shapes (MLP1 ... MLP9, Table 2's network) and 
 the same network, y = b + [U, W] [tanh(d + H x), x], with two changes and two rules:
 
 - a wider context (as in the modernised NPLM of Sun & Iyyer 2021): beside the n-1 nearest words, x
-  holds one more block, the mean of C over the `bag` words before them (`neural.model.NPLM`, `bag`):
+  holds one more block, the mean of C over the `bag` words before them (`neural.networks.nplm.NPLM`, `bag`):
   what the story is about, which an n-gram cannot see;
 - regularisation by dropout on z = [tanh(d + Hx), x] (before the output layer) instead of a strong
   weight decay: the paper's coupled decay of 1e-4 per update at the sgd rate of 1 shrinks every
@@ -14,7 +14,7 @@ the same network, y = b + [U, W] [tanh(d + H x), x], with two changes and two ru
 - the shape is a rule of the number of training tokens T (`ours_options`), never of valid or test:
   n = 6 (5 words in order), bag = 50, m = 100, h = 300, direct connections; dropout 0.3 up to 2M
   training tokens, then 0.3 sqrt(2M / T) (more data needs less of it: 0.21 at 4M, 0.11 at AP's 14M);
-- a budget known before the run starts: the sgd recipe's linear schedule (`neural.recipe`: the rate
+- a budget known before the run starts: the sgd recipe's linear schedule (`neural.training.recipe`: the rate
   falls from 1 to 0 over the whole run) over E = round(40M / T) epochs, at least 1 and at most 6 (Brown
   and a 1M-token corpus 6, AP's 14M 3: about 40M windows at most, which 2 cores train in about 35
   minutes), each epoch validated on the first 50,000 tokens of valid (as the

@@ -51,7 +51,7 @@ class Settings:
     corpus: str = "brown"
     quick: bool = False                # a small slice of the corpus, for a run of a few minutes
     seed: int = 0
-    nplm: dict = field(default_factory=dict)   # options of neural.train.NPLMConfig for every network
+    nplm: dict = field(default_factory=dict)   # options of neural.training.train.NPLMConfig for every network
     slice: dict | None = None          # quick: tokens per split and min count of the sliced vocabulary
 
 
@@ -63,7 +63,7 @@ QUICK_CLASSES = {150: 20, 200: 30, 500: 50, 1000: 80, 2000: 120}  # quick runs s
 # NPLM training for the tables: the default recipe and objective of neural/config.py; see docs/reproducing.md
 # ("Table 2" for AP). AP: the paper's weight decay for AP (1e-5) and at most 8 epochs (the paper ran
 # 5; 8 keep `make reproduce-ap` within 90 minutes on 2 cores); the schedule is every corpus's
-# (neural.recipe: the halving starts once an epoch gains less than 0.3% per million training tokens).
+# (neural.training.recipe: the halving starts once an epoch gains less than 0.3% per million training tokens).
 NPLM_OPTIONS = {
     "brown": {},
     "ap": {"epochs": 8, "weight_decay": 1e-5},
@@ -113,7 +113,7 @@ class Reproduction:
         self.settings = settings
         # the seeds of the rows with a network in them: the settings' seed, then one more each (`seed_copies`)
         self.seeds = [settings.seed + i for i in range(seeds)]
-        self.threads = threads  # network rows' CPU threads (None: neural.recipe.default_threads): how fast
+        self.threads = threads  # network rows' CPU threads (None: neural.training.recipe.default_threads): how fast
         self.code = code or code_state(report_dir)  # the commit that runs, reports.provenance
         self.extra = extra  # the optional row groups to add (EXTRA_ROWS of the corpus)
         self.work = work_dir
@@ -179,7 +179,7 @@ class Reproduction:
     def training_config(self, row: Row):
         """The training configuration of a network row: its family, the settings' options, the row's own
         config (its budget, `QUICK_IGNORED`, left to the settings in a quick run). The settings' options
-        are the recipe of the networks `neural.train` trains (the window families: AP's decay and epoch
+        are the recipe of the networks `neural.training.train` trains (the window families: AP's decay and epoch
         budget are the paper's network's); a stream family keeps its own recipe, but in a quick run (which narrows its shape too,
         its family's `quick` shape)."""
         from neural.config import NPLMConfig
@@ -299,7 +299,7 @@ class Reproduction:
         return saved.scored_splits(model, self.corpus, SPLITS if row.method != "infini-gram" else ("valid", "test"))
 
     def _run_network(self, row: Row, extra: dict) -> dict:
-        from neural.train import load_nplm, train_nplm
+        from neural.training.train import load_nplm, train_nplm
         config = self.training_config(row)
         out = self.work / "nplm" / f"{row.id}-{self.fingerprint(row)}"  # a changed row trains afresh
         started = time.perf_counter()

@@ -157,7 +157,6 @@ def test_rows_give_their_perplexity_without_unk_and_a_train_without_unk_is_warne
     scored in its context), from its saved log-probabilities, a row cached before it recorded them
     too; the report's table shows them beside every token's, and its corpus line each split's <unk> rate."""
     import logging
-    import numpy as np
     from lmbench.files import write_checked
     from lmbench.model import perplexity
     from mixing import saved

@@ -1,4 +1,4 @@
-"""The GRU family (`neural.gru`): the contract of every stream family is tested over the registry
+"""The GRU family (`neural.networks.gru`): the contract of every stream family is tested over the registry
 (tests/test_stream_networks.py); here what is the GRU's own: its equations, checked against a hand-written
 cell, and a state of one tensor carried exactly as the LSTM's two."""
 
@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from neural.families import GRUShape
-from neural.gru import GRUNetwork
+from neural.networks.gru import GRUNetwork
 
 
 def test_one_step_is_the_gru_equations():

@@ -1,5 +1,5 @@
 """`lmbench nplm train ... --nproc-per-node P`: torchrun started with the `--` that keeps torchrun from
-reading lmbench's --n, --m, --h as its own options (neural/launch.py)."""
+reading lmbench's --n, --m, --h as its own options (neural/parallel/launch.py)."""
 
 import json
 import os
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from neural.launch import torchrun_command
+from neural.parallel.launch import torchrun_command
 from tests.helpers import corpus_args, run_cli, write_splits
 from tests.test_nplm_parallel import TEXT
 

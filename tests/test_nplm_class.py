@@ -13,12 +13,12 @@ from baselines.clustering import cluster
 from lmbench_cli import main
 from lmbench.errors import LMBenchError
 from lmbench.model import split_perplexity
-from neural.classes import frequency_classes, word_classes
+from neural.outputs.classes import frequency_classes, word_classes
 from neural.families import NPLMShape
 from neural.lm import NPLMLanguageModel
-from neural.model import NPLM
-from neural.objectives import make_objective
-from neural.train import BEST, CHECKPOINT, load_nplm, train_nplm
+from neural.networks.nplm import NPLM
+from neural.outputs.objectives import make_objective
+from neural.training.train import BEST, CHECKPOINT, load_nplm, train_nplm
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution
 from tests.test_nplm_train import CORPUS, text_corpus_args, tiny
 

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-import neural.energy
+import neural.networks.energy
 from lmbench.errors import LMBenchError
 from lmbench_cli import main
-from neural.energy import EnergyNetwork
+from neural.networks.energy import EnergyNetwork
 from neural.families import EnergyShape
-from neural.train import BEST, NPLMConfig, load_nplm, train_nplm
+from neural.training.train import BEST, NPLMConfig, load_nplm, train_nplm
 from tests.test_nplm_train import CORPUS, text_corpus_args, tiny
 
 V = len(CORPUS.vocab)
@@ -80,7 +80,7 @@ def test_context_biases_cancel():
 
 def small_blocks(monkeypatch, size):
     """Blocks of at most `size` elements."""
-    monkeypatch.setattr(neural.energy, "BLOCK", size)
+    monkeypatch.setattr(neural.networks.energy, "BLOCK", size)
 
 
 @pytest.mark.parametrize("block", [None, 37])

@@ -2,7 +2,7 @@
 meets, tested once over the registries: a distribution over V for seen and unseen contexts whose log is
 the score; the unigram start; the exact gradient of importance sampling with every word drawn; sampled
 updates touching only the rows they use; save, load and resume giving identical scores. Then the tree
-softmax's own properties (neural/tree.py)."""
+softmax's own properties (neural/outputs/tree.py)."""
 
 import dataclasses
 import math
@@ -15,9 +15,9 @@ from lmbench.model import split_logprobs, split_perplexity
 from neural.config import OBJECTIVES
 from neural.families import FAMILIES, load
 from neural.lm import NPLMLanguageModel
-from neural.objectives import make_objective
-from neural.train import load_nplm, train_nplm
-from neural.tree import huffman_tree, tree_paths
+from neural.outputs.objectives import make_objective
+from neural.training.train import load_nplm, train_nplm
+from neural.outputs.tree import huffman_tree, tree_paths
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution
 from tests.test_nplm_train import CORPUS, tiny
 
@@ -147,7 +147,7 @@ COUNTS = np.array([7.0, 1.0, 3.0, 3.0, 12.0])  # five words
 def tree_network(groups=None, seed=1):
     torch.manual_seed(seed)
     from neural.families import NPLMShape
-    from neural.model import NPLM
+    from neural.networks.nplm import NPLM
     tree = torch.from_numpy(huffman_tree(COUNTS, groups))
     net = NPLM(NPLMShape(n=3, m=2, h=3, direct=True), len(COUNTS), output="tree", structure=tree).double()
     with torch.no_grad():

@@ -9,7 +9,7 @@ import torch
 from lmbench.errors import LMBenchError
 from neural.families import NPLMShape
 from neural.lm import NPLMLanguageModel, StreamWindows, context_windows
-from neural.model import dropout, NPLM, PAD_ID, parameter_count
+from neural.networks.nplm import dropout, NPLM, PAD_ID, parameter_count
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
 
 TEXT = "the cat sat on the mat . the dog sat on the log . a cat and a dog ."

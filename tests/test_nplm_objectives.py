@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from neural.families import NPLMShape
-from neural.model import NPLM
-from neural.objectives import ImportanceSampling, NoiseContrastive
+from neural.networks.nplm import NPLM
+from neural.outputs.objectives import ImportanceSampling, NoiseContrastive
 
 V = 12
 

@@ -12,11 +12,11 @@ from lmbench.errors import LMBenchError
 from lmbench.model import split_logprobs
 from lmbench_cli import main
 from neural import oov
-from neural.energy import EnergyNetwork
+from neural.networks.energy import EnergyNetwork
 from neural.families import EnergyShape, NPLMShape
 from neural.lm import NPLMLanguageModel, context_windows
-from neural.model import NPLM
-from neural.train import train_nplm
+from neural.networks.nplm import NPLM
+from neural.training.train import train_nplm
 from tests.helpers import corpus_args, write_splits
 from tests.lm_checks import make_corpus
 from tests.test_nplm_train import TEXT, tiny

@@ -1,4 +1,4 @@
-"""Parallel training (neural/parallel.py) on 2 gloo processes on localhost, spawned by the tests: the
+"""Parallel training (neural/parallel/teams.py) on 2 gloo processes on localhost, spawned by the tests: the
 loss and gradients of one minibatch and the parameters after a few updates equal one process's,
 a run of a few hundred updates learns, stops, resumes and writes one checkpoint in the
 single-process format, distributed evaluation scores like one process, and bad set-ups are named.
@@ -19,13 +19,13 @@ import torch.multiprocessing as mp
 
 from lmbench.errors import LMBenchError
 from lmbench.model import perplexity, split_perplexity
-from neural.classes import word_classes
+from neural.outputs.classes import word_classes
 from neural.config import NPLMConfig
 from neural.lm import context_windows
-from neural.objectives import make_objective
-from neural.parallel import LAUNCH_ENV, blocks, connect, leave_process_group
-from neural.team import Team
-from neural.train import BEST, CHECKPOINT, load_nplm, train_nplm
+from neural.outputs.objectives import make_objective
+from neural.parallel.teams import LAUNCH_ENV, blocks, connect, leave_process_group
+from neural.training.team import Team
+from neural.training.train import BEST, CHECKPOINT, load_nplm, train_nplm
 from tests.lm_checks import make_corpus
 
 TEXT = ("the cat sat on the mat . the dog sat on the log . a cat and a dog saw the mat . "

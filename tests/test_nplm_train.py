@@ -17,10 +17,10 @@ from lmbench_cli import main
 from lmbench.errors import LMBenchError
 from lmbench.model import split_perplexity
 from neural.families import NPLMShape
-from neural.model import NPLM
-from neural.team import Team
-from neural.recipe import anneal_threshold, apply_weight_decay, learning_rate, next_epoch_rate, resolve_device
-from neural.train import CHECKPOINT, NPLMConfig, load_nplm, train_nplm
+from neural.networks.nplm import NPLM
+from neural.training.team import Team
+from neural.training.recipe import anneal_threshold, apply_weight_decay, learning_rate, next_epoch_rate, resolve_device
+from neural.training.train import CHECKPOINT, NPLMConfig, load_nplm, train_nplm
 from tests.helpers import corpus_args, random_text, run_cli, write_splits
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
 
@@ -168,7 +168,7 @@ def test_resume_equals_uninterrupted(tmp_path, recipe, objective):
     assert [r["epoch"] for r in log] == [1, 2, 3]
 
 
-# The run state as train_nplm kept it before the typed state (neural.train.NPLMState): a plain dict
+# The run state as train_nplm kept it before the typed state (neural.training.train.NPLMState): a plain dict
 # with these keys, in every checkpoint written since.
 DICT_STATE_KEYS = ("epoch", "position", "step", "loss_sum", "tokens", "seconds", "best_valid", "bad_epochs",
                    "history", "stopped", "rate", "annealing", "decay_pending")
@@ -315,7 +315,7 @@ def test_a_best_model_whose_exact_perplexity_overflows_is_a_diverged_run(tmp_pat
     tokens e^-709 or less on average (hypothesis once drew such a run: NCE one window at a time at the full
     rate; whether it overflows depends on the machine's arithmetic, so here the overflow is planted in the
     first split scored after the best model is loaded): one line naming the fix, the files kept."""
-    import neural.train as train_module
+    import neural.training.train as train_module
     loaded, real_load, real_score = [], train_module.load_nplm, Team.score_stream
 
     def load_nplm_after_training(*args, **kwargs):
@@ -343,8 +343,8 @@ def test_a_best_model_whose_exact_perplexity_overflows_is_a_diverged_run(tmp_pat
 
 
 def test_a_one_process_run_imports_no_parallel_module(tmp_path):
-    """--parallel data|vocab is the only way into neural.parallel (and torchrun's neural.launch): a
-    command-line run on one process trains, evaluates and scores without them."""
+    """--parallel data|vocab is the only way into the package neural.parallel (its teams, and torchrun's
+    launch): a command-line run on one process trains, evaluates and scores without any of it."""
     files = {split: tmp_path / f"{split}.txt" for split in ("train", "valid", "test")}
     for split, path in files.items():
         path.write_text(" ".join(CORPUS.vocab.decode(CORPUS.split(split))))
@@ -353,7 +353,7 @@ def test_a_one_process_run_imports_no_parallel_module(tmp_path):
             f"a = main(['nplm', 'train', '--corpus', 'text', *{corpus!r}, '--n', '3', '--m', '4', '--h', '5', "
             f"'--epochs', '1', '--device', 'cpu', '--threads', '1', '--out', {str(tmp_path / 'run')!r}]); "
             f"b = main(['nplm', 'eval', {str(tmp_path / 'run')!r}, '--corpus', 'text', *{corpus!r}, '--device', 'cpu']); "
-            "print(a, b, sorted(m for m in sys.modules if m in ('neural.parallel', 'neural.launch')))")
+            "print(a, b, sorted(m for m in sys.modules if m.startswith('neural.parallel')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 0, done.stderr

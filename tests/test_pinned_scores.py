@@ -2,7 +2,7 @@
 pinned (tests/data/pinned_scores.json, written by `python -m tests.test_pinned_scores` at commit
 2eb1c68, before the trainers and families were reorganised): a refactoring that moves code must not move
 a number. Each case trains a tiny network for two epochs on the tests' corpus through the one entry
-point (`neural.train.train_nplm`), then scores test through the one loader (`neural.train.load_nplm`)."""
+point (`neural.training.train.train_nplm`), then scores test through the one loader (`neural.training.train.load_nplm`)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def corpus():
 
 def scores(case: str, out: Path) -> list[float]:
     from neural.config import NPLMConfig
-    from neural.train import load_nplm, train_nplm
+    from neural.training.train import load_nplm, train_nplm
 
     data = corpus()
     config = NPLMConfig(**CASES[case], epochs=2, seed=3, device="cpu", threads=1)

@@ -1,5 +1,5 @@
 """The stream networks (every family `neural.families` registers with context "stream": the LSTM, the
-Transformer, ...) and their trainer (`neural.stream_train`): the contract of `tests/lm_checks.py`,
+Transformer, ...) and their trainer (`neural.training.stream_train`): the contract of `tests/lm_checks.py`,
 training, exact resume and the options, over every registered stream family in its quick shape."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from tests.lm_checks import assert_normalised, assert_scores_match_distribution,
 from lmbench.errors import LMBenchError
 from lmbench.model import perplexity, split_logprobs
 from neural.families import FAMILIES, LSTMShape, TransformerShape
-from neural.stream import RecurrentNetwork
-from neural.stream_train import CHECKPOINT, LOG, StreamTrainConfig, lane_layout, load_stream, train_stream
+from neural.networks.stream import RecurrentNetwork
+from neural.training.stream_train import CHECKPOINT, LOG, StreamTrainConfig, lane_layout, load_stream, train_stream
 
 SHAPES = {name: entry.shape(**entry.quick) for name, entry in FAMILIES.items() if entry.context == "stream"}
 
@@ -115,7 +115,7 @@ def test_recurrent_lanes_read_no_more_warm_up_than_they_score(trained, corpus, m
 
 
 def test_transformer_windows_give_every_target_half_its_context_of_history():
-    from neural.transformer import TransformerNetwork
+    from neural.networks.transformer import TransformerNetwork
     net = TransformerNetwork(TransformerShape(layers=1, d=4, heads=1, ff=4, context=8), 5)
     for target in range(40):
         begin, end = net.window_of(target)
@@ -153,7 +153,7 @@ def test_a_diverging_run_stops_in_one_line_and_keeps_its_last_good_checkpoint(co
     train_stream(corpus, "lstm", SHAPES["lstm"], tiny_config(objective="importance", max_steps=3), tmp_path,
                  progress=False)
     good = torch.load(tmp_path / CHECKPOINT, weights_only=False)["model"]
-    from neural.objectives import ImportanceSampling
+    from neural.outputs.objectives import ImportanceSampling
     monkeypatch.setattr(ImportanceSampling, "loss_with", lambda self, net, z, target, sample: z.sum() * np.nan)
     with pytest.raises(LMBenchError, match="became nan at update 3.*last good checkpoint"):
         train_stream(corpus, "lstm", SHAPES["lstm"], tiny_config(objective="importance"), tmp_path, resume=True,
@@ -224,10 +224,10 @@ def test_a_stream_family_trains_by_its_own_recipe_unless_told_otherwise():
 
 
 def test_a_reproduction_loads_a_stream_run_as_any_network(corpus, tmp_path):
-    """`neural.train.train_nplm` and `load_nplm`, the pipeline's two calls, go to the family's own trainer
+    """`neural.training.train.train_nplm` and `load_nplm`, the pipeline's two calls, go to the family's own trainer
     and loader: the loaded model scores as `load_stream`'s."""
     from neural.config import NPLMConfig
-    from neural.train import load_nplm, train_nplm
+    from neural.training.train import load_nplm, train_nplm
     config = NPLMConfig(model="lstm", layers=1, m=8, h=8, epochs=1, batch_size=4, objective="softmax", device="cpu",
                         threads=1)
     train_nplm(corpus, config, tmp_path, evaluate=False, progress=False)

@@ -1,8 +1,8 @@
 """The processes of one run, and the builder of its networks: `Team` is the one-process run, whose every
 hook is the single-process code path itself (it returns its input, or calls the function given);
-`neural.train` trains and scores through these hooks, and under --parallel data|vocab the subclasses of
-`neural.parallel` split the minibatch or the output layer behind the same ones (`neural.train.join`
-gives a run its team: a scheme is the only way into `neural.parallel`).
+`neural.training.train` trains and scores through these hooks, and under --parallel data|vocab the subclasses of
+`neural.parallel.teams` split the minibatch or the output layer behind the same ones (`neural.training.train.join`
+gives a run its team: a scheme is the only way into `neural.parallel.teams`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch
 
 from neural.families import family
 from neural.lm import score_stream
-from neural.model import NPLM
+from neural.networks.nplm import NPLM
 
 T = TypeVar("T")
 
@@ -29,7 +29,7 @@ def build_network(entry, shape, vocab_size: int, *, output: str = "softmax", str
 class Team:
     """The processes of one run and what crosses between them; this base class is the one-process run,
     whose every hook is the single-process code path (it returns its input or calls the function
-    given). `neural.train.join` returns it, or the team of the --parallel scheme (`neural.parallel`)."""
+    given). `neural.training.train.join` returns it, or the team of the --parallel scheme (`neural.parallel.teams`)."""
 
     mode: str | None = None  # the --parallel scheme
     rank, world = 0, 1

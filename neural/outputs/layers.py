@@ -16,7 +16,7 @@ log-probabilities (`log_probs`). Which one a network has is its objective's (`ne
   only, so P sums to 1 over the vocabulary by construction. The word -> class map (`structure`) is a
   buffer of the layer (saved with it). `scores` still gives y, whose full softmax is a distribution
   too (not the one the class-factored objective trains; `log_probs(..., full_softmax=True)`).
-- `neural.tree.TreeLayer` (objective "tree"): a binary tree over V, P(w | h) the product of the
+- `neural.outputs.tree.TreeLayer` (objective "tree"): a binary tree over V, P(w | h) the product of the
   sigmoid decisions on the path to w.
 
 A layer with a word structure (the class map, the tree) keeps it in the buffer `structure`, which the

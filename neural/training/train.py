@@ -1,8 +1,8 @@
 """Training the window networks (the NPLM, the energy network): the trainer, with atomic checkpoints
 and exact resume.
 
-The recipes (how the learning rate moves, the batch, the weight decay) are in `neural.recipe`, the
-training losses over the output layer in `neural.objectives`, the epoch loop in `neural.loop`; this
+The recipes (how the learning rate moves, the batch, the weight decay) are in `neural.training.recipe`, the
+training losses over the output layer in `neural.outputs.objectives`, the epoch loop in `neural.training.loop`; this
 file's `WindowTrainer` runs them. Both recipes start
 the output biases b at the log of the add-one unigram frequencies of train, which is also the proposal
 and noise distribution q of the sampled objectives.
@@ -17,7 +17,7 @@ The best model on validation is saved apart (best.pt). Per-epoch figures go to l
 ones to result.json.
 
 On several processes (config.parallel, under torchrun) the loop is the same: the hooks of
-`neural.team.Team` (`neural.parallel`'s teams) split the minibatch or the output layer, sum the gradients, and have rank 0
+`neural.training.team.Team` (`neural.parallel.teams`'s teams) split the minibatch or the output layer, sum the gradients, and have rank 0
 write the files, in the single-process format.
 """
 
@@ -39,10 +39,10 @@ from lmbench.model import perplexity
 from neural.config import OBJECTIVES, RECIPES, NPLMConfig
 from neural.families import NetworkShape, family, load
 from neural.lm import NPLMLanguageModel, StreamWindows
-from neural.loop import RunState, run_epochs, write_log
-from neural.objectives import make_objective
-from neural.team import Team
-from neural.recipe import apply_weight_decay, learning_rate, make_optimizer, next_epoch_rate, resolve_device
+from neural.training.loop import RunState, run_epochs, write_log
+from neural.outputs.objectives import make_objective
+from neural.training.team import Team
+from neural.training.recipe import apply_weight_decay, learning_rate, make_optimizer, next_epoch_rate, resolve_device
 
 log = logging.getLogger(__name__)
 
@@ -108,19 +108,19 @@ def build_network(config: NPLMConfig, corpus, team: Team, *, progress: bool = Tr
 def join(mode: str | None, vocab_size: int, *, device: str = "auto", backend: str = "auto",
          threads: int | None = None) -> Team:
     """The team of this run: one process when mode is None, else this process's place in the process
-    group of --parallel `mode` (`neural.parallel.connect`)."""
+    group of --parallel `mode` (`neural.parallel.teams.connect`)."""
     if mode is None:
         return Team(device=resolve_device(device, threads))
-    from neural.parallel import connect
+    from neural.parallel.teams import connect
     return connect(mode, vocab_size, device=device, backend=backend, threads=threads)
 
 
 @dataclass
 class NPLMState(RunState):
-    """Where a window network's run stands (`neural.loop.RunState`) and its recipe's schedule."""
+    """Where a window network's run stands (`neural.training.loop.RunState`) and its recipe's schedule."""
 
     bad_epochs: int = 0  # epochs since the best validation perplexity (the paper recipe's early stopping)
-    rate: float = 0.0  # the sgd recipe's rate of the current epoch (`neural.recipe.next_epoch_rate`)
+    rate: float = 0.0  # the sgd recipe's rate of the current epoch (`neural.training.recipe.next_epoch_rate`)
     annealing: bool = False  # whether the sgd recipe halves the rate every epoch now
     decay_pending: int = 0  # updates whose weight decay is not applied yet (`Recipe.decay_every`)
 
@@ -144,8 +144,8 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
 
 
 class WindowTrainer:
-    """The run of a window network (`neural.loop.Trainer`): the network, objective and optimizer of
-    `config`, resumed from out/checkpoint.pt when `resume`, and the hooks of `neural.loop.run_epochs`."""
+    """The run of a window network (`neural.training.loop.Trainer`): the network, objective and optimizer of
+    `config`, resumed from out/checkpoint.pt when `resume`, and the hooks of `neural.training.loop.run_epochs`."""
 
     def __init__(self, corpus, config: NPLMConfig, out: Path, team: Team, *, resume: bool, progress: bool):
         out.mkdir(parents=True, exist_ok=True)
@@ -249,7 +249,7 @@ class WindowTrainer:
         return value, len(idx)
 
     def rate(self) -> float:
-        """The learning rate of the next update (`neural.recipe.learning_rate`)."""
+        """The learning rate of the next update (`neural.training.recipe.learning_rate`)."""
         return learning_rate(self.config, self.state.step, self.state.rate, self.steps_per_epoch * self.config.epochs)
 
     def settle_decay(self, rate: float) -> None:
@@ -351,7 +351,7 @@ def load_nplm(out_dir: str | Path, corpus, *, device: str | torch.device = "auto
 
     saved = read() if team is None else team.from_rank0(read)
     loader = family(saved["family"]).loader if "config" not in saved and "family" in saved else None
-    if loader is not None:  # a family with its own trainer and loader (a stream network, neural/stream_train.py)
+    if loader is not None:  # a family with its own trainer and loader (a stream network, neural/training/stream_train.py)
         if (team is not None and team.mode is not None) or not factored:
             raise LMBenchError(f"{path} holds a {saved['family']} network: it is scored on one process by its "
                                "own output layer (drop --parallel)")

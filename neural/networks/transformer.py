@@ -13,7 +13,7 @@ offsets. MLP = W_2 GELU(W_1 .), 4d wide by default. Dropout on the attention wei
 attention and MLP projections, and on the embeddings.
 
 A window holds `context` = L inputs. Training reads the stream in lanes of windows of L tokens
-(`neural.stream_train`), nothing carried between them. Exact scoring (`score_stream`) slides the window
+(`neural.training.stream_train`), nothing carried between them. Exact scoring (`score_stream`) slides the window
 with stride S = L / 2, aligned on the stream's start: target t is scored in the window that ends at
 the end of its block of S, v = S (floor(t / S) + 1), and starts at u = max(0, v - L), so it sees the
 t - u >= L - S = L / 2 tokens before it (all of them near the stream's start). Every token is scored
@@ -33,8 +33,8 @@ from torch.nn import functional as F
 
 from lmbench.errors import LMBenchError
 from neural.families import TransformerShape
-from neural.model import PAD_ID
-from neural.stream import StreamNetwork, padded_inputs
+from neural.networks.nplm import PAD_ID
+from neural.networks.stream import StreamNetwork, padded_inputs
 
 EVAL_WINDOWS = 32  # windows per forward pass when scoring (on CUDA 8 times as many)
 

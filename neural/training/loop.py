@@ -1,4 +1,4 @@
-"""The epoch loop that every trainer runs (`neural.train` for the window networks, `neural.stream_train`
+"""The epoch loop that every trainer runs (`neural.training.train` for the window networks, `neural.training.stream_train`
 for the stream networks), and the typed state of a run that its checkpoints keep.
 
 A trainer says how to start an epoch (its data order: a permutation of the windows, an offset of the
@@ -131,7 +131,7 @@ def run_epochs(trainer: Trainer, *, epochs: int, max_steps: int | None, checkpoi
                together: Callable[[bool], bool] = bool) -> None:
     """Train until `epochs` epochs are done or the trainer stops the run, with a checkpoint every
     `checkpoint_minutes`, after every epoch and at the end. `together`: a decision every process of a
-    parallel run takes alike (`neural.parallel.Team.any`)."""
+    parallel run takes alike (`neural.parallel.teams.Team.any`)."""
     state = trainer.state
     last_save = time.monotonic()
     while state.epoch < epochs and state.stopped is None:

@@ -17,7 +17,7 @@ stream) is left-padded with PAD_ID, the id of <unk> (0): the model sees "unknown
 first token, with no extra row in C, so the parameter count stays the paper's.
 
 The network computes the features z (K = h + (n-1)m with direct connections, else h); its output
-layer (`self.output`, `neural.output`) turns them into P(. | context): the paper's softmax, whose
+layer (`self.output`, `neural.outputs.layers`) turns them into P(. | context): the paper's softmax, whose
 [U, W] is ONE fused matrix multiplied once against z (the parameters then number
 |V|(1 + nm + h) + h(1 + (n-1)m), as in section 3 of the paper), or the class-factored or tree layer
 of the objectives "class" and "tree".
@@ -30,7 +30,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from neural.families import NPLMShape
-from neural.output import output_layer
+from neural.outputs.layers import output_layer
 
 PAD_ID = 0  # <unk>: what the model sees before the first token of a stream
 

@@ -1,7 +1,7 @@
-"""Training the stream networks (`neural.lstm`, `neural.transformer`): lanes of the continuous stream,
+"""Training the stream networks (`neural.networks.lstm`, `neural.networks.transformer`): lanes of the continuous stream,
 atomic checkpoints, exact resume.
 
-Data. The training stream, preceded by PAD (`neural.stream.padded_inputs`), is cut into `lanes`
+Data. The training stream, preceded by PAD (`neural.networks.stream.padded_inputs`), is cut into `lanes`
 contiguous pieces of equal length, one batch row each (Zaremba et al.'s layout); an update reads the
 next `steps` inputs of every lane (the LSTM's truncated back-propagation length, or the Transformer's
 context L) and predicts the tokens they precede. The LSTM carries its state (h, c), detached, from one
@@ -14,7 +14,7 @@ Hutter 2019) at `lr`, a linear warm-up over the first `warmup_steps` updates, th
 `final_lr_fraction` of it at the end of the last of `epochs` epochs (a fixed budget, the schedule of
 nanoGPT), the gradient's norm clipped at `clip`, decoupled weight decay on the matrices only. After
 every epoch the exact perplexity of the first `valid_tokens` tokens of valid picks the best model.
-The loss is any objective of `neural.objectives` but the class one: the full softmax, or a sampled one
+The loss is any objective of `neural.outputs.objectives` but the class one: the full softmax, or a sampled one
 (k words drawn per update, shared by its B x steps positions), which keeps training fast on CPUs.
 
 A checkpoint (checkpoint.pt, atomic, after every epoch and every `checkpoint_minutes`) holds the model,
@@ -44,12 +44,12 @@ from lmbench.model import perplexity
 from mixing.saved import save as save_logprobs, scored_splits
 from neural.families import family as family_entry
 from neural.config import OBJECTIVES
-from neural.loop import RunState, run_epochs, write_log
-from neural.objectives import make_objective
-from neural.recipe import resolve_device
-from neural.team import build_network
-from neural.stream import StreamLanguageModel, StreamNetwork, padded_inputs
-from neural.train import BEST, CHECKPOINT, LOG, RESULT, atomic_save, check_finite, nan_error, read_checkpoint
+from neural.training.loop import RunState, run_epochs, write_log
+from neural.outputs.objectives import make_objective
+from neural.training.recipe import resolve_device
+from neural.training.team import build_network
+from neural.networks.stream import StreamLanguageModel, StreamNetwork, padded_inputs
+from neural.training.train import BEST, CHECKPOINT, LOG, RESULT, atomic_save, check_finite, nan_error, read_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class StreamTrainConfig:
 
 
 def build_stream_network(family: str, vocab_size: int, shape, dropout: float = 0.0) -> StreamNetwork:
-    """The network of `family` (`neural.families`; `neural.team.build_network`), its full softmax."""
+    """The network of `family` (`neural.families`; `neural.training.team.build_network`), its full softmax."""
     return build_network(family_entry(family), shape, vocab_size, dropout=dropout)
 
 
@@ -135,7 +135,7 @@ def lane_layout(length: int, lanes: int, steps: int, offset: int) -> tuple[int, 
 
 def read_stream_checkpoint(path: Path, fingerprint: str, family: str | None = None,
                            shape: dict | None = None) -> dict:
-    """A checkpoint or best model (`neural.train.read_checkpoint`: readable, of this vocabulary), refused
+    """A checkpoint or best model (`neural.training.train.read_checkpoint`: readable, of this vocabulary), refused
     (one line) when made for another network than `family` of `shape`."""
     saved = read_checkpoint(path, fingerprint)
     if family is not None and (saved.get("family"), saved.get("network")) != (family, shape):
@@ -171,8 +171,8 @@ def train_stream(corpus, family: str, shape, config: StreamTrainConfig, out_dir:
 
 
 class StreamTrainer:
-    """The run of a stream network (`neural.loop.Trainer`): the network, objective and AdamW of
-    `config`, resumed from out/checkpoint.pt when `resume`, and the hooks of `neural.loop.run_epochs`."""
+    """The run of a stream network (`neural.training.loop.Trainer`): the network, objective and AdamW of
+    `config`, resumed from out/checkpoint.pt when `resume`, and the hooks of `neural.training.loop.run_epochs`."""
 
     def __init__(self, corpus, family: str, shape, config: StreamTrainConfig, out: Path, *, resume: bool):
         out.mkdir(parents=True, exist_ok=True)

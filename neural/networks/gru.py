@@ -10,7 +10,7 @@
 One state vector where the LSTM keeps two (no separate cell), and a third fewer recurrent weights at
 the same width. Dropout on the non-recurrent connections only, as the LSTM's (Zaremba et al. 2014).
 The state ((layers, B, h),) is carried along the stream in training and scoring as every recurrent
-family's (`neural.stream.RecurrentNetwork`).
+family's (`neural.networks.stream.RecurrentNetwork`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from neural.families import GRUShape
-from neural.stream import RecurrentNetwork
+from neural.networks.stream import RecurrentNetwork
 
 
 class GRUNetwork(RecurrentNetwork):

@@ -10,7 +10,7 @@ never on h_{t-1} -> h_t: Zaremba et al.'s regularisation, which lets a large LST
 corpus without losing what it carries across time steps.
 
 The history is the whole stream: the state (h, c) of every layer is carried from the first token on.
-Training and exact scoring carry it as every recurrent family does (`neural.stream.RecurrentNetwork`).
+Training and exact scoring carry it as every recurrent family does (`neural.networks.stream.RecurrentNetwork`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from neural.families import LSTMShape
-from neural.stream import RecurrentNetwork
+from neural.networks.stream import RecurrentNetwork
 
 
 class LSTMNetwork(RecurrentNetwork):

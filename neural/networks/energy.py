@@ -1,4 +1,4 @@
-"""The energy-minimisation network of Bengio et al. (2003), section 5.1, a sibling of `neural.model`.
+"""The energy-minimisation network of Bengio et al. (2003), section 5.1, a sibling of `neural.networks.nplm`.
 
 The output word is an input too. With x = (C(w_{t-n+1}), ..., C(w_{t-1}), C(w_t)) (n m,), the
 context oldest first as in `NPLM`, the output word's block last:
@@ -14,7 +14,7 @@ candidate j and cancel in the normalisation: only b_{w_t} remains. So a candidat
 
 with H = [H_ctx, H_out] (h x (n-1)m, h x m) and x_ctx = (C(w_{t-n+1}), ..., C(w_{t-1})), and
 P(. | context) = softmax(y), the `NPLM`'s form: the two networks share the sampled objectives of
-`neural.objectives`, the exact scoring of `neural.lm` and the loop of `neural.train`. The features
+`neural.outputs.objectives`, the exact scoring of `neural.lm` and the loop of `neural.training.train`. The features
 z of a context (`features`) hold the pre-activation a (not a tanh: the candidate part is added first).
 
 Direct connections (optional, as in the ordinary network): W (V x (n-1)m) adds the output word's
@@ -45,7 +45,7 @@ from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
 from neural.families import EnergyShape
-from neural.output import log_softmax, softmax_parts
+from neural.outputs.layers import log_softmax, softmax_parts
 
 BLOCK = 1 << 22  # elements of one (contexts x candidates x h) block: 16 MiB in fp32
 BLOCK_ROWS = 256  # at most this many contexts a block, so that a block spans many candidates

@@ -6,7 +6,7 @@ targets (B,) to a scalar loss whose gradient trains the network. Evaluation neve
 the exact distribution of the network's output layer (`neural.lm`).
 
 The exact objectives ("softmax", "class", "tree") are the losses of their output layers (`ExactLoss`
-calls the network's `loss`; the layers are in `neural.output` and `neural.tree`); the sampled ones
+calls the network's `loss`; the layers are in `neural.outputs.layers` and `neural.outputs.tree`); the sampled ones
 train the full softmax layer through the network's `sampled_scores` hook:
 
 - `softmax`: the exact negative log-likelihood, -log softmax(y)[target], y = b + [U, W] z over all |V|
@@ -26,14 +26,14 @@ train the full softmax layer through the network's `sampled_scores` hook:
   a learned global normaliser would be a shift of every b_w, which b already learns), and a logistic
   classifier tells data words from k noise words drawn from q:
   loss = -log sigma(y_w - log(k q_w)) - sum_j log sigma(-(y_j - log(k q_j))).
-- `class`, `tree`: the class-factored softmax and the tree softmax, exact (`neural.output.ClassLayer`,
-  `neural.tree.TreeLayer`).
+- `class`, `tree`: the class-factored softmax and the tree softmax, exact (`neural.outputs.layers.ClassLayer`,
+  `neural.outputs.tree.TreeLayer`).
 
 The sampled objectives draw k words per minibatch, shared by its B examples, and ask the network for
 the scores of the targets and of the k words through its `sampled_scores` hook. The NPLM's are one
 (B, K) x (K, k) GEMM over the rows of [U, W] read through `SoftmaxLayer.rows`, whose gradient is
 sparse: an update touches only the rows of the targets and the samples (and the rows of C in the
-contexts). The energy network (`neural.energy`; "softmax", "importance" and "nce") scores a candidate
+contexts). The energy network (`neural.networks.energy`; "softmax", "importance" and "nce") scores a candidate
 j by y_j = -E(context, j) up to the context's biases, with the same sparse updates. Draws come from
 the run's own generator, whose state is checkpointed, so a resumed run draws what the uninterrupted
 one would have.

@@ -1,4 +1,4 @@
-"""Networks that read the continuous stream (`neural.lstm`, `neural.transformer`): their shared word
+"""Networks that read the continuous stream (`neural.networks.lstm`, `neural.networks.transformer`): their shared word
 tables and output layer, and their scoring behind the suite's interface.
 
 The paper's network sees a window of n-1 words; these see the stream. Both are built the same way:
@@ -11,8 +11,8 @@ With `tied` (Press & Wolf 2017; Inan et al. 2017) O is E itself (m = K): the one
 predicts words, which halves the word parameters and, on corpora of about a million tokens, lowers
 perplexity. `b` starts at the log unigram of train, as the NPLM's.
 
-The output layer answers the hooks of `neural.objectives` as the NPLM does: `softmax_nll` (the fused
-exact softmax of `neural.output.SoftmaxNLL`) and `sampled_scores` (the scores of the targets and of k
+The output layer answers the hooks of `neural.outputs.objectives` as the NPLM does: `softmax_nll` (the fused
+exact softmax of `neural.outputs.layers.SoftmaxNLL`) and `sampled_scores` (the scores of the targets and of k
 sampled words only), so the same objectives train every family. The features of a batch of lanes
 (B, T, K) are flattened to (B T, K) for them.
 
@@ -20,7 +20,7 @@ Exact scoring (`StreamLanguageModel`): every token of a split is scored once, gi
 train | valid | test before it (`LanguageModel.logprobs` hands over the whole stream). Each family says
 how in its `score_stream`: the LSTM carries its state from the start of the stream (in lanes, each
 warmed on the tokens before its start), the Transformer slides a window of its context. The log-softmax
-is finished in float64 from the network's scores (`neural.model.softmax_parts`), as `neural.lm` does.
+is finished in float64 from the network's scores (`neural.networks.nplm.softmax_parts`), as `neural.lm` does.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from torch.nn import functional as F
 
 from lmbench.errors import LMBenchError
 from lmbench.model import LanguageModel
-from neural.model import PAD_ID
-from neural.output import SoftmaxNLL, at_least_fp32, softmax_parts
+from neural.networks.nplm import PAD_ID
+from neural.outputs.layers import SoftmaxNLL, at_least_fp32, softmax_parts
 
 EVAL_ROWS = 4096  # positions per output GEMM when scoring
 
@@ -90,7 +90,7 @@ class StreamNetwork(nn.Module):
 
     def features(self, context):
         raise LMBenchError(f"a {self.family} network reads the stream, not windows: it is trained by "
-                           "neural.stream_train and scored by its score_stream")
+                           "neural.training.stream_train and scored by its score_stream")
 
     def loss(self, z: torch.Tensor, target: torch.Tensor, bf16: bool = False) -> torch.Tensor:
         """The exact objective of the output layer: the full softmax's mean -log P."""
@@ -108,9 +108,9 @@ class StreamNetwork(nn.Module):
     def bias_parameters(self) -> list[nn.Parameter]:
         return [p for p in self.parameters() if p.dim() < 2]
 
-    # the hooks of neural.objectives, over flattened features z (N, K) and targets (N,)
+    # the hooks of neural.outputs.objectives, over flattened features z (N, K) and targets (N,)
     def softmax_nll(self, z: torch.Tensor, target: torch.Tensor, bf16: bool = False) -> torch.Tensor:
-        """Mean of -log softmax(y)[target], fused (`neural.output.SoftmaxNLL`)."""
+        """Mean of -log softmax(y)[target], fused (`neural.outputs.layers.SoftmaxNLL`)."""
         dtype = torch.bfloat16 if bf16 else self.out.dtype
         return SoftmaxNLL.apply(z, self.out, self.b, target, dtype)
 
@@ -174,9 +174,9 @@ EVAL_CHUNK = 256  # time steps per call of the recurrent encoder when scoring
 
 
 class RecurrentNetwork(StreamNetwork):
-    """Base of the recurrent families (`neural.lstm`, `neural.gru`): a state carried along the stream.
+    """Base of the recurrent families (`neural.networks.lstm`, `neural.networks.gru`): a state carried along the stream.
 
-    Training reads the stream in lanes (`neural.stream_train`), truncating back-propagation at `steps`
+    Training reads the stream in lanes (`neural.training.stream_train`), truncating back-propagation at `steps`
     and carrying the state, detached, from one update to the next. Exact scoring (`score_stream`)
     carries it too: a split is cut into `lanes` contiguous pieces scored side by side (one batch row
     each) for speed, and each piece is first warmed on the `warmup` tokens before its start (all of them
@@ -251,7 +251,7 @@ def score_family(net: StreamNetwork, stream: np.ndarray, start: int, *, batch_si
 
 class StreamLanguageModel(LanguageModel):
     """A trained stream network behind the suite's interface (order None: the whole history). It is
-    made by `neural.stream_train.train_stream` and loaded by `neural.stream_train.load_stream`."""
+    made by `neural.training.stream_train.train_stream` and loaded by `neural.training.stream_train.load_stream`."""
 
     order = None
 
@@ -261,9 +261,9 @@ class StreamLanguageModel(LanguageModel):
         self.bf16 = bf16
 
     def _fit(self, corpus) -> None:
-        raise LMBenchError(f"a {self.net.family} network is trained with neural.stream_train.train_stream "
+        raise LMBenchError(f"a {self.net.family} network is trained with neural.training.stream_train.train_stream "
                            f"(or `lmbench nplm train --model {self.net.family}`), not fit(): train it, then "
-                           "load it with neural.stream_train.load_stream")
+                           "load it with neural.training.stream_train.load_stream")
 
     def score(self, stream: np.ndarray, start: int) -> np.ndarray:
         return self.net.score_stream(stream, start, bf16=self.bf16)

@@ -4,9 +4,9 @@ Launch: `torchrun --nproc-per-node P -m lmbench_cli -- nplm train ... --parallel
 keeps torchrun from taking --n, --m and --h for abbreviations of its own options). torchrun starts P
 processes and gives each its RANK, WORLD_SIZE, LOCAL_RANK and the rendezvous address; `connect` joins
 them into one process group (gloo on the CPU, NCCL on CUDA, one GPU per process: cuda:LOCAL_RANK) and
-returns the team through which `neural.train` does everything that crosses processes: one subclass of
-the one-process `neural.team.Team` per scheme, with the same hooks: "data" a `DataTeam`, "vocab" a
-`VocabTeam`. A run without --parallel never imports this module (`neural.team.join`).
+returns the team through which `neural.training.train` does everything that crosses processes: one subclass of
+the one-process `neural.training.team.Team` per scheme, with the same hooks: "data" a `DataTeam`, "vocab" a
+`VocabTeam`. A run without --parallel never imports this module (`neural.training.team.join`).
 
 - "data" (section 3.1, made synchronous): every process holds the whole network and takes its part of
   each minibatch of the epoch's permutation; the minibatch of one update is the per-process batch times
@@ -55,10 +55,10 @@ from torch.nn import functional as F
 from lmbench.errors import LMBenchError
 from neural.families import load
 from neural.lm import score_stream
-from neural.model import NPLM, upgraded
-from neural.output import SoftmaxLayer, SoftmaxNLL, at_least_fp32
-from neural.recipe import resolve_device
-from neural.team import T, Team
+from neural.networks.nplm import NPLM, upgraded
+from neural.outputs.layers import SoftmaxLayer, SoftmaxNLL, at_least_fp32
+from neural.training.recipe import resolve_device
+from neural.training.team import T, Team
 
 LAUNCH_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")  # set by torchrun
 SLICED = ("output.out", "output.b")  # the parameters a vocabulary-parallel process holds a block of
@@ -85,7 +85,7 @@ def launch_environment(mode: str) -> dict[str, int]:
 def connect(mode: str, vocab_size: int, *, device: str = "auto", backend: str = "auto",
             threads: int | None = None) -> Team:
     """This process's place in the process group torchrun started for --parallel `mode` (joined here, or
-    the one already joined), as a `DataTeam` or a `VocabTeam` (`neural.team.join` comes here only for a
+    the one already joined), as a `DataTeam` or a `VocabTeam` (`neural.training.team.join` comes here only for a
     scheme). Every set-up error is raised before the rendezvous, on every process alike."""
     env = launch_environment(mode)
     world = env["WORLD_SIZE"]

@@ -1,7 +1,7 @@
 """How a network is trained: the two recipes of `neural.config` carried out (the learning rate, the
 weight decay, the optimizer) and the device.
 
-Both recipes are plain stochastic gradient descent on the chosen objective (`neural.objectives`), with
+Both recipes are plain stochastic gradient descent on the chosen objective (`neural.outputs.objectives`), with
 the paper's weight decay coupled to the gradient: p <- p - eps (dL/dp + lambda p) on the weights H, U, W
 and the features C, never on the biases b and d (section 4 of the paper). They differ in the batch and
 in how the learning rate moves:
@@ -37,7 +37,7 @@ import torch
 
 from lmbench.errors import LMBenchError
 from neural.config import NPLMConfig
-from neural.model import NPLM
+from neural.networks.nplm import NPLM
 
 
 def learning_rate(config: NPLMConfig, step: int, epoch_rate: float, total_steps: int) -> float:

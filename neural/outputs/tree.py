@@ -13,7 +13,7 @@ The tree (`word_tree`, from the training split only):
 - "frequency" (default): the Huffman tree of the add-one train counts, so the expected path length
   is within one node of the unigram entropy in bits (Brown: ~10 nodes a token against log2 |V| = 14.1
   for a balanced tree), the frequent words near the root.
-- "exchange" (`--class-source exchange`): the classes of the exchange clustering (`neural.classes`,
+- "exchange" (`--class-source exchange`): the classes of the exchange clustering (`neural.outputs.classes`,
   `--classes`, default sqrt |V|) as the tree's top: a Huffman tree over the classes by their mass,
   then below each class the Huffman tree of its words, so that words of one class share their upper
   decisions.
@@ -36,7 +36,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from neural.output import OutputLayer, csr_matrix
+from neural.outputs.layers import OutputLayer, csr_matrix
 
 
 def huffman_merges(weights: np.ndarray) -> list[tuple[int, int]]:
@@ -95,7 +95,7 @@ def word_tree(corpus, config, *, progress: bool = True) -> torch.Tensor:
     counts = np.bincount(corpus.train, minlength=len(corpus.vocab)) + 1.0  # add-one: every word a leaf
     groups = None
     if config.class_source == "exchange":
-        from neural.classes import word_classes
+        from neural.outputs.classes import word_classes
         groups = word_classes(corpus, config, progress=progress).numpy()
     return torch.from_numpy(huffman_tree(counts, groups))
 

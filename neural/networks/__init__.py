@@ -1,0 +1,1 @@
+"""The network families, one file each (registered in neural/families.py)."""
