@@ -1,0 +1,210 @@
+"""Hostile inputs, full disks and mismatched files (issue 35): each ends in one line naming the cause and
+the fix (exit 2 from the command line), leaves nothing partial, leaves its inputs as they were, and a
+later run succeeds.
+
+A full disk is a writer that fails after N bytes: RLIMIT_FSIZE makes the kernel refuse every write
+past N bytes of a file, whoever writes it (numpy's tofile then reports a short write without an
+errno, torch.save an `[enforce fail at inline_container.cc]`, Python EFBIG), as a full disk refuses
+them (ENOSPC).
+"""
+
+import os
+import resource
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from baselines.disk_counts import DiskCounts
+from baselines.katz import Katz
+from baselines.kneser_ney import KneserNey, KneserNeyBackoff
+from lmbench.errors import LMBenchError
+from lmbench.files import WriteFailed, atomic_write_file, atomic_write_text
+from tests.helpers import corpus_args, write_splits, zipf_text
+from tests.lm_checks import make_corpus
+from tests.test_disk_counts import assert_same_model
+from tests.test_faults import error_line
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@contextmanager
+def files_fail_after(nbytes: int):
+    """Every file written meanwhile fails past `nbytes` bytes (SIGXFSZ ignored: the write then
+    returns EFBIG or a short count, as on a full disk)."""
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+
+
+def one_line(err: BaseException) -> str:
+    message = str(err)
+    assert "\n" not in message and "Traceback" not in message
+    return message
+
+
+# --- the atomic writer ------------------------------------------------------------------------------
+
+WRITERS = {
+    "text": lambda path: atomic_write_text(path, "x" * 50_000),
+    "numpy tofile": lambda path: atomic_write_file(path, lambda f: np.zeros(10_000).tofile(f)),
+    "numpy savez": lambda path: atomic_write_file(path, lambda f: np.savez(f, x=np.zeros(10_000))),
+    "torch.save": lambda path: atomic_write_file(path, lambda f: __import__("torch").save(
+        {"w": __import__("torch").zeros(10_000)}, f)),
+}
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_a_full_disk_keeps_the_old_file_and_names_the_space(tmp_path, writer):
+    path = tmp_path / "out.bin"
+    path.write_bytes(b"the last good one")
+    with files_fail_after(4096), pytest.raises(WriteFailed) as failed:
+        WRITERS[writer](path)
+    line = one_line(failed.value)
+    assert str(path) in line and "no room" in line and "needs" in line and "free space" in line
+    assert path.read_bytes() == b"the last good one"          # the last good file is kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.bin"]  # no temporary file left
+    WRITERS[writer](path)                                      # room again: it is written whole
+    assert path.stat().st_size > 4096
+
+
+def test_a_read_only_folder_is_one_line(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        if os.access(folder, os.W_OK):
+            pytest.skip("running as a user who may write anywhere")
+        with pytest.raises(WriteFailed, match="cannot write") as failed:
+            atomic_write_text(folder / "a.txt", "x")
+        assert str(folder / "a.txt") in one_line(failed.value)
+    finally:
+        folder.chmod(0o755)
+
+
+# --- the bounded-memory n-gram path ----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def small_corpus():
+    """6,000 tokens of 200 words: blocks of contexts without any continuation occur under a small cap."""
+    return make_corpus(zipf_text(6000, 200, 7), zipf_text(600, 200, 107), zipf_text(600, 200, 207))
+
+
+@pytest.mark.parametrize("cls", [KneserNey, KneserNeyBackoff, Katz])
+@pytest.mark.parametrize("memory", [1, 4096, 16384, 65536, 6000 * 220 - 1])  # the last: one chunk
+def test_any_cap_gives_the_in_memory_model(tmp_path, small_corpus, cls, memory):
+    bounded = cls(3, memory=memory, tmp_dir=tmp_path).fit(small_corpus)
+    assert_same_model(cls(3).fit(small_corpus), bounded, small_corpus)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failing_build_removes_its_folder(tmp_path, small_corpus, monkeypatch):
+    def fails(self, *args):
+        raise RuntimeError("a bug")
+    monkeypatch.setattr(DiskCounts, "_merge", fails)
+    with pytest.raises(RuntimeError, match="a bug"):
+        KneserNey(3, memory=4096, tmp_dir=tmp_path).fit(small_corpus)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_full_tmp_dir_is_one_line_and_removes_the_build(tmp_path, small_corpus, capsys, monkeypatch):
+    """numpy's tofile on a full disk raises OSError('... requested and ... written') without an errno."""
+    monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
+    files = write_splits(tmp_path, **{s: " ".join(small_corpus.vocab.decode(small_corpus.split(s)))
+                                      for s in ("train", "valid", "test")})
+    work = tmp_path / "work"
+    work.mkdir()
+    argv = ["ngram", "--method", "kneser-ney", "--order", "3", "--memory", "64K", "--tmp-dir", str(work),
+            *corpus_args(files), "--json"]
+    main_corpus = {s: files[s].read_bytes() for s in files}
+    from lmbench_cli import main
+    assert main(argv[:5] + argv[9:]) == 0  # the corpus cached, before the disk fills
+    capsys.readouterr()
+    with files_fail_after(2048):
+        line = error_line(capsys, argv)
+    assert "ran out of disk space" in line and str(work) in line and "--tmp-dir" in line and "MiB" in line
+    assert list(work.iterdir()) == []
+    assert {s: files[s].read_bytes() for s in files} == main_corpus
+    assert main(argv) == 0 and list(work.iterdir()) == []    # a later run succeeds
+
+
+SLOW_BUILD = textwrap.dedent("""
+    import os, sys, time
+    from pathlib import Path
+    from baselines.disk_counts import DiskCounts
+    ready, how = Path(sys.argv[1]), sys.argv[2]
+    count_chunk = DiskCounts._count_chunk
+    def slow(self, n, c, s, at_prev):
+        count_chunk(self, n, c, s, at_prev)
+        if n == 3 and c == 2:
+            if how == "kill":
+                os.kill(os.getpid(), 9)
+            ready.touch()
+            time.sleep(60)
+    DiskCounts._count_chunk = slow
+    from lmbench_cli import main
+    sys.exit(main(sys.argv[3:]))
+""")
+
+
+def start_slow_build(tmp_path, files, how: str) -> tuple[subprocess.Popen, list[str], Path]:
+    work, ready = tmp_path / "work", tmp_path / "ready"
+    work.mkdir(exist_ok=True)
+    argv = ["ngram", "--method", "kneser-ney", "--order", "3", "--memory", "16K", "--tmp-dir", str(work),
+            *corpus_args(files), "--json"]
+    env = dict(os.environ, LMBENCH_CACHE=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
+    child = subprocess.Popen([sys.executable, "-c", SLOW_BUILD, str(ready), how, *argv], cwd=ROOT, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return child, argv, work
+
+
+@pytest.fixture
+def text_files(tmp_path, small_corpus, monkeypatch):
+    monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
+    return write_splits(tmp_path, **{s: " ".join(small_corpus.vocab.decode(small_corpus.split(s)))
+                                     for s in ("train", "valid", "test")})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_build_removes_its_folder(tmp_path, text_files, sig, code, capsys):
+    child, argv, work = start_slow_build(tmp_path, text_files, "wait")
+    deadline = time.time() + 120
+    while not (tmp_path / "ready").exists():
+        assert child.poll() is None and time.time() < deadline, child.communicate()
+        time.sleep(0.05)
+    assert len(list(work.iterdir())) == 1          # the build folder, mid-build
+    child.send_signal(sig)
+    out, err = child.communicate(timeout=60)
+    assert child.returncode == code, err
+    assert "Traceback" not in err and list(work.iterdir()) == []
+    from lmbench_cli import main
+    assert main(argv) == 0 and list(work.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_build_killed_outright_resumes_to_the_same_model(tmp_path, text_files, capsys):
+    child, argv, work = start_slow_build(tmp_path, text_files, "kill")
+    child.communicate(timeout=120)
+    assert child.returncode == -9
+    [folder] = work.iterdir()                      # left, to resume from
+    assert (folder / "manifest.json").exists()
+    from lmbench_cli import main
+    import json
+    assert main(argv) == 0
+    resumed = json.loads(capsys.readouterr().out)
+    assert list(work.iterdir()) == []
+    assert main(argv[:5] + argv[9:]) == 0         # in memory
+    fresh = json.loads(capsys.readouterr().out)
+    assert all(resumed[f"{s}_perplexity"] == fresh[f"{s}_perplexity"] for s in ("train", "valid", "test"))
