@@ -208,3 +208,49 @@ def test_a_build_killed_outright_resumes_to_the_same_model(tmp_path, text_files,
     assert main(argv[:5] + argv[9:]) == 0         # in memory
     fresh = json.loads(capsys.readouterr().out)
     assert all(resumed[f"{s}_perplexity"] == fresh[f"{s}_perplexity"] for s in ("train", "valid", "test"))
+
+
+# --- checkpoints ---------------------------------------------------------------------------------------
+
+def test_a_full_disk_under_out_keeps_the_last_good_checkpoint(tmp_path):
+    """torch.save on a full disk raises `[enforce fail at inline_container.cc]`: one line naming the
+    checkpoint; the last good one stays, and --resume continues into the uninterrupted run."""
+    from neural.train import CHECKPOINT, train_nplm
+    from tests.test_nplm_train import CORPUS, tiny
+    config = tiny(min_gain=0.05)
+    whole = train_nplm(CORPUS, config, tmp_path / "whole", progress=False)
+    out = tmp_path / "split"
+    train_nplm(CORPUS, tiny(min_gain=0.05, epochs=1), out, progress=False)
+    good = (out / CHECKPOINT).read_bytes()
+    with files_fail_after(len(good) // 2), pytest.raises(WriteFailed) as failed:
+        train_nplm(CORPUS, config, out, resume=True, progress=False)
+    line = one_line(failed.value)
+    assert "no room" in line and str(out) in line and "--resume" in line
+    assert (out / CHECKPOINT).read_bytes() == good
+    assert not [p for p in out.iterdir() if ".tmp" in p.name]
+    resumed = train_nplm(CORPUS, config, out, resume=True, progress=False)
+    assert resumed["updates"] == whole["updates"]
+    assert resumed["valid_perplexity"] == pytest.approx(whole["valid_perplexity"], rel=1e-6)
+
+
+RANDOM = np.random.default_rng(0).bytes(3000)
+
+
+@pytest.mark.parametrize("content", [b"", RANDOM, b"PK\x03\x04" + RANDOM, b"not a checkpoint\n"],
+                         ids=["empty", "random", "zip header", "text"])
+def test_a_checkpoint_of_random_bytes_is_named_with_the_fix(tmp_path, capsys, monkeypatch, content):
+    monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
+    files = write_splits(tmp_path, train="a b c a b c a b " * 20, valid="a b c a", test="b c a b")
+    out = tmp_path / "run"
+    args = ["--n", "3", "--m", "4", "--h", "5", "--epochs", "1", "--device", "cpu", "--threads", "1"]
+    from lmbench_cli import main
+    assert main(["nplm", "train", *corpus_args(files), *args, "--out", str(out)]) == 0
+    capsys.readouterr()
+    for name in ("checkpoint.pt", "best.pt"):
+        (out / name).write_bytes(content)
+    line = error_line(capsys, ["nplm", "train", *corpus_args(files), *args, "--epochs", "2", "--out", str(out),
+                               "--resume"])
+    assert str(out / "checkpoint.pt") in line and "delete it and train again" in line
+    line = error_line(capsys, ["nplm", "eval", str(out), *corpus_args(files), "--device", "cpu"])
+    assert str(out / "best.pt") in line and "delete it and train again" in line
+    assert (out / "checkpoint.pt").read_bytes() == content          # the input is left as it was
