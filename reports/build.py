@@ -14,12 +14,12 @@ import numpy as np
 import pandas as pd
 
 from lmbench.errors import LMBenchError
-from lmbench.files import read_checked
+from lmbench.files import atomic_write_text, read_checked
 from reports import summary
 from reports.claims import check_claims
 from reports.figures import DRAWING_CODE, draw_all, drawn_once
 from reports.provenance import code_state, stamp
-from reports.records import upgrade
+from reports.records import check_results, upgrade
 from reports.tables import PAPER_TABLE, _display, comparison, to_markdown, write_tables
 
 
@@ -99,13 +99,12 @@ def load_results(report_dir: Path) -> dict:
 
     def read(path: Path) -> dict:
         results = json.loads(path.read_text())
-        if not isinstance(results, dict) or not isinstance(results.get("rows"), list):
-            raise ValueError("it holds no list of rows")
+        check_results(results)
         return results
 
     return upgrade(read_checked(path, read, what="results file",
                                 fix="run the same `lmbench reproduce ...` again (finished rows come from the row "
-                                    "cache, so only results.json is rewritten)"))
+                                    "cache, so only results.json is rewritten), or correct the file"))
 
 
 def _headings(results: dict) -> dict:
@@ -184,7 +183,7 @@ def build_report(report_dir: Path, code: dict | None = None) -> dict:
     table = comparison(results)
     written = write_tables(table, report_dir)
     claims = check_claims(results)
-    (report_dir / "claims.json").write_text(json.dumps(claims, indent=1))
+    atomic_write_text(report_dir / "claims.json", json.dumps(claims, indent=1))
     figures = draw_all(results, table, report_dir / "figures")
     across = summary.gather(report_dir.parent, report_dir, results)
     across_frame = summary.summary_frame(across)
@@ -207,7 +206,7 @@ def build_report(report_dir: Path, code: dict | None = None) -> dict:
         md += ["", f"## Nearest neighbours in the word features C of {results['neighbors']['row']}", "",
                neighbors.to_markdown(index=False)]
     md += ["", "## Figures", ""] + [f"![{p.stem}](figures/{p.name})" for p in figures]
-    (report_dir / "report.md").write_text("\n".join(md) + "\n")
+    atomic_write_text(report_dir / "report.md", "\n".join(md) + "\n")
 
     sections = [("summary", summary.HEADING, f"<p>{html.escape(summary.NOTE)}</p>" + html_table(across_frame)
                  + _figure_html(across_figure)),
@@ -233,7 +232,7 @@ def build_report(report_dir: Path, code: dict | None = None) -> dict:
             f"<p>Corpus: {html.escape(_tokens(results['corpus_summary']))}, |V| = "
             f"{results['corpus_summary']['vocab_size']:,}.</p>"
             f'<nav><h2>Contents</h2><ol>{contents}</ol></nav>{body}</body></html>\n')
-    (report_dir / "report.html").write_text(page)
+    atomic_write_text(report_dir / "report.html", page)
     return {"commit": stamp(code), "tables": {k: str(v) for k, v in written.items()},
             "figures": [str(p) for p in [across_figure, *figures]],
             "report": str(report_dir / "report.md"), "html": str(report_dir / "report.html"),

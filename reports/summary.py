@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from lmbench.errors import LMBenchError
+from lmbench.files import atomic_write_text
 
 from reports.records import by_id, paper_network
 
@@ -158,5 +159,5 @@ def write_summary(reports_root: Path) -> dict:
     figure = summary_figure(lines, reports_root / "summary.png")
     text = [f"# {HEADING}", "", NOTE, "",
             summary_frame(lines).to_markdown(index=False), "", f"![summary]({figure.name})", ""]
-    (reports_root / "summary.md").write_text("\n".join(text))
+    atomic_write_text(reports_root / "summary.md", "\n".join(text))
     return {"summary": str(reports_root / "summary.md"), "figure": str(figure), "lines": lines}

@@ -254,3 +254,56 @@ def test_a_checkpoint_of_random_bytes_is_named_with_the_fix(tmp_path, capsys, mo
     line = error_line(capsys, ["nplm", "eval", str(out), *corpus_args(files), "--device", "cpu"])
     assert str(out / "best.pt") in line and "delete it and train again" in line
     assert (out / "checkpoint.pt").read_bytes() == content          # the input is left as it was
+
+
+# --- results.json and the report ------------------------------------------------------------------------
+
+def _results_with(change) -> dict:
+    from tests.test_reports import fake_results
+    results = fake_results({})
+    change(results["rows"])
+    return results
+
+
+BAD_RESULTS = {
+    "test_ppl NaN": (lambda rows: rows[0].update(test_ppl=float("nan")), "test_ppl nan"),
+    "test_ppl Infinity": (lambda rows: rows[0].update(test_ppl=float("inf")), "test_ppl inf"),
+    "test_ppl 'abc'": (lambda rows: rows[0].update(test_ppl="abc"), "test_ppl 'abc'"),
+    "test_ppl 0.5": (lambda rows: rows[0].update(test_ppl=0.5), "test_ppl 0.5"),
+    "a row without id": (lambda rows: rows[1].pop("id"), "row 2 has no id"),
+    "a repeated id": (lambda rows: rows[1].update(id=rows[0]["id"]), "repeats the id"),
+    "a row that is a number": (lambda rows: rows.__setitem__(0, 7), "row 1 is a int"),
+    "weights ['x']": (lambda rows: [r.update(weights=["x"]) for r in rows if r["kind"] == "mix"][:1],
+                      "weights ['x']"),
+    "a mixture of an unknown row": (lambda rows: [r.update(parts=["nope"]) for r in rows if r["kind"] == "mix"][:1],
+                                    "['nope']"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_RESULTS)
+def test_a_results_file_the_report_cannot_read_is_one_line(tmp_path, capsys, case):
+    import json
+    change, named = BAD_RESULTS[case]
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(_results_with(change), indent=1))
+    before = path.read_bytes()
+    line = error_line(capsys, ["report", "brown", "--report-dir", str(tmp_path)])
+    assert str(path) in line and named in line and "reproduce" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]  # nothing written
+    assert path.read_bytes() == before
+
+
+def test_a_full_report_dir_leaves_no_truncated_figure(tmp_path, capsys):
+    import json
+    from lmbench_cli import main
+    from tests.test_reports import fake_results
+    (tmp_path / "results.json").write_text(json.dumps(fake_results({}), indent=1))
+    with files_fail_after(20_000):
+        line = error_line(capsys, ["report", "brown", "--report-dir", str(tmp_path)])
+    assert "no room to write" in line and str(tmp_path) in line and "needs" in line
+    left = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert not [p for p in left if ".tmp" in p.name] and not (tmp_path / "report.md").exists()
+    for png in tmp_path.rglob("*.png"):  # whatever figure was written is whole
+        assert png.read_bytes().endswith(b"IEND\xaeB`\x82"), png
+    assert main(["report", "brown", "--report-dir", str(tmp_path)]) == 0
+    assert (tmp_path / "report.md").exists()
