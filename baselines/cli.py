@@ -175,7 +175,7 @@ def run(args: argparse.Namespace) -> dict:
                   score_seconds=round(time.perf_counter() - started, 3))
     if args.save_logprobs:
         from mixing import saved
-        saved.save(args.save_logprobs, saved.scored_splits(model, corpus))
+        saved.save(args.save_logprobs, saved.scored_splits(model, corpus), corpus)
         result["logprobs"] = str(args.save_logprobs)
     if args.arpa:
         from baselines.arpa import write_arpa

@@ -242,7 +242,7 @@ def run_eval(args: argparse.Namespace) -> dict | None:
     if args.save_logprobs:
         from mixing import saved
         saved.save(args.save_logprobs, {split: logprobs if split == args.split else others[split]
-                                        for split in ("valid", "test")})
+                                        for split in ("valid", "test")}, corpus)
         result["logprobs"] = str(args.save_logprobs)
     return result
 

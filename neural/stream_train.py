@@ -306,7 +306,7 @@ def finish(corpus, config, state: RunState, out, evaluate: bool) -> dict:
         for split, logprobs in scores.items():
             result[f"{split}_perplexity"] = perplexity(logprobs)
         check_finite(result, out)
-        save_logprobs(out / LOGPROBS, scores)  # the input of `lmbench mix`
+        save_logprobs(out / LOGPROBS, scores, corpus)  # the input of `lmbench mix`
         result["logprobs"] = str(out / LOGPROBS)
     result["best_epoch"] = int(np.argmin([r["valid_perplexity"] for r in state.history])) + 1
     atomic_write_text(out / RESULT, json.dumps(result, indent=1))

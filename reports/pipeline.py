@@ -243,7 +243,7 @@ class Reproduction:
 
     def _save_row_logprobs(self, row: Row, logprobs: dict) -> None:
         saved.save(self._logprobs_path(row.id), {k: v for k, v in logprobs.items() if not k.endswith("train")},
-                   checked=True)
+                   self.corpus, checked=True)
 
     def _run_ngram(self, row: Row, extra: dict) -> dict:
         from baselines.cli import BOUNDED_METHODS, make_ngram
@@ -299,7 +299,7 @@ class Reproduction:
         parts = [saved.load(self._logprobs_path(part)) for part in row.parts]
         method = {"0.5/0.5": "fixed", "EM": "em", "EM per bucket": "bucketed"}[row.mix]
         buckets = next((part for part in parts if "buckets_valid" in part), None)  # deleted interpolation's
-        mixed, weights = saved.mix_saved(parts, method, [1 / len(parts)] * len(parts), buckets)
+        mixed, weights = saved.mix_saved(parts, method, [1 / len(parts)] * len(parts), buckets, list(row.parts))
         extra["weights"] = weights.tolist()
         return mixed
 
