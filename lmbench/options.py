@@ -18,7 +18,13 @@ from lmbench.errors import LMBenchError
 
 class OptionParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are LMBenchErrors naming the subcommand's help; the parsers of
-    its subcommands are of the same class, so theirs are too. --help and --version still exit 0."""
+    its subcommands are of the same class, so theirs are too. --help and --version still exit 0.
+    Options are never abbreviated (`--corpus` is not taken for `--corpus-file`): a prefix is refused
+    as an unknown option."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise LMBenchError(f"{message} (`{self.prog} --help` lists the options)")

@@ -13,7 +13,7 @@ import numpy as np
 from corpora.cli import add_corpus_options, load_corpus
 from lmbench.errors import LMBenchError
 from lmbench.model import split_logprobs
-from lmbench.options import integer, output_file
+from lmbench.options import integer, output_directory, output_file
 
 
 def register(subparsers) -> None:
@@ -70,7 +70,7 @@ def register(subparsers) -> None:
                                 "for --model energy, whose exact scoring is slow)")
     run_group.add_argument("--checkpoint-minutes", type=float, default=defaults.checkpoint_minutes)
     run_group.add_argument("--seed", type=int, default=defaults.seed)
-    run_group.add_argument("--out", default=None, help="run directory (default runs/MODEL-CORPUS-n5-m60-h50-"
+    run_group.add_argument("--out", type=output_directory, default=None, help="run directory (default runs/MODEL-CORPUS-n5-m60-h50-"
                                                         "direct-RECIPE-OBJECTIVE-sSEED)")
     run_group.add_argument("--resume", action="store_true", help="continue the run in --out")
     _device_options(train)

@@ -40,6 +40,7 @@ import torch
 
 from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write_text
+from lmbench.memory import check_training_fits
 from lmbench.model import perplexity
 from mixing.saved import save as save_logprobs, scored_splits
 from neural.families import family as family_entry
@@ -48,7 +49,7 @@ from neural.loop import RunState, run_epochs, write_log
 from neural.objectives import make_objective
 from neural.recipe import resolve_device
 from neural.stream import StreamLanguageModel, StreamNetwork, padded_inputs
-from neural.train import BEST, CHECKPOINT, LOG, RESULT, atomic_save, check_finite, nan_error, read_checkpoint
+from neural.train import BEST, CHECKPOINT, LOG, RESULT, SHRINK, atomic_save, check_finite, nan_error, read_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +189,9 @@ class StreamTrainer:
         self.vocab_size = vocab_size = len(corpus.vocab)
         torch.manual_seed(config.seed)
         dropout = DROPOUT[family] if config.dropout is None else config.dropout
+        check_training_fits(lambda: build_stream_network(family, vocab_size, shape, dropout), device,
+                            config.samples if OBJECTIVES[config.objective].sampled else 0,
+                            what=f"the {family} network of {shape} over {vocab_size:,} words", fix=SHRINK)
         self.net = net = build_stream_network(family, vocab_size, shape, dropout)
         self.network_args = dataclasses.asdict(net.shape)
         counts = np.bincount(corpus.train, minlength=vocab_size) + 1.0

@@ -36,6 +36,7 @@ import torch
 
 from lmbench.errors import LMBenchError
 from lmbench.files import DamagedFile, atomic_write_file, atomic_write_text
+from lmbench.memory import check_training_fits
 from lmbench.model import perplexity
 from neural.config import OBJECTIVES, RECIPES, NPLMConfig
 from neural.families import NetworkShape, family, load
@@ -48,6 +49,8 @@ from neural.recipe import apply_weight_decay, learning_rate, make_optimizer, nex
 log = logging.getLogger(__name__)
 
 CHECKPOINT, BEST, LOG, RESULT = "checkpoint.pt", "best.pt", "log.jsonl", "result.json"
+SHRINK = ("lower the window --n, the sizes --m and --h (--samples), or the vocabulary (--vocab-size, --min-count), "
+          "or train on a larger device")
 __all__ = ["NPLMConfig", "train_nplm", "load_nplm", "read_checkpoint", "CHECKPOINT", "BEST"]
 
 
@@ -106,8 +109,13 @@ def build_network(config: NPLMConfig, corpus, team: Team, *, progress: bool = Tr
     train (the word classes, the tree); under --parallel vocab this process's block of it."""
     objective = OBJECTIVES[config.objective]
     structure = load(objective.structure)(corpus, config, progress=progress) if objective.structure else None
-    return team.network(config.model, config.shape, len(corpus.vocab), output=objective.output,
-                        structure=structure, dropout=config.dropout)
+
+    def make():
+        return team.network(config.model, config.shape, len(corpus.vocab), output=objective.output,
+                            structure=structure, dropout=config.dropout)
+    check_training_fits(make, team.device, config.samples if objective.sampled else 0, what=f"the {config.model} "
+                        f"network of {config.shape} over {len(corpus.vocab):,} words", fix=SHRINK)
+    return make()
 
 
 @dataclass

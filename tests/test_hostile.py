@@ -388,3 +388,49 @@ def test_mix_refuses_a_file_that_is_not_an_npz(two_streams, capsys, tmp_path, co
     fake.write_bytes(content)
     line = error_line(capsys, ["mix", str(a), str(fake)])
     assert str(fake) in line and "allow_pickle" not in line and "--save-logprobs" in line
+
+
+# --- options and output paths, before any corpus is prepared ---------------------------------------------
+
+def _no_corpus(monkeypatch):
+    """Preparing a corpus fails the test: what is refused must be refused before."""
+    import corpora.cli
+
+    def prepared(args):
+        raise AssertionError("the corpus was prepared")
+    monkeypatch.setattr(corpora.cli, "load_corpus", prepared)
+    import neural.cli
+    monkeypatch.setattr(neural.cli, "load_corpus", prepared)
+
+
+@pytest.mark.parametrize("where", ["a file", "under a file"])
+def test_nplm_out_that_cannot_be_a_folder_is_refused_first(tmp_path, capsys, monkeypatch, where):
+    _no_corpus(monkeypatch)
+    blocker = tmp_path / "blocker"
+    blocker.write_text("keep me")
+    out = blocker if where == "a file" else blocker / "run"
+    line = error_line(capsys, ["nplm", "train", "--corpus", "brown", "--out", str(out)])
+    assert "--out" in line and str(out) in line and "folder" in line
+    assert blocker.read_text() == "keep me"
+
+
+def test_options_are_never_abbreviated(tmp_path, capsys, monkeypatch):
+    """`--corpus` is not `--corpus-file` (reproduce text has no --corpus: its corpus is positional)."""
+    _no_corpus(monkeypatch)
+    text = tmp_path / "text"
+    text.write_text("a b c\n")
+    line = error_line(capsys, ["reproduce", "text", "--corpus", str(text)])
+    assert "unrecognized arguments: --corpus" in line and "does not exist" not in line
+    line = error_line(capsys, ["ngram", "--meth", "katz", "--corpus", "brown"])
+    assert "--meth" in line
+
+
+@pytest.mark.parametrize("option", [["--n", "100000000"], ["--h", "100000000"], ["--m", "1000000000"],
+                                    ["--samples", "1000000000000"]])
+def test_a_network_that_cannot_fit_is_refused_before_it_is_allocated(tmp_path, capsys, monkeypatch, option):
+    monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
+    files = write_splits(tmp_path, train="a b c a b c a b " * 20, valid="a b c a", test="b c a b")
+    line = error_line(capsys, ["nplm", "train", *corpus_args(files), *option, "--epochs", "1", "--device", "cpu",
+                               "--threads", "1", "--out", str(tmp_path / "run")])
+    assert "needs at least" in line and "GiB" in line and option[0] in line and "more than" in line
+    assert not (tmp_path / "run" / "checkpoint.pt").exists()
