@@ -3,7 +3,9 @@
 Each finished row is cached in the work folder (runs/<corpus>/rows/<id>.json, its per-token
 log-probabilities in runs/<corpus>/logprobs/<id>.npz), keyed by a fingerprint of the row, the settings
 and the corpus's content: a re-run skips finished rows, an edited corpus file re-runs them all, and an
-interrupted NPLM resumes from its checkpoint.
+interrupted NPLM resumes from its checkpoint. A row is looked up and run under a lock on its cache
+entry (lmbench.files.locked, as the corpus cache is), so that two runs sharing a work folder run each
+row once: the second waits for the first's row, then reads it.
 Mixture rows read the saved log-probabilities of their parts, so nothing is retrained.
 Each kind of row runs through its entry of RUNNERS (the order of the stages, and the method).
 """
@@ -27,7 +29,7 @@ from tqdm import tqdm
 from corpora.corpus import SPLITS, Corpus, slice_corpus
 from lmbench import __version__
 from lmbench.errors import LMBenchError
-from lmbench.files import DamagedFile, atomic_write_text, read_checked, set_aside, write_checked
+from lmbench.files import DamagedFile, atomic_write_text, locked, read_checked, set_aside, write_checked
 from lmbench.model import perplexity, split_logprobs, split_perplexity
 from mixing import saved
 from reports.experiments import EXTRA_ROWS, OURS, ROWS, Row, ours_rows, text_rows
@@ -217,14 +219,15 @@ class Reproduction:
                 results[row.id] = {**row.to_dict(), "status": "not run", "train_ppl": None, "valid_ppl": None,
                                    "test_ppl": None, "seconds": None}
                 continue
-            result = self.cached_result(row)
-            if result is None:
-                log.info("row %s: running", row.id)
-                result = self.run_row(row)
-                text = json.dumps(result, indent=1)
-                write_checked(self._row_path(row), lambda path: path.write_text(text))
-            else:
-                log.info("row %s: cached (test perplexity %.1f)", row.id, result["test_ppl"])
+            with locked(self._row_path(row)):  # another run of this work folder running the row: wait, then read it
+                result = self.cached_result(row)
+                if result is None:
+                    log.info("row %s: running", row.id)
+                    result = self.run_row(row)
+                    text = json.dumps(result, indent=1)
+                    write_checked(self._row_path(row), lambda path: path.write_text(text))
+                else:
+                    log.info("row %s: cached (test perplexity %.1f)", row.id, result["test_ppl"])
             results[row.id] = result
         return self.write_results([results[row.id] for row in self.rows], time.time() - started)
 

@@ -434,3 +434,51 @@ def test_a_network_that_cannot_fit_is_refused_before_it_is_allocated(tmp_path, c
                                "--threads", "1", "--out", str(tmp_path / "run")])
     assert "needs at least" in line and "GiB" in line and option[0] in line and "more than" in line
     assert not (tmp_path / "run" / "checkpoint.pt").exists()
+
+
+# --- two reproductions on one work folder -------------------------------------------------------------
+
+TWO_RUNS = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from reports import pipeline
+    from reports.experiments import Row
+    from tests.helpers import markov_text
+    from tests.lm_checks import make_corpus
+    me, ready, work, report = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4])
+    rows = [Row("add1", "ngram", "add-one", n=1, method="add-one-unigram"),
+            Row("kn3", "ngram", "KN", n=3, method="kneser-ney"),
+            Row("kn3-add1", "mix", "KN + add-one", mix="EM", parts=("kn3", "add1"))]
+    corpus = make_corpus(markov_text(2000, 60, 1), markov_text(300, 60, 2), markov_text(300, 60, 3))
+    pipeline.ROWS["brown"] = lambda corpus: list(rows)
+    pipeline.Reproduction.load_corpus = lambda self: corpus
+    run_row = pipeline.Reproduction.run_row
+    def slow(self, row):  # overlapping: each row takes a while, and says who ran it
+        (work.parent / f"ran-{row.id}-by-{me}").touch()
+        time.sleep(0.4)
+        return run_row(self, row)
+    pipeline.Reproduction.run_row = slow
+    (ready / me).touch()
+    while len(list(ready.iterdir())) < 2:
+        time.sleep(0.01)
+    results = pipeline.Reproduction(pipeline.default_settings("brown", False), work, report).run()
+    print([(r["id"], r["test_ppl"]) for r in results["rows"]])
+""")
+
+
+@pytest.mark.slow
+def test_two_reproductions_on_one_work_folder_run_each_row_once(tmp_path):
+    ready = tmp_path / "ready"
+    ready.mkdir()
+    children = [subprocess.Popen([sys.executable, "-c", TWO_RUNS, str(i), str(ready), str(tmp_path / "work"),
+                                  str(tmp_path / f"report{i}")], cwd=ROOT, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                for i in range(2)]
+    outputs = []
+    for child in children:
+        out, err = child.communicate(timeout=600)
+        assert child.returncode == 0, err
+        outputs.append(out)
+    assert outputs[0] == outputs[1]
+    ran = sorted(p.name.split("-by-")[0] for p in tmp_path.glob("ran-*"))
+    assert ran == ["ran-add1", "ran-kn3", "ran-kn3-add1"]    # each row once, by one of the two
