@@ -18,7 +18,7 @@ from typing import Callable
 from corpora.cli import add_corpus_options, load_corpus
 from lmbench.errors import LMBenchError
 from lmbench.model import LanguageModel, split_perplexity
-from lmbench.options import integer, output_directory, output_file
+from lmbench.options import integer, output_directory, output_file, refuse_overwriting
 
 
 CLUSTER_PASSES = 20
@@ -154,6 +154,7 @@ def run(args: argparse.Namespace) -> dict:
     if args.memory is not None and args.method not in BOUNDED_METHODS:
         raise LMBenchError(f"--memory applies to {', '.join(BOUNDED_METHODS)}, not --method {args.method}: "
                            "drop --memory")
+    refuse_overwriting(args, {"--arpa": args.arpa, "--save-logprobs": args.save_logprobs})
     model = make_model(args)
     if args.arpa:
         from baselines.backoff import BackoffModel

@@ -7,7 +7,7 @@ import os
 
 from corpora.corpus import Corpus
 from lmbench.errors import LMBenchError
-from lmbench.options import existing_directory, existing_file, integer, output_directory
+from lmbench.options import existing_directory, existing_file, integer, output_directory, refuse_overwriting
 
 CORPORA = ("brown", "ap", "text")
 AP_MIN_VOCAB = 5  # more than the four symbols of corpora.ap.SPECIALS (imported only to prepare AP)
@@ -94,6 +94,9 @@ def token_counts(text: str) -> tuple[int, int, int]:
 def run(args: argparse.Namespace) -> dict:
     if args.first and not args.write_text:  # refused before the corpus is prepared
         raise LMBenchError("--first cuts the files of --write-text: give --write-text DIR too")
+    if args.write_text:
+        refuse_overwriting(args, {f"--write-text ({split}.txt)": args.write_text / f"{split}.txt"
+                                  for split in ("train", "valid", "test")})
     corpus = load_corpus(args)
     if args.write_text:
         from corpora.text import write_text

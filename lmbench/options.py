@@ -30,13 +30,17 @@ class OptionParser(argparse.ArgumentParser):
         raise LMBenchError(f"{message} (`{self.prog} --help` lists the options)")
 
 
+def _show(bound: float) -> str:
+    return str(bound) if isinstance(bound, int) else f"{bound:g}"  # an integer bound in full
+
+
 def _bounds(kind: str, minimum: float | None, maximum: float | None) -> str:
     if minimum is not None and maximum is not None:
-        return f"{kind} from {minimum:g} to {maximum:g}"
+        return f"{kind} from {_show(minimum)} to {_show(maximum)}"
     if minimum is not None:
-        return f"{kind} >= {minimum:g}"
+        return f"{kind} >= {_show(minimum)}"
     if maximum is not None:
-        return f"{kind} <= {maximum:g}"
+        return f"{kind} <= {_show(maximum)}"
     return kind
 
 
@@ -100,6 +104,29 @@ def _writable_place(text: str, path: Path, kind: str) -> None:
     if not os.access(parent, os.W_OK | os.X_OK):
         raise argparse.ArgumentTypeError(f"{text!r}: the folder {str(parent)!r} is not writable: give a "
                                          f"{kind} path where you may write")
+
+
+INPUT_OPTIONS = ("train", "valid", "test", "corpus_file")  # the corpus files a command reads
+
+
+def refuse_overwriting(args, outputs: dict[str, Path | None]) -> None:
+    """Refuse, before anything is read or written, an output (option -> path; None: not asked for) that
+    is one of the command's input files (INPUT_OPTIONS), or that another output writes too."""
+    inputs = {f"--{name.replace('_', '-')}": Path(getattr(args, name)).resolve()
+              for name in INPUT_OPTIONS if getattr(args, name, None) is not None}
+    written: dict[Path, str] = {}
+    for option, path in outputs.items():
+        if path is None:
+            continue
+        where = Path(path).resolve()
+        for name, source in inputs.items():
+            if where == source:
+                raise LMBenchError(f"{option} {path} is the file of {name}: writing it would overwrite that "
+                                   "input; give another path")
+        if where in written:
+            raise LMBenchError(f"{option} and {written[where]} both write {path}: one would overwrite the "
+                               "other; give each its own path")
+        written[where] = option
 
 
 def output_file(text: str) -> Path:

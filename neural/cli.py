@@ -13,7 +13,7 @@ import numpy as np
 from corpora.cli import add_corpus_options, load_corpus
 from lmbench.errors import LMBenchError
 from lmbench.model import split_logprobs
-from lmbench.options import integer, output_directory, output_file
+from lmbench.options import integer, output_directory, output_file, refuse_overwriting
 
 
 def register(subparsers) -> None:
@@ -69,7 +69,7 @@ def register(subparsers) -> None:
                                 "many tokens of valid; the final figures score all of it (default: all; "
                                 "for --model energy, whose exact scoring is slow)")
     run_group.add_argument("--checkpoint-minutes", type=float, default=defaults.checkpoint_minutes)
-    run_group.add_argument("--seed", type=int, default=defaults.seed)
+    run_group.add_argument("--seed", type=integer(0, 2**32 - 1), default=defaults.seed)
     run_group.add_argument("--out", type=output_directory, default=None, help="run directory (default runs/MODEL-CORPUS-n5-m60-h50-"
                                                         "direct-RECIPE-OBJECTIVE-sSEED)")
     run_group.add_argument("--resume", action="store_true", help="continue the run in --out")
@@ -215,6 +215,7 @@ def run_eval(args: argparse.Namespace) -> dict | None:
         from neural.launch import launch
         return launch(args)
     _check_launch(args)
+    refuse_overwriting(args, {"--save-logprobs": args.save_logprobs})
     if not args.parallel:  # (on several machines, only rank 0's disk need hold the run)
         _require_run(args.dir)
     corpus = load_corpus(args)

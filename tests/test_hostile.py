@@ -482,3 +482,27 @@ def test_two_reproductions_on_one_work_folder_run_each_row_once(tmp_path):
     assert outputs[0] == outputs[1]
     ran = sorted(p.name.split("-by-")[0] for p in tmp_path.glob("ran-*"))
     assert ran == ["ran-add1", "ran-kn3", "ran-kn3-add1"]    # each row once, by one of the two
+
+
+# --- outputs that would overwrite inputs or each other ----------------------------------------------------
+
+def test_an_output_onto_an_input_or_another_output_is_refused(tmp_path, capsys, monkeypatch):
+    _no_corpus(monkeypatch)
+    files = write_splits(tmp_path, train="a b c a b\n", valid="a b\n", test="b a\n")
+    before = {s: p.read_bytes() for s, p in files.items()}
+    line = error_line(capsys, ["ngram", "--method", "kneser-ney", *corpus_args(files), "--save-logprobs",
+                               str(files["train"])])
+    assert "--save-logprobs" in line and "overwrite that input" in line and "--train" in line
+    out = tmp_path / "model.out"
+    line = error_line(capsys, ["ngram", "--method", "kneser-ney", *corpus_args(files), "--arpa", str(out),
+                               "--save-logprobs", str(out)])
+    assert "--arpa" in line and "--save-logprobs" in line and "own path" in line
+    line = error_line(capsys, ["corpus", "text", *corpus_args(files)[2:], "--write-text", str(tmp_path)])
+    assert "--write-text" in line and "overwrite that input" in line
+    assert {s: p.read_bytes() for s, p in files.items()} == before and not out.exists()
+
+
+def test_a_seed_numpy_cannot_take_is_refused_first(capsys, monkeypatch):
+    _no_corpus(monkeypatch)
+    line = error_line(capsys, ["nplm", "train", "--corpus", "brown", "--seed", "-1"])
+    assert "--seed" in line and "from 0 to 4294967295" in line
