@@ -20,6 +20,8 @@
 - `locked`: an exclusive lock (fcntl.flock on `<name>.lock`) held while a cache entry is looked up and,
   if need be, built, so that two processes preparing the same entry at once build it once: the second
   waits, then reads the first one's result.
+- `folder_held`: an exclusive lock on a folder itself (no file left), refused in one line when another
+  process holds it: two runs writing one folder at once.
 """
 
 from __future__ import annotations
@@ -241,6 +243,23 @@ def set_aside(entry: Path, damage: DamagedFile) -> None:
     _remove(_record_path(entry))
     log.warning("%s %s is damaged (%s): set aside as %s, rebuilding it", damage.what, damage.path,
                 damage.problem, aside.name)
+
+
+@contextmanager
+def folder_held(folder: Path, busy: str) -> Iterator[None]:
+    """Hold an exclusive lock on `folder` (created if missing) while the block runs; when another process
+    holds it, raise LMBenchError(busy) at once."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    handle = os.open(folder, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LMBenchError(busy) from None
+        yield
+    finally:
+        os.close(handle)  # releases the lock
 
 
 @contextmanager

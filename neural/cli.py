@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import argparse
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
 
 from corpora.cli import add_corpus_options, load_corpus
 from lmbench.errors import LMBenchError
+from lmbench.files import folder_held
 from lmbench.model import split_logprobs
 from lmbench.options import integer, output_directory, output_file, refuse_overwriting
 
@@ -179,7 +181,9 @@ def run_train(args: argparse.Namespace) -> dict | None:
     out = args.out or f"runs/{args.model}-{corpus.name}-{shape}-{args.recipe}-{args.objective}-s{args.seed}"
     team = _connect(args, corpus)
     try:
-        result = train_nplm(corpus, config, out, resume=args.resume, team=team)
+        with folder_held(out, f"another process is training in {out}: wait for it to finish (then --resume), or "
+                              "choose another --out") if team.writer else nullcontext():
+            result = train_nplm(corpus, config, out, resume=args.resume, team=team)
     finally:
         team.close()
     result.pop("config")

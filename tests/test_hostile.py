@@ -506,3 +506,31 @@ def test_a_seed_numpy_cannot_take_is_refused_first(capsys, monkeypatch):
     _no_corpus(monkeypatch)
     line = error_line(capsys, ["nplm", "train", "--corpus", "brown", "--seed", "-1"])
     assert "--seed" in line and "from 0 to 4294967295" in line
+
+
+@pytest.mark.slow
+def test_a_second_training_into_a_busy_out_is_refused(tmp_path, capsys, monkeypatch):
+    """While a run trains into --out (its process holds the folder), a second one there is one line."""
+    monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
+    files = write_splits(tmp_path, train=zipf_text(3000, 50, 1), valid=zipf_text(300, 50, 2),
+                         test=zipf_text(300, 50, 3))
+    out = tmp_path / "run"
+    argv = ["nplm", "train", *corpus_args(files), "--n", "3", "--m", "4", "--h", "5", "--device", "cpu",
+            "--threads", "1", "--out", str(out)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), LMBENCH_CACHE=str(tmp_path / "cache"))
+    first = subprocess.Popen([sys.executable, "-m", "lmbench_cli", *argv, "--epochs", "1000", "--schedule", "linear",
+                              "--checkpoint-minutes", "0.001"], cwd=ROOT, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while not (out / "checkpoint.pt").exists():
+            assert first.poll() is None and time.time() < deadline, first.communicate()
+            time.sleep(0.1)
+        line = error_line(capsys, [*argv, "--epochs", "2", "--resume"])
+        assert "another process is training in" in line and str(out) in line
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=60)
+    assert first.returncode == 143
+    from lmbench_cli import main
+    assert main([*argv, "--epochs", "2", "--resume"]) == 0      # once it is gone, the run continues
