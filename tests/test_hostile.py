@@ -534,3 +534,32 @@ def test_a_second_training_into_a_busy_out_is_refused(tmp_path, capsys, monkeypa
     assert first.returncode == 143
     from lmbench_cli import main
     assert main([*argv, "--epochs", "2", "--resume"]) == 0      # once it is gone, the run continues
+
+
+def test_a_full_corpus_cache_warns_and_uses_the_corpus_uncached(tmp_path, capsys, monkeypatch, caplog):
+    import json
+    from lmbench_cli import main
+    monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
+    files = write_splits(tmp_path, train=zipf_text(20000, 300, 1), valid=zipf_text(2000, 300, 2),
+                         test=zipf_text(2000, 300, 3))
+    argv = ["corpus", "text", *corpus_args(files)[2:], "--json"]
+    with files_fail_after(4096):
+        assert main(argv) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["from_cache"] is False and "cache" not in stats
+    assert any("could not write the corpus cache" in r.getMessage() for r in caplog.records)
+    assert [p.name for p in (tmp_path / "cache").rglob("*") if ".tmp" in p.name] == []
+    assert main(argv) == 0                                         # room again: cached
+    capsys.readouterr()
+    assert main(argv) == 0 and json.loads(capsys.readouterr().out)["from_cache"] is True
+
+
+def test_a_full_clustering_cache_warns_and_uses_the_clustering(tmp_path, caplog):
+    from baselines.clustering import cached_cluster
+    corpus = make_corpus(zipf_text(3000, 300, 1), zipf_text(300, 300, 2), zipf_text(300, 300, 3))
+    clean = cached_cluster(corpus, 3, progress=False, directory=tmp_path / "clean")
+    with files_fail_after(100):
+        full = cached_cluster(corpus, 3, progress=False, directory=tmp_path / "full")
+    assert np.array_equal(full.word_class, clean.word_class)
+    assert any("could not write the clustering cache" in r.getMessage() for r in caplog.records)
+    assert [p.name for p in (tmp_path / "full").iterdir() if not p.name.endswith(".lock")] == []
