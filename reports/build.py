@@ -96,6 +96,9 @@ def load_results(report_dir: Path) -> dict:
     if not path.exists():
         raise LMBenchError(f"no results at {path}: run `make reproduce-brown` / `make reproduce-ap` (or "
                            f"`lmbench reproduce brown|ap|text ...` with --report-dir {report_dir}) first")
+    if not path.is_file():  # a folder, a device (/dev/zero would be read forever)
+        raise LMBenchError(f"{path} is not a file: replace it with the results.json of `lmbench reproduce ...` "
+                           f"(--report-dir {report_dir})")
 
     def read(path: Path) -> dict:
         results = json.loads(path.read_text())

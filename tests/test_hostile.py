@@ -563,3 +563,14 @@ def test_a_full_clustering_cache_warns_and_uses_the_clustering(tmp_path, caplog)
     assert np.array_equal(full.word_class, clean.word_class)
     assert any("could not write the clustering cache" in r.getMessage() for r in caplog.records)
     assert [p.name for p in (tmp_path / "full").iterdir() if not p.name.endswith(".lock")] == []
+
+
+@pytest.mark.parametrize("what", ["a link to /dev/zero", "a folder"])
+def test_a_results_json_that_is_no_file_is_one_line(tmp_path, capsys, what):
+    path = tmp_path / "results.json"
+    if what == "a folder":
+        path.mkdir()
+    else:
+        path.symlink_to("/dev/zero")
+    line = error_line(capsys, ["report", "brown", "--report-dir", str(tmp_path)])
+    assert str(path) in line and "not a file" in line
