@@ -109,11 +109,13 @@ def _writable_place(text: str, path: Path, kind: str) -> None:
 INPUT_OPTIONS = ("train", "valid", "test", "corpus_file")  # the corpus files a command reads
 
 
-def refuse_overwriting(args, outputs: dict[str, Path | None]) -> None:
+def refuse_overwriting(args, outputs: dict[str, Path | None], inputs: dict[str, Path] | None = None) -> None:
     """Refuse, before anything is read or written, an output (option -> path; None: not asked for) that
-    is one of the command's input files (INPUT_OPTIONS), or that another output writes too."""
+    is one of the command's input files (INPUT_OPTIONS, and `inputs`: what -> path), or that another
+    output writes too."""
     inputs = {f"--{name.replace('_', '-')}": Path(getattr(args, name)).resolve()
-              for name in INPUT_OPTIONS if getattr(args, name, None) is not None}
+              for name in INPUT_OPTIONS if getattr(args, name, None) is not None} | {
+              what: Path(path).resolve() for what, path in (inputs or {}).items()}
     written: dict[Path, str] = {}
     for option, path in outputs.items():
         if path is None:

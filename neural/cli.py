@@ -219,7 +219,9 @@ def run_eval(args: argparse.Namespace) -> dict | None:
         from neural.launch import launch
         return launch(args)
     _check_launch(args)
-    refuse_overwriting(args, {"--save-logprobs": args.save_logprobs})
+    from neural.train import BEST, CHECKPOINT
+    refuse_overwriting(args, {"--save-logprobs": args.save_logprobs},
+                       {f"the run's {name}": Path(args.dir) / name for name in (BEST, CHECKPOINT)})
     if not args.parallel:  # (on several machines, only rank 0's disk need hold the run)
         _require_run(args.dir)
     corpus = load_corpus(args)

@@ -574,3 +574,13 @@ def test_a_results_json_that_is_no_file_is_one_line(tmp_path, capsys, what):
         path.symlink_to("/dev/zero")
     line = error_line(capsys, ["report", "brown", "--report-dir", str(tmp_path)])
     assert str(path) in line and "not a file" in line
+
+
+def test_eval_cannot_save_over_the_model_it_scores(tmp_path, capsys, monkeypatch):
+    _no_corpus(monkeypatch)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "best.pt").write_bytes(b"the model")
+    line = error_line(capsys, ["nplm", "eval", str(run), "--corpus", "brown", "--save-logprobs", str(run / "best.pt")])
+    assert "best.pt" in line and "overwrite that input" in line
+    assert (run / "best.pt").read_bytes() == b"the model"
