@@ -120,13 +120,13 @@ def check_same_stream(parts: list[dict], names: list[str]) -> None:
 
 def mix_saved(parts: list[dict[str, np.ndarray]], method: str, weights=None,
               buckets: dict[str, np.ndarray] | None = None, names: list[str] | None = None,
-              ) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Mix saved parts (named `names` in errors): 'fixed' (given weights), 'em' (one weight vector
+              buckets_name: str = "the buckets' file") -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Mix saved parts (named `names` and `buckets_name` in errors): 'fixed' (given weights), 'em' (one weight vector
     fitted on valid) or 'bucketed' (one per context bucket of `buckets`, fitted on valid). Returns the
     mixed log-probabilities of valid and test, and the weights ((K,), or (buckets, K) for 'bucketed')."""
     named = list(zip(names or [f"part {i + 1}" for i in range(len(parts))], parts))
     if buckets is not None:
-        named.append(("the buckets' file", buckets))
+        named.append((buckets_name, buckets))
     check_same_stream([part for _, part in named], [name for name, _ in named])
     if len({(len(p["valid"]), len(p["test"])) for p in parts}) != 1:
         raise LMBenchError("the files score splits of different lengths: score every model on the same corpus")

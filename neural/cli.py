@@ -72,8 +72,8 @@ def register(subparsers) -> None:
                                 "for --model energy, whose exact scoring is slow)")
     run_group.add_argument("--checkpoint-minutes", type=float, default=defaults.checkpoint_minutes)
     run_group.add_argument("--seed", type=integer(0, 2**32 - 1), default=defaults.seed)
-    run_group.add_argument("--out", type=output_directory, default=None, help="run directory (default runs/MODEL-CORPUS-n5-m60-h50-"
-                                                        "direct-RECIPE-OBJECTIVE-sSEED)")
+    run_group.add_argument("--out", type=output_directory, default=None,
+                           help="run directory (default runs/MODEL-CORPUS-n5-m60-h50-direct-RECIPE-OBJECTIVE-sSEED)")
     run_group.add_argument("--resume", action="store_true", help="continue the run in --out")
     _device_options(train)
     _parallel_options(train, PARALLEL, BACKENDS)

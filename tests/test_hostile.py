@@ -584,3 +584,13 @@ def test_eval_cannot_save_over_the_model_it_scores(tmp_path, capsys, monkeypatch
     line = error_line(capsys, ["nplm", "eval", str(run), "--corpus", "brown", "--save-logprobs", str(run / "best.pt")])
     assert "best.pt" in line and "overwrite that input" in line
     assert (run / "best.pt").read_bytes() == b"the model"
+
+
+def test_a_buckets_file_of_another_stream_is_named(two_streams, tmp_path, capsys):
+    a, b, _ = two_streams
+    with np.load(b) as data:
+        np.savez(tmp_path / "di.npz", **{key: data[key] for key in data.files},
+                 buckets_valid=np.zeros(len(data["valid"]), dtype=np.int64),
+                 buckets_test=np.zeros(len(data["test"]), dtype=np.int64))
+    line = error_line(capsys, ["mix", str(a), str(a), "--method", "bucketed", "--buckets-from", str(tmp_path / "di.npz")])
+    assert str(tmp_path / "di.npz") in line and "different token streams" in line
