@@ -75,8 +75,8 @@ def _main(argv: list[str] | None) -> int:
         logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                             format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
         result = args.run(args)
-    except LMBenchError as err:
-        print(f"lmbench: error: {err}", file=sys.stderr)
+    except LMBenchError as err:  # one line, whatever it quotes (a path with a newline in its name)
+        print(f"lmbench: error: {str(err).replace(chr(10), chr(92) + 'n')}", file=sys.stderr)
         return 2
     except Terminated:
         print("lmbench: terminated", file=sys.stderr)

@@ -594,3 +594,11 @@ def test_a_buckets_file_of_another_stream_is_named(two_streams, tmp_path, capsys
                  buckets_test=np.zeros(len(data["test"]), dtype=np.int64))
     line = error_line(capsys, ["mix", str(a), str(a), "--method", "bucketed", "--buckets-from", str(tmp_path / "di.npz")])
     assert str(tmp_path / "di.npz") in line and "different token streams" in line
+
+
+def test_an_error_quoting_a_newline_stays_one_line(tmp_path, capsys, monkeypatch):
+    """A results folder whose name holds a newline: the error names it on one line, the newline as \\n."""
+    folder = tmp_path / "odd\nname"
+    folder.mkdir()
+    line = error_line(capsys, ["report", "brown", "--report-dir", str(folder)])
+    assert "odd\\nname" in line
