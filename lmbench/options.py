@@ -132,10 +132,13 @@ def refuse_overwriting(args, outputs: dict[str, Path | None], inputs: dict[str, 
 
 
 def output_file(text: str) -> Path:
-    """A file to write: not an existing folder, under a folder we may write into."""
+    """A file to write: not an existing folder, device or pipe, under a folder we may write into."""
     path = Path(text)
     if not text or path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a folder: give the path of a file to write")
+    if path.exists() and not path.is_file():  # a device or a pipe: the atomic writer would replace it
+        raise argparse.ArgumentTypeError(f"{text!r} is not a regular file (a device, a pipe or a socket): give "
+                                         "the path of a file to write")
     _writable_place(text, path, "file")
     return path
 

@@ -602,3 +602,14 @@ def test_an_error_quoting_a_newline_stays_one_line(tmp_path, capsys, monkeypatch
     folder.mkdir()
     line = error_line(capsys, ["report", "brown", "--report-dir", str(folder)])
     assert "odd\\nname" in line
+
+
+def test_an_output_that_is_a_pipe_or_device_is_refused(tmp_path, capsys, monkeypatch):
+    """The atomic writer renames onto its path: onto /dev/full it would replace the device."""
+    _no_corpus(monkeypatch)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/full")):
+        line = error_line(capsys, ["ngram", "--method", "kneser-ney", "--corpus", "brown", "--arpa", str(path)])
+        assert str(path) in line and "not a regular file" in line
+    assert fifo.is_fifo() and Path("/dev/full").is_char_device()
