@@ -151,7 +151,8 @@ def output_file(name: str, place: Place) -> Maker:
     """A file to write, maybe under folders still missing (valid), or a folder or a path under a file; each
     option's own (two outputs at one path are refused)."""
     own = name.lstrip("-")
-    return option(name, st.sampled_from([str(place.root / "out" / f"{own}.npz"), str(place.root / "new" / f"{own}.out")]),
+    return option(name, st.sampled_from([str(place.root / "out" / f"{own}.npz"),
+                                         str(place.root / "new" / f"{own}.out")]),
                   st.sampled_from([str(place.empty_folder), str(place.train / "under-a-file.npz")]))
 
 

@@ -592,7 +592,8 @@ def test_a_buckets_file_of_another_stream_is_named(two_streams, tmp_path, capsys
         np.savez(tmp_path / "di.npz", **{key: data[key] for key in data.files},
                  buckets_valid=np.zeros(len(data["valid"]), dtype=np.int64),
                  buckets_test=np.zeros(len(data["test"]), dtype=np.int64))
-    line = error_line(capsys, ["mix", str(a), str(a), "--method", "bucketed", "--buckets-from", str(tmp_path / "di.npz")])
+    line = error_line(capsys, ["mix", str(a), str(a), "--method", "bucketed", "--buckets-from",
+                               str(tmp_path / "di.npz")])
     assert str(tmp_path / "di.npz") in line and "different token streams" in line
 
 
