@@ -111,7 +111,7 @@ def write_failure(path: Path, err: BaseException, written: int = 0, fix: str = "
             free = f", {_size(shutil.disk_usage(folder).free)} free there"
         except OSError:
             free = ""
-        need = f"at least {_size(written + missing)}" if written + missing else "more space"
+        need = f"at least {_size(written + missing)}" if missing else f"more than the {_size(written)} written"
         return WriteFailed(f"no room to write {path} ({reason}, after {_size(written)}): it needs {need}"
                            f"{free}; nothing of it was kept: "
                            f"{fix or 'free space there or write to another folder'}")
@@ -149,6 +149,7 @@ def atomic_write(path: Path, write: Callable[[Path], None], *, fix: str = "") ->
             os.replace(tmp, path)
         except (OSError, RuntimeError) as err:
             written = tmp.stat().st_size if tmp.exists() else 0
+            tmp.unlink(missing_ok=True)  # before the free space is measured
             failure = write_failure(path, err, written, fix)
             if failure is None:
                 raise
