@@ -614,3 +614,41 @@ def test_an_output_that_is_a_pipe_or_device_is_refused(tmp_path, capsys, monkeyp
         line = error_line(capsys, ["ngram", "--method", "kneser-ney", "--corpus", "brown", "--arpa", str(path)])
         assert str(path) in line and "not a regular file" in line
     assert fifo.is_fifo() and Path("/dev/full").is_char_device()
+
+
+# --- a real full disk: a small tmpfs in a mount namespace of its own (where unshare may make one) ---------
+
+def run_on_small_disk(tmp_path, size: str, argv: list[str]) -> tuple[int, str, list[str]]:
+    """`lmbench ARGV` with tmp_path/small a tmpfs of `size`: its exit code, stderr and what it left there."""
+    small = tmp_path / "small"
+    small.mkdir(exist_ok=True)
+    script = (f"mount -t tmpfs -o size={size} tmpfs {small} || exit 99; {sys.executable} -m lmbench_cli \"$@\"; "
+              f"code=$?; ls -A {small} >&2; echo \"left: $(find {small} -type f | wc -l)\" >&2; exit $code")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), LMBENCH_CACHE=str(tmp_path / "cache"))
+    try:
+        done = subprocess.run(["unshare", "-rm", "sh", "-c", script, "sh", *argv], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=600)
+    except FileNotFoundError:
+        pytest.skip("no unshare here")
+    if done.returncode == 99 or "unshare:" in done.stderr:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()[:200]}")
+    return done.returncode, done.stderr, [line for line in done.stderr.splitlines() if line.startswith("left: ")]
+
+
+@pytest.mark.slow
+def test_a_small_tmpfs_is_one_line_and_left_empty(tmp_path):
+    files = write_splits(tmp_path, train=zipf_text(40000, 2000, 1), valid=zipf_text(3000, 2000, 2),
+                         test=zipf_text(3000, 2000, 3))
+    small = tmp_path / "small"
+    code, err, left = run_on_small_disk(tmp_path, "256k", ["ngram", "--method", "kneser-ney", "--order", "3",
+                                                           "--memory", "4K", "--tmp-dir", str(small),
+                                                           *corpus_args(files)])
+    errors = [line for line in err.splitlines() if line.startswith("lmbench: error:")]
+    assert code == 2 and len(errors) == 1 and "Traceback" not in err, err
+    assert "ran out of disk space" in errors[0] and left == ["left: 0"]
+    code, err, left = run_on_small_disk(tmp_path, "256k", ["nplm", "train", *corpus_args(files), "--m", "60",
+                                                           "--h", "50", "--epochs", "1", "--device", "cpu",
+                                                           "--threads", "1", "--out", str(small / "run")])
+    errors = [line for line in err.splitlines() if line.startswith("lmbench: error:")]
+    assert code == 2 and len(errors) == 1 and "Traceback" not in err, err
+    assert "no room to write" in errors[0] and "--resume" in errors[0] and ".tmp" not in err.split(errors[0])[1]
