@@ -46,8 +46,10 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# What parsing a damaged file raises: a short read, bad bytes or a structure that is not there.
-READ_ERRORS = (OSError, EOFError, ValueError, KeyError, IndexError, TypeError, zipfile.BadZipFile, zlib.error)
+# What parsing a damaged file raises: a short read, bad bytes, a structure that is not there (or nested past
+# what the parser follows).
+READ_ERRORS = (OSError, EOFError, ValueError, KeyError, IndexError, TypeError, RecursionError, zipfile.BadZipFile,
+               zlib.error)
 
 
 class DamagedFile(LMBenchError):

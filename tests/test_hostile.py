@@ -652,3 +652,10 @@ def test_a_small_tmpfs_is_one_line_and_left_empty(tmp_path):
     errors = [line for line in err.splitlines() if line.startswith("lmbench: error:")]
     assert code == 2 and len(errors) == 1 and "Traceback" not in err, err
     assert "no room to write" in errors[0] and "--resume" in errors[0] and ".tmp" not in err.split(errors[0])[1]
+
+
+def test_a_results_json_nested_past_the_parser_is_one_line(tmp_path, capsys):
+    path = tmp_path / "results.json"
+    path.write_text("[" * 200_000 + "]" * 200_000)
+    line = error_line(capsys, ["report", "brown", "--report-dir", str(tmp_path)])
+    assert str(path) in line and "reproduce" in line
