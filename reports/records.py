@@ -10,9 +10,10 @@ mixture repeating the shape of its network. `upgrade_row` turns such a row into 
 the shape of a mixture is read from its network part, so the old copies are dropped. Numbers are
 never touched: the tables rebuilt from an old file are the ones built before.
 
-`check_results` refuses a file whose rows the report cannot read (a row without an id, a perplexity
-that is not a finite number >= 1, such as NaN or "abc", a mixture of unknown parts), naming the
-first row and field at fault, before any table is written.
+`check_results` refuses a file the report cannot read (no rows, no meta or corpus summary, a row
+without an id, a perplexity that is not a finite number >= 1, such as NaN or "abc", a mixture of
+unknown parts), naming the first row and field at fault, before any table is written. (A JSON Schema
+of results.json can take its place once there is one: it raises ValueError with the same message.)
 """
 
 from __future__ import annotations
@@ -36,8 +37,14 @@ def _number(value) -> bool:
 def check_results(results) -> None:
     """Raise ValueError naming the first thing in `results` (results.json as read) that the report
     cannot use: types and finiteness of what the tables, claims and figures read from every row."""
-    if not isinstance(results, dict) or not isinstance(results.get("rows"), list):
+    if not isinstance(results, dict) or not isinstance(results.get("rows"), list) or not results["rows"]:
         raise ValueError("it holds no list of rows")
+    if not isinstance(results.get("meta"), dict):
+        raise ValueError("it has no meta (the run's commit, machine and time)")
+    corpus = results.get("corpus_summary")
+    if not (isinstance(corpus, dict) and isinstance(corpus.get("vocab_size"), int)
+            and isinstance(corpus.get("tokens"), dict) and all(isinstance(n, int) for n in corpus["tokens"].values())):
+        raise ValueError("its corpus_summary has no vocab_size and tokens per split")
     ids = set()
     for number, row in enumerate(results["rows"], 1):
         if not isinstance(row, dict):

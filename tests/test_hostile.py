@@ -277,15 +277,28 @@ BAD_RESULTS = {
                       "weights ['x']"),
     "a mixture of an unknown row": (lambda rows: [r.update(parts=["nope"]) for r in rows if r["kind"] == "mix"][:1],
                                     "['nope']"),
+    "no rows": (lambda rows: rows.clear(), "no list of rows"),
 }
 
 
-@pytest.mark.parametrize("case", BAD_RESULTS)
+BAD_TOPS = {"no meta": (lambda results: results.pop("meta"), "no meta"),
+            "no corpus_summary": (lambda results: results.pop("corpus_summary"), "corpus_summary"),
+            "vocab_size 'x'": (lambda results: results["corpus_summary"].update(vocab_size="x"), "corpus_summary")}
+
+
+@pytest.mark.parametrize("case", [*BAD_RESULTS, *BAD_TOPS])
 def test_a_results_file_the_report_cannot_read_is_one_line(tmp_path, capsys, case):
     import json
-    change, named = BAD_RESULTS[case]
+    from tests.test_reports import fake_results
     path = tmp_path / "results.json"
-    path.write_text(json.dumps(_results_with(change), indent=1))
+    if case in BAD_TOPS:
+        change, named = BAD_TOPS[case]
+        results = fake_results({})
+        change(results)
+    else:
+        change, named = BAD_RESULTS[case]
+        results = _results_with(change)
+    path.write_text(json.dumps(results, indent=1))
     before = path.read_bytes()
     line = error_line(capsys, ["report", "brown", "--report-dir", str(tmp_path)])
     assert str(path) in line and named in line and "reproduce" in line
