@@ -24,7 +24,6 @@ import pytest
 from baselines.disk_counts import DiskCounts
 from baselines.katz import Katz
 from baselines.kneser_ney import KneserNey, KneserNeyBackoff
-from lmbench.errors import LMBenchError
 from lmbench.files import WriteFailed, atomic_write_file, atomic_write_text
 from tests.helpers import corpus_args, write_splits, zipf_text
 from tests.lm_checks import make_corpus
