@@ -19,7 +19,7 @@ from baselines.methods import BOUNDED_METHODS, CLUSTER_PASSES, METHODS, NGramOpt
 from corpora.cli import add_corpus_options, load_corpus
 from lmbench.errors import LMBenchError
 from lmbench.model import split_perplexity
-from lmbench.options import integer, output_directory, output_file
+from lmbench.options import integer, output_directory, output_file, refuse_overwriting
 
 
 def infini_gram_figures(model, corpus) -> dict:
@@ -75,6 +75,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> dict:
+    refuse_overwriting(args, {"--arpa": args.arpa, "--save-logprobs": args.save_logprobs})
     model = make_ngram(NGramOptions(args.method, args.order, args.classes, args.min_ngram_count, args.cluster_passes,
                                     args.memory, args.tmp_dir))
     if args.arpa:
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> dict:
         result.update(infini_gram_figures(model, corpus))
     if args.save_logprobs:
         from mixing import saved
-        saved.save(args.save_logprobs, saved.scored_splits(model, corpus))
+        saved.save(args.save_logprobs, saved.scored_splits(model, corpus), corpus)
         result["logprobs"] = str(args.save_logprobs)
     if args.arpa:
         from baselines.arpa import write_arpa

@@ -44,7 +44,7 @@ from tqdm import tqdm
 
 from corpora.vocab import Vocabulary
 from lmbench.errors import LMBenchError
-from lmbench.files import DamagedFile, locked, read_checked, set_aside, write_checked
+from lmbench.files import DamagedFile, WriteFailed, locked, read_checked, set_aside, write_checked
 
 log = logging.getLogger(__name__)
 
@@ -326,7 +326,7 @@ def cached_cluster(corpus, num_classes: int, *, max_iters: int = 20, progress: b
         clustering = cluster(corpus.vocab, corpus.train, num_classes, max_iters=max_iters, progress=progress)
         try:
             clustering.save(path)
-        except OSError as err:
+        except (OSError, WriteFailed) as err:  # a full or read-only cache: the clustering is used uncached
             log.warning("could not write the clustering cache %s (%s); set LMBENCH_CACHE to a writable "
                         "folder to reuse it", path, err)
     return clustering

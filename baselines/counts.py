@@ -239,6 +239,12 @@ def searchsorted_many(table: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return pos
 
 
+def weighted_sums(index: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
+    """(size,) float64 sums of `weights` per value of `index` (np.bincount with weights, which gives
+    int64 zeros when `index` is empty: a block of contexts without continuations on the bounded path)."""
+    return np.bincount(index, weights=weights, minlength=size).astype(np.float64, copy=False)
+
+
 def count_of_counts(counts: np.ndarray, k: int) -> np.ndarray:
     """n_r for r = 0 .. k (n_0 set to 0, unused): how many entries have count exactly r."""
     nr = np.bincount(np.clip(counts, 0, k + 1), minlength=k + 2)[: k + 1].astype(np.int64)

@@ -29,10 +29,12 @@ without mapping (so sequential passes keep no pages resident), memory-mapped onl
 (gathers and the final model's binary searches; an unmapped page costs no memory). Only the final
 model's files stay mapped; the folder is deleted as soon as they are, so nothing is left on disk.
 
-Failures. A full disk (ENOSPC, EDQUOT) ends in one LMBenchError line naming the folder and the fix,
-and the folder is removed: nothing half-written is left. A build killed between chunks leaves its
+Failures. The folder is removed on every exit the process lives through: an error, Ctrl-C, SIGTERM
+(the command line turns it into an interruption). A full disk (ENOSPC, EDQUOT, or numpy's short write
+without an errno: lmbench.files.missing_bytes) ends in one LMBenchError line naming the folder, the
+space the build had used and the fix. Only a build killed outright (kill -9, a power cut) leaves its
 folder, named after a hash of the stream and the options; run again, it resumes after the last
-finished step (`Workspace.step`), each step's files being rewritten whole, and gives the same model.
+finished step (`Workspace.mark`), each step's files being rewritten whole, and gives the same model.
 A folder whose manifest cannot be read is refused in one line saying to delete it.
 
 `--memory M` (baselines/cli.py) caps the working arrays of counting, merging and estimation (like
@@ -41,7 +43,6 @@ lmplz's -S); the corpus's id streams and the mapped model pages touched while sc
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import hashlib
 import json
@@ -60,7 +61,7 @@ from tqdm import tqdm
 from baselines.backoff import CUTOFF_MIN_ORDER
 from baselines.counts import NgramTable, _unique, count_of_counts
 from lmbench.errors import LMBenchError
-from lmbench.files import atomic_write_text
+from lmbench.files import atomic_write_text, missing_bytes
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,6 @@ MAX_RUNS = 256                # runs per order at most (one merge pass): chunks 
 MIN_BLOCK = 64                # rows per merge or estimation block, whatever the cap
 IN_MEMORY_BYTES_PER_TOKEN = 220  # peak of the in-memory KN 5 per training token (AP 1989: 2.98 GB / 14M)
 FOLDER_PREFIX = "lmbench-ngram-"
-DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 def bounded(memory: int | None, train: np.ndarray) -> bool:
@@ -206,23 +206,27 @@ def stream_digest(stream: np.ndarray) -> str:
 @contextmanager
 def workspace(tmp_dir: str | Path | None, identity: dict) -> Iterator[Workspace]:
     """The Workspace of a build under `tmp_dir` (default: the system's temporary folder), held under
-    an exclusive lock on the folder itself (no lock file is left behind). A full disk removes it and
-    raises one LMBenchError line; any other failure leaves it to resume from."""
+    an exclusive lock on the folder itself (no lock file is left behind). Any failure or interruption
+    removes it (a full disk then raises one LMBenchError line); only a process killed outright leaves
+    it, to resume from."""
     root = Path(tmp_dir or tempfile.gettempdir())
     path = root / folder_name(identity)
-    ws = None
+    ws, used = None, 0
     try:
         with _folder_locked(path):
             ws = Workspace(path, identity)
             yield ws
-    except OSError as err:
-        if err.errno not in DISK_FULL:
-            raise
+    except BaseException as err:
         if ws is not None:
+            used = sum(f.stat().st_size for f in ws.path.iterdir() if f.is_file()) if ws.path.exists() else 0
             ws.remove()
-        free = shutil.disk_usage(root).free / 2**30 if root.exists() else 0.0
-        raise LMBenchError(f"the temporary folder {root} ran out of disk space ({free:.1f} GiB free) while "
-                           "building the n-gram model; nothing was kept: free space there or give "
+        no_room = missing_bytes(err)
+        if no_room is None:
+            raise
+        free = shutil.disk_usage(root).free / 2**20 if root.exists() else 0.0
+        raise LMBenchError(f"the temporary folder {root} ran out of disk space while building the n-gram model "
+                           f"(it needs more than the {(used + no_room[0]) / 2**20:.1f} MiB written when it "
+                           f"filled, {free:.1f} MiB free now); nothing was kept: free space there or give "
                            "--tmp-dir a folder on a larger disk") from None
 
 

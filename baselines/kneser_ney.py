@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from baselines.backoff import BackoffModel, Listing
-from baselines.counts import NgramCounts, count_ngrams, count_of_counts
+from baselines.counts import NgramCounts, count_ngrams, count_of_counts, weighted_sums
 from baselines.disk_counts import bounded, estimate_bounded
 from lmbench.errors import LMBenchError
 
@@ -137,18 +137,18 @@ class _ModifiedKneserNey(BackoffModel):
         [0, size), (listed,) `lower` = P(w | h') of the listed rows, (m,) bool `keep`. Returns log P of
         the listed rows and the log back-off weight of each of the `size` contexts (0 for no context)."""
         D = self.discounts[n][np.minimum(a, 3)]                         # (m,)
-        context_total = np.bincount(context, weights=a, minlength=size)  # a(h.)
+        context_total = weighted_sums(context, a, size)                 # a(h.)
         discounted = (a - D) / context_total[context]                   # (m,)
         has = np.bincount(context[keep], minlength=size) > 0            # h has listed continuations
-        left = np.bincount(context, weights=D, minlength=size)          # gamma(h) a(h.), plus the
-        left += np.bincount(context[~keep], weights=(a - D)[~keep], minlength=size)  # unlisted mass
+        left = weighted_sums(context, D, size)                          # gamma(h) a(h.), plus the
+        left += weighted_sums(context[~keep], (a - D)[~keep], size)     # unlisted mass
         left[has] /= context_total[has]
         if self.interpolate:
             logp = np.log(discounted + left[context] * lower)
             weight = left
         else:
             logp = np.log(discounted[keep])
-            lower_mass = np.bincount(context[keep], weights=lower, minlength=size)
+            lower_mass = weighted_sums(context[keep], lower, size)
             weight = left / np.maximum(1.0 - lower_mass, np.finfo(float).tiny)
         return logp, np.where(has, np.log(np.where(has, weight, 1.0)), 0.0)
 

@@ -8,7 +8,7 @@ import logging
 from corpora.corpus import Corpus, unk_warning
 from corpora.named import CORPORA, load_named
 from lmbench.errors import LMBenchError
-from lmbench.options import existing_directory, existing_file, integer, output_directory
+from lmbench.options import existing_directory, existing_file, integer, output_directory, refuse_overwriting
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,9 @@ def token_counts(text: str) -> tuple[int, int, int]:
 def run(args: argparse.Namespace) -> dict:
     if args.first and not args.write_text:  # refused before the corpus is prepared
         raise LMBenchError("--first cuts the files of --write-text: give --write-text DIR too")
+    if args.write_text:
+        refuse_overwriting(args, {f"--write-text ({split}.txt)": args.write_text / f"{split}.txt"
+                                  for split in ("train", "valid", "test")})
     corpus = load_corpus(args)
     warning = unk_warning(corpus.summary())
     if warning:

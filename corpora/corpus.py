@@ -20,7 +20,7 @@ import numpy as np
 
 from corpora.vocab import Vocabulary
 from lmbench.errors import LMBenchError
-from lmbench.files import DamagedFile, locked, read_checked, set_aside, write_checked
+from lmbench.files import DamagedFile, WriteFailed, locked, read_checked, set_aside, write_checked
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +184,7 @@ def _prepare(key_parts: dict, build: Callable[[], Corpus], directory: Path | Non
         try:
             save_corpus(corpus, directory)
             corpus.info["cache"] = str(directory)
-        except OSError as err:
+        except (OSError, WriteFailed) as err:  # a full or read-only cache: the corpus is used uncached
             log.warning("could not write the corpus cache %s (%s); set LMBENCH_CACHE to a writable "
                         "folder to make the next load fast", directory, err)
     corpus.info["from_cache"] = False

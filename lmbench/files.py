@@ -1,6 +1,15 @@
 """Files the suite writes for itself and reads back: written atomically, checked when read, prepared once.
 
-- `atomic_write`: into a temporary sibling, then os.replace, so a reader never sees half a file.
+- `atomic_write`: into a temporary sibling, flushed to disk (fsync), then os.replace, so a reader never
+  sees half a file and a failed write leaves the file as it was (an earlier checkpoint stays good).
+  Every file the suite writes goes through it (`atomic_write_file` hands the writer an open binary
+  file instead of a path: torch.save, matplotlib). A write that cannot finish ends in one
+  `WriteFailed` line naming the file, and its temporary file is removed: a full disk or quota (ENOSPC,
+  EDQUOT, EFBIG, or a short write without an errno, as numpy's tofile reports it: "2198 requested
+  and 512 written", also when a library wraps it, as torch.save's `[enforce fail at
+  inline_container.cc]` does) names the space it needed; any other OSError (a read-only folder) its
+  reason. `write_failure(path, err)` makes that line for writers that stream into files of their own
+  (baselines/disk_counts.py).
 - `write_checked`: an atomic write that also records the file's length and SHA-256 beside it, in
   `<name>.sha256`; `read_checked` compares the file with that record (when there is one: a file written
   before records existed, or handed in by the user, is checked by reading it alone), then reads it. A
@@ -11,21 +20,25 @@
 - `locked`: an exclusive lock (fcntl.flock on `<name>.lock`) held while a cache entry is looked up and,
   if need be, built, so that two processes preparing the same entry at once build it once: the second
   waits, then reads the first one's result.
+- `folder_held`: an exclusive lock on a folder itself (no file left), refused in one line when another
+  process holds it: two runs writing one folder at once.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import zipfile
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, TypeVar
+from typing import BinaryIO, Callable, Iterator, TypeVar
 
 from lmbench.errors import LMBenchError
 
@@ -33,8 +46,10 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# What parsing a damaged file raises: a short read, bad bytes or a structure that is not there.
-READ_ERRORS = (OSError, EOFError, ValueError, KeyError, IndexError, TypeError, zipfile.BadZipFile, zlib.error)
+# What parsing a damaged file raises: a short read, bad bytes, a structure that is not there (or nested past
+# what the parser follows).
+READ_ERRORS = (OSError, EOFError, ValueError, KeyError, IndexError, TypeError, RecursionError, zipfile.BadZipFile,
+               zlib.error)
 
 
 class DamagedFile(LMBenchError):
@@ -49,16 +64,113 @@ class DamagedFile(LMBenchError):
         return type(self), (self.path, self.problem, self.what, self.fix)
 
 
-def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """Call write(temporary path), then move the result onto `path`."""
+NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a full disk, a full quota, a file-size limit
+_SHORT_WRITE = re.compile(r"(\d+) requested and (\d+) written")  # numpy's tofile, without an errno
+
+
+class WriteFailed(LMBenchError):
+    """A file that could not be written (nothing of it is left): the path, the cause and the fix."""
+
+
+def _causes(err: BaseException) -> Iterator[BaseException]:
+    """err and the exceptions it was raised from or during (torch.save wraps the OSError of its file)."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        yield err
+        err = err.__cause__ or err.__context__
+
+
+def missing_bytes(err: BaseException) -> tuple[int, str] | None:
+    """When `err` is a write that found no room: the bytes it could not write (0: unknown) and the
+    system's words for it; else None."""
+    for cause in _causes(err):
+        if isinstance(cause, OSError) and cause.errno in NO_ROOM:
+            return 0, cause.strerror or os.strerror(cause.errno)
+        short = _SHORT_WRITE.search(str(cause)) if isinstance(cause, (OSError, RuntimeError)) else None
+        if short:
+            return max(int(short[1]) - int(short[2]), 0), "short write: the disk is full"
+    return None
+
+
+def _size(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def write_failure(path: Path, err: BaseException, written: int = 0, fix: str = "") -> WriteFailed | None:
+    """The one line for a failed write of `path` (`written` bytes of it were on disk), or None when `err`
+    is not a failed write (a bug, an interruption: raised as it is). `fix`: what to do, when the
+    caller knows better than "free space there or write elsewhere"."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.stem}.tmp{os.getpid()}{path.suffix}")  # keeps .npz / .pt suffixes
+    no_room = missing_bytes(err)
+    if no_room is not None:
+        missing, reason = no_room
+        folder = next((p for p in [path.parent, *path.parents] if p.exists()), path.parent)
+        try:
+            free = f", {_size(shutil.disk_usage(folder).free)} free there"
+        except OSError:
+            free = ""
+        need = f"at least {_size(written + missing)}" if missing else f"more than the {_size(written)} written"
+        return WriteFailed(f"no room to write {path} ({reason}, after {_size(written)}): it needs {need}"
+                           f"{free}; nothing of it was kept: "
+                           f"{fix or 'free space there or write to another folder'}")
+    for cause in _causes(err):
+        if isinstance(cause, OSError):
+            reason = cause.strerror or str(cause) or type(cause).__name__
+            return WriteFailed(f"cannot write {path}: {' '.join(reason.split())}; nothing of it was kept: "
+                               f"{fix or 'write to a folder where you may write'}")
+    return None
+
+
+def _temporary(path: Path) -> Path:
+    return path.with_name(f"{path.stem}.tmp{os.getpid()}{path.suffix}")  # keeps .npz / .pt suffixes
+
+
+def _fsync(path: Path, flags: int = os.O_RDONLY) -> None:
+    handle = os.open(path, flags)
     try:
-        write(tmp)
-        os.replace(tmp, path)
+        os.fsync(handle)
     finally:
+        os.close(handle)
+
+
+def atomic_write(path: Path, write: Callable[[Path], None], *, fix: str = "") -> None:
+    """Call write(temporary path), flush it to disk, then move it onto `path`; on any failure the
+    temporary file is removed and `path` left as it was; a failed write (full disk, read-only folder)
+    raises WriteFailed (one line, with `fix` when given)."""
+    path = Path(path)
+    tmp = _temporary(path)
+    try:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write(tmp)
+            _fsync(tmp)
+            os.replace(tmp, path)
+        except (OSError, RuntimeError) as err:
+            written = tmp.stat().st_size if tmp.exists() else 0
+            tmp.unlink(missing_ok=True)  # before the free space is measured
+            failure = write_failure(path, err, written, fix)
+            if failure is None:
+                raise
+            raise failure from None
+        try:
+            _fsync(path.parent)  # the rename itself, on the folder
+        except OSError:
+            pass  # a folder that cannot be opened for syncing (some network file systems): the data is
+    finally:   # synced, only the rename may be lost in a crash
         tmp.unlink(missing_ok=True)
+
+
+def atomic_write_file(path: Path, write: Callable[[BinaryIO], None], *, fix: str = "") -> None:
+    """atomic_write, handing `write` an open binary file (so a library writing through Python, as
+    torch.save and matplotlib do, reports a full disk as an OSError that WriteFailed can name)."""
+    def into(tmp: Path) -> None:
+        with open(tmp, "wb") as out:
+            write(out)
+    atomic_write(path, into, fix=fix)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -134,6 +246,23 @@ def set_aside(entry: Path, damage: DamagedFile) -> None:
     _remove(_record_path(entry))
     log.warning("%s %s is damaged (%s): set aside as %s, rebuilding it", damage.what, damage.path,
                 damage.problem, aside.name)
+
+
+@contextmanager
+def folder_held(folder: Path, busy: str) -> Iterator[None]:
+    """Hold an exclusive lock on `folder` (created if missing) while the block runs; when another process
+    holds it, raise LMBenchError(busy) at once."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    handle = os.open(folder, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LMBenchError(busy) from None
+        yield
+    finally:
+        os.close(handle)  # releases the lock
 
 
 @contextmanager

@@ -18,19 +18,29 @@ from lmbench.errors import LMBenchError
 
 class OptionParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are LMBenchErrors naming the subcommand's help; the parsers of
-    its subcommands are of the same class, so theirs are too. --help and --version still exit 0."""
+    its subcommands are of the same class, so theirs are too. --help and --version still exit 0.
+    Options are never abbreviated (`--corpus` is not taken for `--corpus-file`): a prefix is refused
+    as an unknown option."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise LMBenchError(f"{message} (`{self.prog} --help` lists the options)")
 
 
+def _show(bound: float) -> str:
+    return str(bound) if isinstance(bound, int) else f"{bound:g}"  # an integer bound in full
+
+
 def _bounds(kind: str, minimum: float | None, maximum: float | None) -> str:
     if minimum is not None and maximum is not None:
-        return f"{kind} from {minimum:g} to {maximum:g}"
+        return f"{kind} from {_show(minimum)} to {_show(maximum)}"
     if minimum is not None:
-        return f"{kind} >= {minimum:g}"
+        return f"{kind} >= {_show(minimum)}"
     if maximum is not None:
-        return f"{kind} <= {maximum:g}"
+        return f"{kind} <= {_show(maximum)}"
     return kind
 
 
@@ -96,11 +106,39 @@ def _writable_place(text: str, path: Path, kind: str) -> None:
                                          f"{kind} path where you may write")
 
 
+INPUT_OPTIONS = ("train", "valid", "test", "corpus_file")  # the corpus files a command reads
+
+
+def refuse_overwriting(args, outputs: dict[str, Path | None], inputs: dict[str, Path] | None = None) -> None:
+    """Refuse, before anything is read or written, an output (option -> path; None: not asked for) that
+    is one of the command's input files (INPUT_OPTIONS, and `inputs`: what -> path), or that another
+    output writes too."""
+    inputs = {f"--{name.replace('_', '-')}": Path(getattr(args, name)).resolve()
+              for name in INPUT_OPTIONS if getattr(args, name, None) is not None} | {
+              what: Path(path).resolve() for what, path in (inputs or {}).items()}
+    written: dict[Path, str] = {}
+    for option, path in outputs.items():
+        if path is None:
+            continue
+        where = Path(path).resolve()
+        for name, source in inputs.items():
+            if where == source:
+                raise LMBenchError(f"{option} {path} is the file of {name}: writing it would overwrite that "
+                                   "input; give another path")
+        if where in written:
+            raise LMBenchError(f"{option} and {written[where]} both write {path}: one would overwrite the "
+                               "other; give each its own path")
+        written[where] = option
+
+
 def output_file(text: str) -> Path:
-    """A file to write: not an existing folder, under a folder we may write into."""
+    """A file to write: not an existing folder, device or pipe, under a folder we may write into."""
     path = Path(text)
     if not text or path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a folder: give the path of a file to write")
+    if path.exists() and not path.is_file():  # a device or a pipe: the atomic writer would replace it
+        raise argparse.ArgumentTypeError(f"{text!r} is not a regular file (a device, a pipe or a socket): give "
+                                         "the path of a file to write")
     _writable_place(text, path, "file")
     return path
 

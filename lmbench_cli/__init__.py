@@ -6,13 +6,16 @@ This is the top of the layers: it imports every package's command line, and noth
 Each package registers its subcommand through a `register(subparsers)` function whose `run(args)`
 returns a dict of figures: printed as JSON with --json, else as indented `key: value` lines.
 Options are checked as they are parsed (`lmbench.options`); a refused option, like any expected error
-(LMBenchError), prints one line and exits with code 2.
+(LMBenchError), prints one line and exits with code 2. SIGTERM is turned into an interruption, as
+Ctrl-C is, so that what a command cleans up on the way out (temporary files and folders) is cleaned
+up either way: exit 130 after Ctrl-C, 143 after SIGTERM.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 
 from baselines import cli as baselines_cli
@@ -47,17 +50,37 @@ def print_human(value, indent: int = 0) -> None:
             print(f"{pad}{key}: {item}")
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is, as Ctrl-C raises KeyboardInterrupt."""
+
+
+def _terminate(signum, frame):
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run one subcommand; returns the exit code (0, 2 for an expected error, 130 when interrupted)."""
+    """Run one subcommand; returns the exit code (0, 2 for an expected error, 130 when interrupted,
+    143 when terminated)."""
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         args.argv = list(sys.argv[1:] if argv is None else argv)  # the words, for a command that relaunches itself
         logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                             format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
         result = args.run(args)
-    except LMBenchError as err:
-        print(f"lmbench: error: {err}", file=sys.stderr)
+    except LMBenchError as err:  # one line, whatever it quotes (a path with a newline in its name)
+        print(f"lmbench: error: {str(err).replace(chr(10), chr(92) + 'n')}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("lmbench: terminated", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("lmbench: interrupted", file=sys.stderr)
         return 130

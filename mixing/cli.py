@@ -42,7 +42,8 @@ def run(args: argparse.Namespace) -> dict:
                            "infini-gram file)")
     parts = [saved.load(path) for path in args.logprobs]
     buckets = saved.load(args.buckets_from) if args.buckets_from else None
-    mixed, weights = saved.mix_saved(parts, args.method, args.weights, buckets)
+    mixed, weights = saved.mix_saved(parts, args.method, args.weights, buckets,
+                                     [str(path) for path in args.logprobs], str(args.buckets_from))
     result = {"method": args.method, "weights": np.round(weights, 6).tolist()}
     for path, part in zip(args.logprobs, parts):
         result[path.name] = {"valid_perplexity": perplexity(part["valid"]),

@@ -4,11 +4,21 @@ A file (.npz) holds `valid` and `test`: the natural-log probability of every tok
 deleted-interpolation file also holds `buckets_valid` and `buckets_test`, the frequency buckets of
 the contexts, for context-conditional weights; an infini-gram file holds `effective_n_valid` and
 `effective_n_test`, the effective n of every token, and as buckets their weight buckets (n = 1 .. 15,
-16 and more).
+16 and more). It also holds the fingerprints of what it scores:
+`vocabulary` (the word list's, Vocabulary.fingerprint) and `stream` (a hash of the vocabulary and
+the token ids of valid and test), so that `mix_saved` refuses files that score different streams,
+however equal their lengths.
+
+Reading checks the file is what it says: an .npz archive (not a text file named .npz, nor Python
+objects numpy would only read with allow_pickle), one finite log-probability <= 0 per token. A file
+written before the fingerprints is read with one warning line (it cannot be checked against the
+others; scoring the model again writes a checked one).
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +27,12 @@ from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write, read_checked, write_checked
 from lmbench.model import LanguageModel, split_logprobs
 from lmbench.interpolation import fit_weights, mix_logprobs
+
+log = logging.getLogger(__name__)
+
+FINGERPRINTS = ("vocabulary", "stream")
+ZIP_MAGIC = b"PK\x03\x04"
+ABOVE_ZERO = 1e-6  # a log-probability above this is no rounding of log 1
 
 
 def scored_splits(model: LanguageModel, corpus, splits=("valid", "test")) -> dict[str, np.ndarray]:
@@ -31,27 +47,55 @@ def scored_splits(model: LanguageModel, corpus, splits=("valid", "test")) -> dic
     return arrays
 
 
-def save(path: Path, arrays: dict[str, np.ndarray], *, checked: bool = False) -> None:
-    """Write the arrays as an .npz archive at `path`, whatever its suffix (np.savez given a file name
-    would append .npz); `checked`: with a record of its content that `load` compares (a cache file)."""
+def fingerprints(corpus) -> dict[str, str]:
+    """What a file of `corpus`'s valid and test log-probabilities records of them."""
+    vocabulary = corpus.vocab.fingerprint()
+    digest = hashlib.sha256(vocabulary.encode())
+    for split in ("valid", "test"):
+        digest.update(np.ascontiguousarray(corpus.split(split), dtype=np.int32).tobytes())
+    return {"vocabulary": vocabulary, "stream": digest.hexdigest()[:16]}
+
+
+def save(path: Path, arrays: dict[str, np.ndarray], corpus, *, checked: bool = False) -> None:
+    """Write the arrays, with the fingerprints of `corpus` (the one they score), as an .npz archive at
+    `path`, whatever its suffix (np.savez given a file name would append .npz); `checked`: with a
+    record of its content that `load` compares (a cache file)."""
     def write(tmp: Path) -> None:
         with open(tmp, "wb") as out:
-            np.savez(out, **arrays)
+            np.savez(out, **arrays, **{key: np.str_(value) for key, value in fingerprints(corpus).items()})
 
     (write_checked if checked else atomic_write)(Path(path), write)
 
 
-def _read(path: Path) -> dict[str, np.ndarray]:
-    archive = np.load(path)
-    if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise ValueError("it holds one array, not an .npz archive")
-    with archive as data:
+def _read(path: Path) -> dict:
+    with open(path, "rb") as f:
+        if f.read(4) != ZIP_MAGIC:
+            raise ValueError("it is not an .npz archive of per-token log-probabilities")
+    with np.load(path, allow_pickle=False) as data:
         missing = {"valid", "test"} - set(data.files)
         if missing:
             raise ValueError(f"it lacks the arrays {sorted(missing)} (per-token log-probabilities of valid and test)")
-        arrays = {key: data[key] for key in data.files}  # reads every byte: a damaged member fails its CRC
-    if any(arrays[split].ndim != 1 for split in ("valid", "test")):
-        raise ValueError("its valid and test arrays are not one log-probability per token")
+        try:
+            arrays = {key: data[key] for key in data.files}  # reads every byte: a damaged member fails its CRC
+        except ValueError as err:
+            if "allow_pickle" in str(err):  # numpy's advice to trust the file: not ours to take
+                raise ValueError("it holds Python objects, not arrays of numbers") from None
+            raise
+    for split in ("valid", "test"):
+        values = arrays[split]
+        if values.ndim != 1 or not np.issubdtype(values.dtype, np.floating):
+            raise ValueError(f"its {split} array is not one log-probability per token")
+        bad = np.flatnonzero(~np.isfinite(values) | (values > ABOVE_ZERO))
+        if len(bad):
+            raise ValueError(f"its {split} log-probability of token {bad[0]} is {values[bad[0]]}, where every "
+                             "one is finite and <= 0")
+        buckets = arrays.get(f"buckets_{split}")
+        if buckets is not None and (buckets.shape != values.shape or not np.issubdtype(buckets.dtype, np.integer)
+                                    or (len(buckets) and buckets.min() < 0)):
+            raise ValueError(f"its buckets_{split} are not one bucket number per token")
+    for key in FINGERPRINTS:
+        if key in arrays:
+            arrays[key] = str(arrays[key][()])
     return arrays
 
 
@@ -60,15 +104,36 @@ def load(path: Path) -> dict[str, np.ndarray]:
     path = Path(path)
     if not path.is_file():
         raise LMBenchError(f"{path} does not exist: write it with `lmbench ngram ... --save-logprobs {path}`")
-    return read_checked(path, _read, what="saved log-probabilities",
-                        fix=f"write the file again (`lmbench ngram ... --save-logprobs {path}`)")
+    arrays = read_checked(path, _read, what="saved log-probabilities",
+                          fix=f"write the file again (`lmbench ngram ... --save-logprobs {path}`)")
+    if "stream" not in arrays:
+        log.warning("%s records no fingerprint of the stream it scores (written before they were): it is "
+                    "mixed on trust; score the model again (--save-logprobs) to have it checked", path)
+    return arrays
+
+
+def check_same_stream(parts: list[dict], names: list[str]) -> None:
+    """Refuse parts (of `load`) that score different vocabularies or token streams; a part without
+    fingerprints (an older file) is compared by its lengths alone."""
+    known = [(name, part) for name, part in zip(names, parts) if "stream" in part]
+    for key, what in (("vocabulary", "vocabularies"), ("stream", "token streams")):
+        for name, part in known[1:]:
+            if part[key] != known[0][1][key]:
+                raise LMBenchError(f"{known[0][0]} and {name} score different {what} ({key} fingerprints "
+                                   f"{known[0][1][key]} and {part[key]}): score every model on the same corpus "
+                                   "with the same corpus options, then mix")
 
 
 def mix_saved(parts: list[dict[str, np.ndarray]], method: str, weights=None,
-              buckets: dict[str, np.ndarray] | None = None) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Mix saved parts: 'fixed' (given weights), 'em' (one weight vector fitted on valid) or 'bucketed'
-    (one per context bucket of `buckets`, fitted on valid). Returns the mixed log-probabilities of
-    valid and test, and the weights ((K,), or (buckets, K) for 'bucketed')."""
+              buckets: dict[str, np.ndarray] | None = None, names: list[str] | None = None,
+              buckets_name: str = "the buckets' file") -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Mix saved parts (named `names` and `buckets_name` in errors): 'fixed' (given weights), 'em' (one weight vector
+    fitted on valid) or 'bucketed' (one per context bucket of `buckets`, fitted on valid). Returns the
+    mixed log-probabilities of valid and test, and the weights ((K,), or (buckets, K) for 'bucketed')."""
+    named = list(zip(names or [f"part {i + 1}" for i in range(len(parts))], parts))
+    if buckets is not None:
+        named.append((buckets_name, buckets))
+    check_same_stream([part for _, part in named], [name for name, _ in named])
     if len({(len(p["valid"]), len(p["test"])) for p in parts}) != 1:
         raise LMBenchError("the files score splits of different lengths: score every model on the same corpus")
     valid = np.stack([p["valid"] for p in parts])  # (K, T_valid)

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import argparse
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
 
 from corpora.cli import add_corpus_options, load_corpus
 from lmbench.errors import LMBenchError
+from lmbench.files import folder_held
 from lmbench.model import split_logprobs
-from lmbench.options import integer, output_file
+from lmbench.options import integer, output_directory, output_file, refuse_overwriting
 
 
 def register(subparsers) -> None:
@@ -69,9 +71,9 @@ def register(subparsers) -> None:
                                 "many tokens of valid; the final figures score all of it (default: all; "
                                 "for --model energy, whose exact scoring is slow)")
     run_group.add_argument("--checkpoint-minutes", type=float, default=defaults.checkpoint_minutes)
-    run_group.add_argument("--seed", type=int, default=defaults.seed)
-    run_group.add_argument("--out", default=None, help="run directory (default runs/MODEL-CORPUS-n5-m60-h50-"
-                                                        "direct-RECIPE-OBJECTIVE-sSEED)")
+    run_group.add_argument("--seed", type=integer(0, 2**32 - 1), default=defaults.seed)
+    run_group.add_argument("--out", type=output_directory, default=None,
+                           help="run directory (default runs/MODEL-CORPUS-n5-m60-h50-direct-RECIPE-OBJECTIVE-sSEED)")
     run_group.add_argument("--resume", action="store_true", help="continue the run in --out")
     _device_options(train)
     _parallel_options(train, PARALLEL, BACKENDS)
@@ -186,7 +188,9 @@ def run_train(args: argparse.Namespace) -> dict | None:
     out = args.out or f"runs/{args.model}-{corpus.name}-{shape}-{config.recipe}-{config.objective}-s{args.seed}"
     team = _connect(args, corpus)
     try:
-        result = train_nplm(corpus, config, out, resume=args.resume, team=team)
+        with folder_held(out, f"another process is training in {out}: wait for it to finish (then --resume), or "
+                              "choose another --out") if team.writer else nullcontext():
+            result = train_nplm(corpus, config, out, resume=args.resume, team=team)
     finally:
         team.close()
     result.pop("config")
@@ -222,6 +226,9 @@ def run_eval(args: argparse.Namespace) -> dict | None:
         from neural.parallel.launch import launch
         return launch(args)
     _check_launch(args)
+    from neural.training.train import BEST, CHECKPOINT
+    refuse_overwriting(args, {"--save-logprobs": args.save_logprobs},
+                       {f"the run's {name}": Path(args.dir) / name for name in (BEST, CHECKPOINT)})
     if not args.parallel:  # (on several machines, only rank 0's disk need hold the run)
         _require_run(args.dir)
     corpus = load_corpus(args)
@@ -249,7 +256,7 @@ def run_eval(args: argparse.Namespace) -> dict | None:
     if args.save_logprobs:
         from mixing import saved
         saved.save(args.save_logprobs, {split: logprobs if split == args.split else others[split]
-                                        for split in ("valid", "test")})
+                                        for split in ("valid", "test")}, corpus)
         result["logprobs"] = str(args.save_logprobs)
     return result
 

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from corpora.corpus import unk_rates, unk_warning
+from lmbench.files import atomic_write_text
 from lmbench.schema import check
 from reports import summary
 from reports.claims import NO_INTERVAL, check_claims
@@ -200,7 +201,7 @@ def build_report(report_dir: Path, code: dict | None = None) -> dict:
     written = write_tables(table, report_dir)
     claims = check_claims(results)
     check("claims", claims, fix="nothing was written to claims.json: a bug of reports.claims, report it")
-    (report_dir / "claims.json").write_text(json.dumps(claims, indent=1))
+    atomic_write_text(report_dir / "claims.json", json.dumps(claims, indent=1))
     figures = draw_all(results, table, report_dir / "figures")
     across = summary.gather(report_dir, results)
     across_frame = summary.summary_frame(across)
@@ -224,7 +225,7 @@ def build_report(report_dir: Path, code: dict | None = None) -> dict:
         md += ["", f"## Nearest neighbours in the word features C of {results['neighbors']['row']}", "",
                neighbors.to_markdown(index=False)]
     md += ["", "## Figures", ""] + [f"![{p.stem}](figures/{p.name})" for p in figures]
-    (report_dir / "report.md").write_text("\n".join(md) + "\n")
+    atomic_write_text(report_dir / "report.md", "\n".join(md) + "\n")
 
     sections = [("summary", summary.HEADING, f"<p>{html.escape(summary.NOTE)}</p>" + html_table(across_frame)
                  + (_figure_html(across_figure) if across_figure else "")),
@@ -251,7 +252,7 @@ def build_report(report_dir: Path, code: dict | None = None) -> dict:
             f"</p><h1>{html.escape(title)}</h1>"
             f"<p>{html.escape(_corpus_line(results))}</p>"
             f'<nav><h2>Contents</h2><ol>{contents}</ol></nav>{body}</body></html>\n')
-    (report_dir / "report.html").write_text(page)
+    atomic_write_text(report_dir / "report.html", page)
     return {"commit": stamp(code), "tables": {k: str(v) for k, v in written.items()},
             "figures": [str(p) for p in [across_figure, *figures] if p],
             "report": str(report_dir / "report.md"), "html": str(report_dir / "report.html"),

@@ -22,7 +22,7 @@ from matplotlib.transforms import Bbox  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from lmbench.files import atomic_write_text  # noqa: E402
+from lmbench.files import atomic_write_file, atomic_write_text  # noqa: E402
 from reports.experiments import PAPER_FAMILY, TABLE1_NETWORKS  # noqa: E402
 from reports.records import by_id, network_of, shape  # noqa: E402
 
@@ -60,11 +60,13 @@ def drawn_once(directory: Path, name: str, inputs, code: tuple[Path, ...],
 def save_figure(fig, directory: Path, name: str, tight: bool = True) -> Path:
     """Write the figure as PNG and SVG (`tight`: lay it out first) and close it; returns the PNG."""
     directory.mkdir(parents=True, exist_ok=True)
-    if tight:
-        fig.tight_layout()
-    for suffix in ("png", "svg"):
-        fig.savefig(directory / f"{name}.{suffix}", dpi=110)
-    plt.close(fig)
+    try:
+        if tight:
+            fig.tight_layout()
+        for suffix in ("png", "svg"):  # through the atomic writer: a full disk leaves no truncated figure
+            atomic_write_file(directory / f"{name}.{suffix}", lambda out: fig.savefig(out, format=suffix, dpi=110))
+    finally:
+        plt.close(fig)
     return directory / f"{name}.png"
 
 

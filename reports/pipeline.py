@@ -3,7 +3,9 @@
 Each finished row is cached in the work folder (runs/<corpus>/rows/<id>.json, its per-token
 log-probabilities in runs/<corpus>/logprobs/<id>.npz), keyed by a fingerprint of the row, the settings
 and the corpus's content: a re-run skips finished rows, an edited corpus file re-runs them all, and an
-interrupted NPLM resumes from its checkpoint.
+interrupted NPLM resumes from its checkpoint. A row is looked up and run under a lock on its cache
+entry (lmbench.files.locked, as the corpus cache is), so that two runs sharing a work folder run each
+row once: the second waits for the first's row, then reads it.
 Mixture rows read the saved log-probabilities of their parts, so nothing is retrained.
 With `--seeds K` (K > 1) every row with a network in it runs under K seeds (`seed_copies`: the run's
 seed, then one more each): the first seed's work is the row itself, cached as with one seed, each
@@ -35,7 +37,7 @@ from tqdm import tqdm
 from corpora.corpus import SPLITS, Corpus, slice_corpus, unk_warning
 from lmbench import __version__, bootstrap
 from lmbench.errors import LMBenchError
-from lmbench.files import DamagedFile, atomic_write_text, read_checked, set_aside, write_checked
+from lmbench.files import DamagedFile, atomic_write_text, locked, read_checked, set_aside, write_checked
 from lmbench.model import perplexity, split_logprobs, split_perplexity
 from lmbench.schema import check
 from mixing import saved
@@ -235,16 +237,17 @@ class Reproduction:
                 results[row.id] = {**row.to_dict(), "status": "not run", "train_ppl": None, "valid_ppl": None,
                                    "test_ppl": None, "seconds": None}
                 continue
-            result = self.cached_result(row)
-            if result is None:
-                log.info("row %s: running", row.id)
-                result = self.run_row(row)
-                text = json.dumps(result, indent=1)
-                write_checked(self._row_path(row), lambda path: path.write_text(text))
-            else:
-                log.info("row %s: cached (test perplexity %.1f)", row.id, result["test_ppl"])
-                if "test_ppl_no_unk" not in result:  # cached before rows recorded it
-                    result.update(unk_figures(saved.load(self._logprobs_path(row.id)), self.corpus))
+            with locked(self._row_path(row)):  # another run of this work folder running the row: wait, then read it
+                result = self.cached_result(row)
+                if result is None:
+                    log.info("row %s: running", row.id)
+                    result = self.run_row(row)
+                    text = json.dumps(result, indent=1)
+                    write_checked(self._row_path(row), lambda path: path.write_text(text))
+                else:
+                    log.info("row %s: cached (test perplexity %.1f)", row.id, result["test_ppl"])
+                    if "test_ppl_no_unk" not in result:  # cached before rows recorded it
+                        result.update(unk_figures(saved.load(self._logprobs_path(row.id)), self.corpus))
             results[row.id] = result
         return self.write_results([over_seeds(self.seeds, results[row.id], *(results[copy.id] for copy in
                                                                            self.seeded.get(row.id, ()))) for row in table],
@@ -284,7 +287,7 @@ class Reproduction:
 
     def _save_row_logprobs(self, row: Row, logprobs: dict) -> None:
         saved.save(self._logprobs_path(row.id), {k: v for k, v in logprobs.items() if not k.endswith("train")},
-                   checked=True)
+                   self.corpus, checked=True)
 
     def _run_ngram(self, row: Row, extra: dict) -> dict:
         from baselines.methods import BOUNDED_METHODS, NGramOptions, make_ngram
@@ -344,7 +347,7 @@ class Reproduction:
         parts = [saved.load(self._logprobs_path(part)) for part in row.parts]
         method = {"0.5/0.5": "fixed", "EM": "em", "EM per bucket": "bucketed"}[row.mix]
         buckets = next((part for part in parts if "buckets_valid" in part), None)  # deleted interpolation's
-        mixed, weights = saved.mix_saved(parts, method, [1 / len(parts)] * len(parts), buckets)
+        mixed, weights = saved.mix_saved(parts, method, [1 / len(parts)] * len(parts), buckets, list(row.parts))
         extra["weights"] = weights.tolist()
         return mixed
 

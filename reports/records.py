@@ -9,11 +9,17 @@ mixture repeating the shape of its network. `upgrade_row` turns such a row into 
 "nplm"); `config` (the run's training configuration where the row ran, else the row's own options);
 the shape of a mixture is read from its network part, so the old copies are dropped. Numbers are
 never touched: the tables rebuilt from an old file are the ones built before.
+
+`check_results` refuses a file the report cannot read (no rows, no meta or corpus summary, a row
+without an id, a perplexity that is not a finite number >= 1, such as NaN or "abc", a mixture of
+unknown parts), naming the first row and field at fault, before any table is written. (A JSON Schema
+of results.json can take its place once there is one: it raises ValueError with the same message.)
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from lmbench.errors import LMBenchError
@@ -23,6 +29,55 @@ from reports.experiments import PAPER_FAMILY, Row
 LEGACY_FIELDS = ("h", "m", "direct", "objective", "network", "valid_tokens")
 SHAPE = ("n", "h", "m", "direct")
 ROW_DEFAULTS = {key: value for key, value in Row("", "", "").to_dict().items() if key not in ("id", "kind", "model")}
+
+
+PERPLEXITIES = ("train_ppl", "valid_ppl", "test_ppl")
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_results(results) -> None:
+    """Raise ValueError naming the first thing in `results` (results.json as read) that the report
+    cannot use: types and finiteness of what the tables, claims and figures read from every row."""
+    if not isinstance(results, dict) or not isinstance(results.get("rows"), list) or not results["rows"]:
+        raise ValueError("it holds no list of rows")
+    if not isinstance(results.get("meta"), dict):
+        raise ValueError("it has no meta (the run's commit, machine and time)")
+    corpus = results.get("corpus_summary")
+    if not (isinstance(corpus, dict) and isinstance(corpus.get("vocab_size"), int)
+            and isinstance(corpus.get("tokens"), dict) and all(isinstance(n, int) for n in corpus["tokens"].values())):
+        raise ValueError("its corpus_summary has no vocab_size and tokens per split")
+    ids = set()
+    for number, row in enumerate(results["rows"], 1):
+        if not isinstance(row, dict):
+            raise ValueError(f"row {number} is a {type(row).__name__}, not an object")
+        name = row.get("id")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"row {number} has no id")
+        if name in ids:
+            raise ValueError(f"row {number} repeats the id {name!r}")
+        ids.add(name)
+        if not isinstance(row.get("kind"), str):
+            raise ValueError(f"row {name!r} has no kind")
+        for key in PERPLEXITIES:
+            value = row.get(key)
+            if value is not None and not (_number(value) and value >= 1):
+                raise ValueError(f"row {name!r} has {key} {value!r}: a perplexity is a finite number >= 1 "
+                                 "(or null: not run)")
+        for key in ("seconds", "train_seconds", "tokens_per_s"):
+            value = row.get(key)
+            if value is not None and not (_number(value) and value >= 0):
+                raise ValueError(f"row {name!r} has {key} {value!r}, not a finite number >= 0")
+        weights = row.get("weights")
+        if weights is not None and not (isinstance(weights, list) and all(
+                _number(w) or (isinstance(w, list) and all(_number(x) for x in w)) for w in weights)):
+            raise ValueError(f"row {name!r} has weights {weights!r}, not a list of finite numbers")
+    for row in results["rows"]:
+        parts = row.get("parts") or []
+        if not isinstance(parts, list) or any(part not in ids for part in parts):
+            raise ValueError(f"row {row['id']!r} mixes {parts!r}, not rows of this file")
 
 
 def upgrade_row(record: dict) -> dict:
@@ -48,20 +103,24 @@ def upgrade(results: dict) -> dict:
 
 
 def load_results(report_dir: Path) -> dict:
+    """The results.json of a report folder, checked (`check_results`: types and finiteness) and in
+    today's fields (`upgrade`); one line naming the fix when it is missing or damaged."""
     path = report_dir / "results.json"
     if not path.exists():
         raise LMBenchError(f"no results at {path}: run `make reproduce-brown` / `make reproduce-ap` (or "
                            f"`lmbench reproduce brown|ap|text ...` with --report-dir {report_dir}) first")
+    if not path.is_file():  # a folder, a device (/dev/zero would be read forever)
+        raise LMBenchError(f"{path} is not a file: replace it with the results.json of `lmbench reproduce ...` "
+                           f"(--report-dir {report_dir})")
 
     def read(path: Path) -> dict:
         results = json.loads(path.read_text())
-        if not isinstance(results, dict) or not isinstance(results.get("rows"), list):
-            raise ValueError("it holds no list of rows")
+        check_results(results)
         return results
 
     return upgrade(read_checked(path, read, what="results file",
                                 fix="run the same `lmbench reproduce ...` again (finished rows come from the row "
-                                    "cache, so only results.json is rewritten)"))
+                                    "cache, so only results.json is rewritten), or correct the file"))
 
 
 def by_id(results: dict) -> dict[str, dict]:

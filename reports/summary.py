@@ -30,6 +30,7 @@ import pandas as pd
 
 from lmbench.bootstrap import paired_splits
 from lmbench.errors import LMBenchError
+from lmbench.files import atomic_write_text
 
 from reports.experiments import STREAM_NETWORKS
 from reports.records import by_id, load_results, paper_network
@@ -212,5 +213,5 @@ def write_summary(reports_root: Path = RESULTS) -> dict:
     figure = summary_figure(lines, reports_root / "summary.png")
     text = [f"# {HEADING}", "", NOTE, "",
             summary_frame(lines).to_markdown(index=False), "", f"![summary]({figure.name})", ""]
-    (reports_root / "summary.md").write_text("\n".join(text))
+    atomic_write_text(reports_root / "summary.md", "\n".join(text))
     return {"summary": str(reports_root / "summary.md"), "figure": str(figure), "lines": lines}

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from lmbench.files import atomic_write_text
 from reports.records import by_id, network_of, shape
 
 PAPER_CSV = Path(__file__).with_name("paper_tables.csv")
@@ -142,7 +143,7 @@ def to_markdown(frame: pd.DataFrame) -> str:
 def write_tables(frame: pd.DataFrame, directory: Path) -> dict[str, Path]:
     """table.md, table.csv, table.tex; returns the paths."""
     paths = {"md": directory / "table.md", "csv": directory / "table.csv", "tex": directory / "table.tex"}
-    paths["md"].write_text(to_markdown(frame) + "\n")
-    frame.drop(columns=["id"]).to_csv(paths["csv"], index=False)
-    paths["tex"].write_text(_display(frame).to_latex(index=False, escape=True))
+    atomic_write_text(paths["md"], to_markdown(frame) + "\n")
+    atomic_write_text(paths["csv"], frame.drop(columns=["id"]).to_csv(index=False))
+    atomic_write_text(paths["tex"], _display(frame).to_latex(index=False, escape=True))
     return paths

@@ -148,8 +148,11 @@ def input_file(name: str, place: Place, *good: Path, may_be_absent: bool = True)
 
 
 def output_file(name: str, place: Place) -> Maker:
-    """A file to write, maybe under folders still missing (valid), or a folder or a path under a file."""
-    return option(name, st.sampled_from([str(place.root / "out" / "a.npz"), str(place.root / "new" / "b.out")]),
+    """A file to write, maybe under folders still missing (valid), or a folder or a path under a file; each
+    option's own (two outputs at one path are refused)."""
+    own = name.lstrip("-")
+    return option(name, st.sampled_from([str(place.root / "out" / f"{own}.npz"),
+                                         str(place.root / "new" / f"{own}.out")]),
                   st.sampled_from([str(place.empty_folder), str(place.train / "under-a-file.npz")]))
 
 

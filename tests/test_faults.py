@@ -319,7 +319,7 @@ def test_damaged_logprobs_for_mix(tmp_path, how, capsys):
     rng = np.random.default_rng(0)
     for name in ("a", "b"):
         saved.save(tmp_path / f"{name}.npz", {"valid": np.log(rng.uniform(0.01, 1, 500)),
-                                              "test": np.log(rng.uniform(0.01, 1, 400))})
+                                              "test": np.log(rng.uniform(0.01, 1, 400))}, TINY_CORPUS)
     argv = ["mix", str(tmp_path / "a.npz"), str(tmp_path / "b.npz")]
     assert main(argv) == 0
     capsys.readouterr()

@@ -40,6 +40,7 @@ import torch
 
 from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write_text
+from lmbench.memory import check_training_fits
 from lmbench.model import perplexity
 from mixing.saved import save as save_logprobs, scored_splits
 from neural.families import family as family_entry
@@ -49,7 +50,8 @@ from neural.outputs.objectives import make_objective
 from neural.training.recipe import resolve_device
 from neural.training.team import build_network
 from neural.networks.stream import StreamLanguageModel, StreamNetwork, padded_inputs
-from neural.training.train import BEST, CHECKPOINT, LOG, RESULT, atomic_save, check_finite, nan_error, read_checkpoint
+from neural.training.train import (BEST, CHECKPOINT, LOG, RESULT, SHRINK, atomic_save, check_finite, nan_error,
+                                   read_checkpoint)
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +183,9 @@ class StreamTrainer:
         self.fingerprint = corpus.vocab.fingerprint()
         self.vocab_size = vocab_size = len(corpus.vocab)
         torch.manual_seed(config.seed)
+        check_training_fits(lambda: build_stream_network(family, vocab_size, shape, config.dropout), device,
+                            config.samples if OBJECTIVES[config.objective].sampled else 0,
+                            what=f"the {family} network of {shape} over {vocab_size:,} words", fix=SHRINK)
         self.net = net = build_stream_network(family, vocab_size, shape, config.dropout)
         self.network_args = dataclasses.asdict(net.shape)
         counts = np.bincount(corpus.train, minlength=vocab_size) + 1.0
@@ -299,7 +304,7 @@ def finish(corpus, config, state: RunState, out, evaluate: bool) -> dict:
         for split, logprobs in scores.items():
             result[f"{split}_perplexity"] = perplexity(logprobs)
         check_finite(result, out)
-        save_logprobs(out / LOGPROBS, scores)  # the input of `lmbench mix`
+        save_logprobs(out / LOGPROBS, scores, corpus)  # the input of `lmbench mix`
         result["logprobs"] = str(out / LOGPROBS)
     result["best_epoch"] = int(np.argmin([r["valid_perplexity"] for r in state.history])) + 1
     atomic_write_text(out / RESULT, json.dumps(result, indent=1))

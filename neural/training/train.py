@@ -27,6 +27,7 @@ import dataclasses
 import json
 import logging
 import math
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +35,8 @@ import numpy as np
 import torch
 
 from lmbench.errors import LMBenchError
-from lmbench.files import atomic_write, atomic_write_text
+from lmbench.files import DamagedFile, atomic_write_file, atomic_write_text
+from lmbench.memory import check_training_fits
 from lmbench.model import perplexity
 from neural.config import OBJECTIVES, RECIPES, NPLMConfig
 from neural.families import NetworkShape, family, load
@@ -47,21 +49,27 @@ from neural.training.recipe import apply_weight_decay, learning_rate, make_optim
 log = logging.getLogger(__name__)
 
 CHECKPOINT, BEST, LOG, RESULT = "checkpoint.pt", "best.pt", "log.jsonl", "result.json"
+SHRINK = ("lower the window --n, the sizes --m and --h (--samples), or the vocabulary (--vocab-size, --min-count), "
+          "or train on a larger device")
 __all__ = ["NPLMConfig", "train_nplm", "load_nplm", "read_checkpoint", "CHECKPOINT", "BEST"]
 
 
 def atomic_save(obj, path: Path) -> None:
-    """torch.save, atomically: a reader never sees half a checkpoint."""
-    atomic_write(path, lambda tmp: torch.save(obj, tmp))
+    """torch.save, atomically: a reader never sees half a checkpoint, and a failed write (a full disk: one
+    line) keeps the last good one, from which --resume continues."""
+    atomic_write_file(path, lambda out: torch.save(obj, out), fix=f"free space under {Path(path).parent} and "
+                      "run again with --resume (it continues from the last good checkpoint)")
 
 
 def read_checkpoint(path: Path, fingerprint: str, config: NPLMConfig | None = None) -> dict:
     """Load a checkpoint (or best model) and refuse one made for another vocabulary or shape."""
     try:
         state = torch.load(path, map_location="cpu", weights_only=False)
-    except (OSError, RuntimeError, EOFError) as err:
-        raise LMBenchError(f"cannot read checkpoint {path}: {err}; train again or point at another "
-                           "run directory") from err
+        if not isinstance(state, dict):
+            raise ValueError(f"it holds a {type(state).__name__}, not an lmbench checkpoint")
+    except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as err:
+        raise DamagedFile(path, str(err) or type(err).__name__, "checkpoint",
+                          "delete it and train again, or point at another run directory") from None
     if state.get("fingerprint") != fingerprint:
         raise LMBenchError(f"checkpoint {path} was trained on another vocabulary (fingerprint "
                            f"{state.get('fingerprint')} vs this corpus's {fingerprint}): use the corpus "
@@ -101,8 +109,13 @@ def build_network(config: NPLMConfig, corpus, team: Team, *, progress: bool = Tr
     train (the word classes, the tree); under --parallel vocab this process's block of it."""
     objective = OBJECTIVES[config.objective]
     structure = load(objective.structure)(corpus, config, progress=progress) if objective.structure else None
-    return team.network(config.model, config.shape, len(corpus.vocab), output=objective.output,
-                        structure=structure, dropout=config.dropout)
+
+    def make():
+        return team.network(config.model, config.shape, len(corpus.vocab), output=objective.output,
+                            structure=structure, dropout=config.dropout)
+    check_training_fits(make, team.device, config.samples if objective.sampled else 0, what=f"the {config.model} "
+                        f"network of {config.shape} over {len(corpus.vocab):,} words", fix=SHRINK)
+    return make()
 
 
 def join(mode: str | None, vocab_size: int, *, device: str = "auto", backend: str = "auto",
