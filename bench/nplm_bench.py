@@ -43,7 +43,7 @@ from neural.outputs.objectives import make_objective  # noqa: E402
 from neural.training.recipe import apply_weight_decay, make_optimizer  # noqa: E402
 from neural.outputs.tree import huffman_tree  # noqa: E402
 from neural.families import FAMILIES  # noqa: E402
-from neural.training.stream_train import StreamTrainConfig, build_stream_network, steps_of  # noqa: E402
+from neural.training.stream_train import build_stream_network, steps_of  # noqa: E402
 
 STREAM_FAMILIES = [name for name, entry in FAMILIES.items() if entry.context == "stream"]
 
@@ -211,14 +211,14 @@ def main() -> None:
 def stream_runs(family: str, args, unigram: torch.Tensor, device: torch.device) -> list[dict]:
     """Training tokens/s of one stream network's update per objective, and its exact scoring's."""
     runs = []
-    config = StreamTrainConfig(samples=args.samples)
+    config = NPLMConfig(model=family, samples=args.samples)  # the family's own recipe
     for objective_name, bf16 in [("softmax", False), ("softmax", True), ("importance", False), ("importance", True)]:
         torch.manual_seed(0)
         net = build_stream_network(family, args.vocab, FAMILIES[family].shape()).to(device)
         steps = steps_of(net, config)
-        inputs = torch.multinomial(unigram, config.lanes * (steps + 1), replacement=True).view(config.lanes, -1)
+        inputs = torch.multinomial(unigram, config.batch * (steps + 1), replacement=True).view(config.batch, -1)
         optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
-        objective = OBJECTIVES[objective_name](unigram, args.samples, torch.Generator(device=device))
+        objective = make_objective(objective_name, unigram, args.samples, torch.Generator(device=device))
         carried = [None]
 
         def train_step():

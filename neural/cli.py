@@ -45,8 +45,11 @@ def register(subparsers) -> None:
                                 "or exchange (the exchange clustering of the class n-gram, cached)")
     run_group.add_argument("--epochs", type=int, default=None,
                            help=f"at most this many (default {defaults.epochs}; {_stream_default('epochs')})")
-    run_group.add_argument("--batch-size", type=int, default=None, help="default 1 (paper) or 128 (sgd)")
-    run_group.add_argument("--lr", type=float, default=None, help="default 1e-3 (paper) or 1.0 (sgd)")
+    run_group.add_argument("--batch-size", type=int, default=None,
+                           help=f"windows per update, default 1 (paper) or 128 (sgd); stream networks: lanes "
+                                f"({_stream_default('batch_size')})")
+    run_group.add_argument("--lr", type=float, default=None,
+                           help=f"default 1e-3 (paper) or 1.0 (sgd); {_stream_default('lr')}")
     run_group.add_argument("--min-gain", type=float, default=None,
                            help="sgd: halve the rate once an epoch improves valid by less than this "
                                 "fraction per million training tokens (at least this fraction), stop when "
@@ -56,7 +59,9 @@ def register(subparsers) -> None:
                                 "fraction instead (default: the --min-gain rule)")
     run_group.add_argument("--schedule", choices=SCHEDULES, default=None,
                            help="sgd: halving (the --min-gain rule above; default) or linear (the rate falls "
-                                "linearly to 0 over all --epochs, every epoch run: NPLM (ours)'s budget)")
+                                "linearly to 0 over all --epochs, every epoch run: NPLM (ours)'s budget); the "
+                                f"stream networks' ({_stream_families()}): cosine, a linear warm-up then a cosine "
+                                "decay over all --epochs")
     run_group.add_argument("--weight-decay", type=float, default=None,
                            help=f"on the weights and C, not the biases (default {defaults.weight_decay}, the paper's "
                                 f"for Brown; AP: 1e-5; {_stream_default('weight_decay')})")
@@ -70,6 +75,15 @@ def register(subparsers) -> None:
                            help="validate after each epoch (rate, best model, early stop) on the first this "
                                 "many tokens of valid; the final figures score all of it (default: all; "
                                 "for --model energy, whose exact scoring is slow)")
+    run_group.add_argument("--steps", type=int, default=None,
+                           help="stream networks: inputs per lane per update (default 35; a Transformer: its --context)")
+    run_group.add_argument("--warmup-steps", type=int, default=None,
+                           help=f"stream networks: updates of the linear warm-up (default {defaults.warmup_steps})")
+    run_group.add_argument("--clip", type=float, default=None,
+                           help=f"stream networks: the gradient's norm is clipped at this (default {defaults.clip})")
+    run_group.add_argument("--final-lr-fraction", type=float, default=None,
+                           help="stream networks: the last rate of the cosine schedule, as a fraction of --lr "
+                                f"(default {defaults.final_lr_fraction})")
     run_group.add_argument("--checkpoint-minutes", type=float, default=defaults.checkpoint_minutes)
     run_group.add_argument("--seed", type=integer(0, 2**32 - 1), default=defaults.seed)
     run_group.add_argument("--out", type=output_directory, default=None,

@@ -1,5 +1,9 @@
-"""What a training run is: its configuration and the two recipes (no torch here, so that the command
-line can offer the choices without importing it). `neural.training.recipe` carries them out."""
+"""What a training run is, for every family: one configuration (`NPLMConfig`), the objectives and the
+window networks' two recipes (no torch here, so that the command line can offer the choices without
+importing it). `neural.training.recipe` carries the recipes out; the stream networks' trainer
+(`neural.training.stream_train`) reads the same configuration, with its family's defaults (its shape's
+`run_defaults`: AdamW under the cosine schedule) and the options only it takes (`steps`,
+`warmup_steps`, `clip`, `final_lr_fraction`), which a window network refuses in one line."""
 
 from __future__ import annotations
 
@@ -11,7 +15,9 @@ from neural.families import NetworkShape, check_numbers, family
 
 CLASS_SOURCES = ("frequency", "exchange")  # neural/outputs/classes.py makes each
 PARALLEL = ("data", "vocab")  # neural/parallel/teams.py: minibatch shards, or blocks of output rows
-SCHEDULES = ("halving", "linear")  # the sgd recipe's rate schedules (neural/training/recipe.py)
+# the rate schedules: the sgd recipe's (neural/training/recipe.py), and the stream networks' linear warm-up
+# then cosine decay (neural/training/stream_train.py)
+SCHEDULES = ("halving", "linear", "cosine")
 BACKENDS = ("auto", "gloo", "nccl")  # torch.distributed's; auto: nccl on CUDA, gloo on the CPU
 
 
@@ -87,6 +93,10 @@ class NPLMConfig:
     max_steps: int | None = None  # stop (with a checkpoint) after this many updates in all
     eval_batch: int = 2048
     valid_tokens: int | None = None  # validate each epoch on the first this many valid tokens (None: all)
+    steps: int | None = None  # stream networks: inputs per lane per update (None: 35, or a Transformer's context)
+    warmup_steps: int = 100  # stream networks: updates of the cosine schedule's linear warm-up
+    clip: float = 1.0  # stream networks: the gradient's norm is clipped at this
+    final_lr_fraction: float = 0.05  # stream networks: the cosine schedule's last rate, as a fraction of --lr
     parallel: str | None = None  # None (one process), "data" or "vocab", under torchrun (neural/parallel/teams.py)
     backend: str = "auto"  # --parallel: "auto", "gloo" or "nccl"
 
@@ -102,8 +112,9 @@ class NPLMConfig:
                                    f"not a {type(shape).__name__}")
             shape = replace(shape, **given)
         self.model, self.shape = model, shape
-        unused = [k for k in options if k in shape.unused_options]
-        if unused:
+        defaults = {f.name: shape.run_defaults.get(f.name, f.default) for f in fields(self)[2:]}
+        unused = [k for k in options if k in shape.unused_options and options[k] != defaults[k]]
+        if unused:  # (an option at its default changes nothing: `dataclasses.replace` passes every field)
             raise LMBenchError(shape.refuse_unused(model, unused))
         for f in fields(self)[2:]:
             setattr(self, f.name, options.pop(f.name, shape.run_defaults.get(f.name, f.default)))
@@ -119,6 +130,13 @@ class NPLMConfig:
             raise LMBenchError(f"unknown objective {self.objective!r}: use one of {', '.join(OBJECTIVES)}")
         if self.schedule not in SCHEDULES:
             raise LMBenchError(f"unknown schedule {self.schedule!r}: use one of {', '.join(SCHEDULES)}")
+        stream = family(self.model).context == "stream"
+        if stream and self.schedule != "cosine":
+            raise LMBenchError(f"--model {self.model} trains under the cosine schedule (a linear warm-up, then a "
+                               f"cosine decay over all --epochs): drop --schedule {self.schedule}")
+        if not stream and self.schedule == "cosine":
+            raise LMBenchError(f"--schedule cosine is the stream networks' schedule: give --model {self.model} "
+                               "halving or linear")
         if self.schedule != "halving" and self.recipe != "sgd":
             raise LMBenchError(f"--schedule {self.schedule} is a schedule of the sgd recipe: drop it or use "
                                "--recipe sgd")
@@ -161,7 +179,11 @@ class NPLMConfig:
                 ("--threads", self.threads, ">= 1", self.threads is None or self.threads >= 1),
                 ("--max-steps", self.max_steps, ">= 0", self.max_steps is None or self.max_steps >= 0),
                 ("--valid-tokens", self.valid_tokens, ">= 1", self.valid_tokens is None or self.valid_tokens >= 1),
-                ("--checkpoint-minutes", self.checkpoint_minutes, "> 0", self.checkpoint_minutes > 0)])
+                ("--checkpoint-minutes", self.checkpoint_minutes, "> 0", self.checkpoint_minutes > 0),
+                ("--steps", self.steps, ">= 1", self.steps is None or self.steps >= 1),
+                ("--warmup-steps", self.warmup_steps, ">= 0", self.warmup_steps >= 0),
+                ("--clip", self.clip, "finite and > 0", 0 < self.clip < math.inf),
+                ("--final-lr-fraction", self.final_lr_fraction, "in [0, 1]", 0 <= self.final_lr_fraction <= 1)])
         refusal = self.shape.refuse(self)
         if refusal:
             raise LMBenchError(refusal)

@@ -69,7 +69,8 @@ class NetworkShape:
     outputs: ClassVar[tuple[str, ...] | None] = ("softmax",)  # its output layers; None: any of them
     parallel: ClassVar[tuple[str, ...]] = ()  # the --parallel schemes it runs under
     run_defaults: ClassVar[dict] = {}  # the training run's options whose default is the family's own
-    unused_options: ClassVar[tuple[str, ...]] = ()  # the run's options its trainer has no use for: refused when given
+    # the run's options its trainer has no use for, refused when given: a window network's, the stream trainer's own
+    unused_options: ClassVar[tuple[str, ...]] = ("steps", "warmup_steps", "clip", "final_lr_fraction")
 
     def refuse(self, run) -> str | None:
         """One line naming an option of the training run `run` (a `neural.config.NPLMConfig`) that this
@@ -290,16 +291,19 @@ register(Family("energy", EnergyShape, "neural.networks.energy:EnergyNetwork",
                 summary="the energy-minimisation network, section 5.1"))
 
 
-# The stream networks' recipe (README "Beyond 2003"): 6 epochs of AdamW with a cosine rate, k = 1,000
-# sampled words per update, decoupled weight decay 0.01 on the matrices; each family adds its dropout.
-STREAM_RUN_DEFAULTS = {"epochs": 6, "samples": 1000, "weight_decay": 0.01}
+# The stream networks' recipe (docs/networks.md, "Beyond 2003"): 6 epochs of AdamW at 2e-3 under the cosine
+# schedule, 32 lanes, k = 1,000 sampled words per update, decoupled weight decay 0.01 on the matrices,
+# validated on the first 50,000 tokens of valid; each family adds its dropout.
+STREAM_RUN_DEFAULTS = {"epochs": 6, "samples": 1000, "weight_decay": 0.01, "schedule": "cosine", "lr": 2e-3,
+                       "batch_size": 32, "valid_tokens": 50_000}
 # The options of the window networks' recipes that the stream networks' trainer (AdamW, a linear
 # warm-up then a cosine rate over all its epochs, neural/training/stream_train.py) has no use for.
-STREAM_UNUSED = ("recipe", "schedule", "min_gain", "anneal_gain", "patience", "lr_decay", "classes",
-                 "class_source", "eval_batch")
+STREAM_UNUSED = ("recipe", "min_gain", "anneal_gain", "patience", "lr_decay", "classes", "class_source",
+                 "eval_batch")
 # The registration keywords of a stream family: its context, trainer, scorer and loader.
-STREAM = dict(context="stream", trainer="neural.training.stream_train:train_family", scorer="neural.networks.stream:score_family",
-              loader="neural.training.stream_train:load_stream", beyond_2003=True)
+STREAM = dict(context="stream", trainer="neural.training.stream_train:train_stream",
+              scorer="neural.networks.stream:score_family", loader="neural.training.stream_train:load_stream",
+              beyond_2003=True)
 
 
 @dataclass(frozen=True)

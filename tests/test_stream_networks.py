@@ -16,7 +16,8 @@ from lmbench.errors import LMBenchError
 from lmbench.model import perplexity, split_logprobs
 from neural.families import FAMILIES, LSTMShape, TransformerShape
 from neural.networks.stream import RecurrentNetwork
-from neural.training.stream_train import CHECKPOINT, LOG, StreamTrainConfig, lane_layout, load_stream, train_stream
+from neural.config import NPLMConfig
+from neural.training.stream_train import CHECKPOINT, LOG, lane_layout, load_stream, train_stream
 
 SHAPES = {name: entry.shape(**entry.quick) for name, entry in FAMILIES.items() if entry.context == "stream"}
 
@@ -36,10 +37,11 @@ def tiny_corpus(seed: int = 0):
     return make_corpus(text(150), text(25), text(25))
 
 
-def tiny_config(**overrides) -> StreamTrainConfig:
-    fields = dict(epochs=2, dropout=0.1, lanes=4, steps=10, objective="softmax", samples=6, lr=3e-2, warmup_steps=3, device="cpu", threads=1,
-                  valid_tokens=None)
-    return StreamTrainConfig(**{**fields, **overrides})
+def tiny_config(family: str, shape=None, **overrides) -> NPLMConfig:
+    """The run of a `family` network in its quick shape (or `shape`): 2 epochs of 4 lanes of 10 steps."""
+    fields = dict(epochs=2, dropout=0.1, batch_size=4, steps=10, objective="softmax", samples=6, lr=3e-2, warmup_steps=3,
+                  device="cpu", threads=1, valid_tokens=None)
+    return NPLMConfig(model=family, shape=shape or SHAPES[family], **{**fields, **overrides})
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +53,7 @@ def corpus():
 def trained(request, corpus, tmp_path_factory):
     """(family, run directory) of a network trained for two epochs with the full softmax."""
     out = tmp_path_factory.mktemp(request.param)
-    train_stream(corpus, request.param, SHAPES[request.param], tiny_config(), out, progress=False)
+    train_stream(corpus, tiny_config(request.param), out, progress=False)
     return request.param, out
 
 
@@ -124,16 +126,15 @@ def test_transformer_windows_give_every_target_half_its_context_of_history():
 
 
 def test_resume_mid_epoch_gives_the_uninterrupted_run(corpus, tmp_path):
-    config = tiny_config(objective="importance")  # the sampler's draws resumed too
     for family in sorted(SHAPES):
+        config = tiny_config(family, objective="importance")  # the sampler's draws resumed too
         whole, parts = tmp_path / f"{family}-whole", tmp_path / f"{family}-parts"
-        train_stream(corpus, family, SHAPES[family], config, whole, progress=False, evaluate=False)
-        inside_second_epoch = lane_layout(len(corpus.train), config.lanes, config.steps, 0)[1] + 2
-        stopped = train_stream(corpus, family, SHAPES[family],
-                               dataclasses.replace(config, max_steps=inside_second_epoch), parts,
+        train_stream(corpus, config, whole, progress=False, evaluate=False)
+        inside_second_epoch = lane_layout(len(corpus.train), config.batch, config.steps, 0)[1] + 2
+        stopped = train_stream(corpus, dataclasses.replace(config, max_steps=inside_second_epoch), parts,
                                progress=False, evaluate=False)
         assert stopped["stopped"] == "max_steps" and stopped["epochs"] == 1  # inside the second epoch
-        train_stream(corpus, family, SHAPES[family], config, parts, resume=True, progress=False, evaluate=False)
+        train_stream(corpus, config, parts, resume=True, progress=False, evaluate=False)
         assert (parts / LOG).read_text().count("\n") == 2
         for name in ("valid_perplexity", "train_loss"):
             assert [json.loads(r)[name] for r in (whole / LOG).read_text().splitlines()] == \
@@ -141,30 +142,28 @@ def test_resume_mid_epoch_gives_the_uninterrupted_run(corpus, tmp_path):
 
 
 def test_an_existing_run_needs_resume_and_the_same_network(corpus, tmp_path):
-    train_stream(corpus, "lstm", SHAPES["lstm"], tiny_config(max_steps=2), tmp_path, progress=False)
+    train_stream(corpus, tiny_config("lstm", max_steps=2), tmp_path, progress=False)
     with pytest.raises(LMBenchError, match="--resume"):
-        train_stream(corpus, "lstm", SHAPES["lstm"], tiny_config(), tmp_path, progress=False)
+        train_stream(corpus, tiny_config("lstm"), tmp_path, progress=False)
     with pytest.raises(LMBenchError, match="holds a lstm network"):
-        train_stream(corpus, "lstm", LSTMShape(layers=1, m=12, h=12), tiny_config(), tmp_path, resume=True,
+        train_stream(corpus, tiny_config("lstm", LSTMShape(layers=1, m=12, h=12)), tmp_path, resume=True,
                      progress=False)
 
 
 def test_a_diverging_run_stops_in_one_line_and_keeps_its_last_good_checkpoint(corpus, tmp_path, monkeypatch):
-    train_stream(corpus, "lstm", SHAPES["lstm"], tiny_config(objective="importance", max_steps=3), tmp_path,
-                 progress=False)
+    train_stream(corpus, tiny_config("lstm", objective="importance", max_steps=3), tmp_path, progress=False)
     good = torch.load(tmp_path / CHECKPOINT, weights_only=False)["model"]
     from neural.outputs.objectives import ImportanceSampling
     monkeypatch.setattr(ImportanceSampling, "loss_with", lambda self, net, z, target, sample: z.sum() * np.nan)
     with pytest.raises(LMBenchError, match="became nan at update 3.*last good checkpoint"):
-        train_stream(corpus, "lstm", SHAPES["lstm"], tiny_config(objective="importance"), tmp_path, resume=True,
-                     progress=False)
+        train_stream(corpus, tiny_config("lstm", objective="importance"), tmp_path, resume=True, progress=False)
     kept = torch.load(tmp_path / CHECKPOINT, weights_only=False)["model"]
     assert all(torch.equal(good[k], kept[k]) for k in good)
 
 
 def test_importance_sampling_trains_too(corpus, tmp_path):
-    result = train_stream(corpus, "transformer", SHAPES["transformer"], tiny_config(objective="importance", epochs=1),
-                          tmp_path, progress=False)
+    result = train_stream(corpus, tiny_config("transformer", objective="importance", epochs=1), tmp_path,
+                          progress=False)
     assert np.isfinite(result["valid_perplexity"]) and result["valid_perplexity"] < len(corpus.vocab)
 
 
@@ -173,7 +172,10 @@ def test_importance_sampling_trains_too(corpus, tmp_path):
     (lambda: LSTMShape(m=10, h=12), "tied"),
     (lambda: TransformerShape(d=10, heads=3), "--heads 3"),
     (lambda: TransformerShape(positions="sinusoid"), "unknown positions"),
-    (lambda: StreamTrainConfig(objective="class"), "full softmax")])
+    (lambda: NPLMConfig(model="lstm", objective="class"), "no class output layer"),
+    (lambda: NPLMConfig(model="nplm", clip=0.5), "--model nplm has no use for --clip"),
+    (lambda: NPLMConfig(model="transformer", schedule="halving"), "cosine schedule.*drop --schedule halving"),
+    (lambda: NPLMConfig(model="nplm", schedule="cosine"), "the stream networks' schedule")])
 def test_bad_options_are_refused_in_one_line(make, message):
     with pytest.raises(LMBenchError, match=message):
         make()
@@ -193,11 +195,15 @@ def test_the_command_line_trains_an_lstm_and_refuses_a_missing_cuda(tmp_path, mo
         assert main([*common, "--device", "cuda", "--out", str(tmp_path / "cuda")]) == 2
         assert "CUDA is not available" in capsys.readouterr().err
         assert not (tmp_path / "cuda").exists()
-    for window_option in (["--recipe", "paper"], ["--schedule", "halving"], ["--patience", "3"], ["--min-gain", "0.01"]):
+    for window_option, refusal in ((["--recipe", "paper"], "no use for --recipe: drop it"),
+                                   (["--schedule", "halving"], "cosine schedule (a linear warm-up, then a cosine "
+                                                               "decay over all --epochs): drop --schedule halving"),
+                                   (["--patience", "3"], "no use for --patience: drop it"),
+                                   (["--min-gain", "0.01"], "no use for --min-gain: drop it")):
         # the window networks' recipe options: refused in one line, never dropped without a word
         assert main([*common, *window_option, "--out", str(tmp_path / "refused")]) == 2
         err = capsys.readouterr().err
-        assert len(err.splitlines()) == 1 and f"no use for {window_option[0]}: drop it" in err
+        assert len(err.splitlines()) == 1 and refusal in err, err
         assert not (tmp_path / "refused").exists()
     assert main([*common, "--epochs", "1", "--batch-size", "2", "--threads", "1", "--device", "cpu", "--json",
                  "--dropout", "0", "--out", str(tmp_path / "run")]) == 0
@@ -205,7 +211,7 @@ def test_the_command_line_trains_an_lstm_and_refuses_a_missing_cuda(tmp_path, mo
     assert result["epochs"] == 1 and np.isfinite(result["test_perplexity"])
     assert json.loads((tmp_path / "run" / "result.json").read_text())["config"]["dropout"] == 0.0  # not the family's 0.4
     saved = torch.load(tmp_path / "run" / CHECKPOINT, weights_only=False)
-    assert saved["train_config"]["dropout"] == 0.0
+    assert saved["config"]["dropout"] == 0.0 and saved["family"] == "lstm"
     assert (tmp_path / "run" / "logprobs.npz").exists()
     assert main(["nplm", "eval", str(tmp_path / "run"), "--corpus", "text", *paths, "--split", "test", "--json",
                  "--device", "cpu"]) == 0  # the stream family's own loader and scoring, through `nplm eval`

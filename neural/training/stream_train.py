@@ -1,16 +1,17 @@
-"""Training the stream networks (`neural.networks.lstm`, `neural.networks.transformer`): lanes of the continuous stream,
-atomic checkpoints, exact resume.
+"""Training the stream networks (every family of context "stream": the LSTM, the GRU, the Transformer):
+lanes of the continuous stream, atomic checkpoints, exact resume. `neural.training.train.train_nplm`
+hands them here with the one run configuration (`neural.config.NPLMConfig`).
 
-Data. The training stream, preceded by PAD (`neural.networks.stream.padded_inputs`), is cut into `lanes`
-contiguous pieces of equal length, one batch row each (Zaremba et al.'s layout); an update reads the
+Data. The training stream, preceded by PAD (`neural.networks.stream.padded_inputs`), is cut into
+`batch_size` lanes, contiguous pieces of equal length, one batch row each (Zaremba et al.'s layout); an update reads the
 next `steps` inputs of every lane (the LSTM's truncated back-propagation length, or the Transformer's
 context L) and predicts the tokens they precede. The LSTM carries its state (h, c), detached, from one
 update to the next, so within an epoch every token is read with all of its lane's history; the
 Transformer starts each window afresh. Epoch e starts the lanes `offset_e` tokens into the stream,
 drawn in [0, steps) from (seed, e), so the cuts between windows move from epoch to epoch.
 
-The recipe (`StreamTrainConfig`, one for every corpus; README gives the reasons): AdamW (Loshchilov &
-Hutter 2019) at `lr`, a linear warm-up over the first `warmup_steps` updates, then a cosine decay to
+The recipe (the family's `run_defaults`, one for every corpus; docs/networks.md gives the reasons): AdamW
+(Loshchilov & Hutter 2019) at `lr`, the schedule "cosine": a linear warm-up over the first `warmup_steps` updates, then a cosine decay to
 `final_lr_fraction` of it at the end of the last of `epochs` epochs (a fixed budget, the schedule of
 nanoGPT), the gradient's norm clipped at `clip`, decoupled weight decay on the matrices only. After
 every epoch the exact perplexity of the first `valid_tokens` tokens of valid picks the best model.
@@ -32,7 +33,6 @@ import json
 import logging
 import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +44,7 @@ from lmbench.memory import check_training_fits
 from lmbench.model import perplexity
 from mixing.saved import save as save_logprobs, scored_splits
 from neural.families import family as family_entry
-from neural.config import OBJECTIVES
+from neural.config import OBJECTIVES, NPLMConfig
 from neural.training.loop import RunState, run_epochs, write_log
 from neural.outputs.objectives import make_objective
 from neural.training.recipe import resolve_device
@@ -57,57 +57,13 @@ log = logging.getLogger(__name__)
 
 LOGPROBS = "logprobs.npz"  # the best model's per-token log-probabilities of valid and test (mixing.saved)
 
-STREAM_OBJECTIVES = tuple(o.name for o in OBJECTIVES.values() if o.output == "softmax")  # their output layer's
-
-
-@dataclass
-class StreamTrainConfig:
-    objective: str = "importance"  # one of STREAM_OBJECTIVES (neural/config.py OBJECTIVES)
-    samples: int = 1000  # k words drawn per update by a sampled objective
-    dropout: float = 0.0  # the network's (the family's recipe: its shape's run_defaults, neural/families.py)
-    lanes: int = 32  # B: batch rows, each a contiguous piece of the stream
-    steps: int | None = None  # inputs per lane per update; None: 35 (LSTM) or the context L (Transformer)
-    epochs: int = 6  # the most epochs
-    lr: float = 2e-3  # AdamW's peak rate
-    warmup_steps: int = 100  # linear warm-up of the rate
-    clip: float = 1.0  # the gradient's norm is clipped at this
-    weight_decay: float = 0.01  # decoupled, on the matrices
-    final_lr_fraction: float = 0.05  # the rate at the end of the last epoch, as a fraction of lr
-    valid_tokens: int | None = 50_000  # the epochs' validation: this prefix of valid (None: all)
-    seed: int = 0
-    device: str = "auto"
-    bf16: bool = False  # the encoder under bfloat16 autocast, the |V|-sized GEMMs in bfloat16
-    threads: int | None = None
-    checkpoint_minutes: float = 5.0
-    max_steps: int | None = None  # stop (with a checkpoint) after this many updates in all
-
-    def __post_init__(self):
-        if self.objective not in STREAM_OBJECTIVES:
-            raise LMBenchError(f"--objective {self.objective} trains another output layer than the stream "
-                               f"networks' full softmax: use one of {', '.join(STREAM_OBJECTIVES)}")
-        for option, value, allowed, ok in [
-                ("--dropout", self.dropout, "in [0, 1)", 0 <= self.dropout < 1),
-                ("--samples", self.samples, ">= 1", self.samples >= 1), ("--lanes", self.lanes, ">= 1", self.lanes >= 1),
-                ("--steps", self.steps, ">= 1", self.steps is None or self.steps >= 1),
-                ("--epochs", self.epochs, ">= 1", self.epochs >= 1),
-                ("--lr", self.lr, "finite and > 0", 0 < self.lr < math.inf),
-                ("--warmup-steps", self.warmup_steps, ">= 0", self.warmup_steps >= 0),
-                ("--clip", self.clip, "> 0", self.clip > 0),
-                ("--weight-decay", self.weight_decay, ">= 0", 0 <= self.weight_decay < math.inf),
-                ("--final-lr-fraction", self.final_lr_fraction, "in [0, 1]", 0 <= self.final_lr_fraction <= 1),
-                ("--valid-tokens", self.valid_tokens, ">= 1", self.valid_tokens is None or self.valid_tokens >= 1),
-                ("--max-steps", self.max_steps, ">= 0", self.max_steps is None or self.max_steps >= 0),
-                ("--checkpoint-minutes", self.checkpoint_minutes, "> 0", self.checkpoint_minutes > 0)]:
-            if not ok:
-                raise LMBenchError(f"{option} {value}: must be {allowed}")
-
-
 def build_stream_network(family: str, vocab_size: int, shape, dropout: float = 0.0) -> StreamNetwork:
     """The network of `family` (`neural.families`; `neural.training.team.build_network`), its full softmax."""
     return build_network(family_entry(family), shape, vocab_size, dropout=dropout)
 
 
-def steps_of(net: StreamNetwork, config: StreamTrainConfig) -> int:
+def steps_of(net: StreamNetwork, config: NPLMConfig) -> int:
+    """Inputs per lane per update: --steps, else a window network's context, a recurrent one's 35."""
     if config.steps is not None:
         if net.history is None and getattr(net.shape, "context", config.steps) < config.steps:
             raise LMBenchError(f"--steps {config.steps} is longer than the network's context "
@@ -116,14 +72,14 @@ def steps_of(net: StreamNetwork, config: StreamTrainConfig) -> int:
     return getattr(net.shape, "context", 35)  # a window network reads its context, a recurrent one 35
 
 
-def learning_rate(config: StreamTrainConfig, step: int, total: int) -> float:
+def learning_rate(config: NPLMConfig, step: int, total: int) -> float:
     """lr (step + 1) / warmup_steps during the warm-up, then lr (f + (1 - f)(1 + cos(pi p)) / 2), p the
     fraction of the `total` updates after the warm-up done, f = final_lr_fraction."""
     if step < config.warmup_steps:
-        return config.lr * (step + 1) / config.warmup_steps
+        return config.peak_lr * (step + 1) / config.warmup_steps
     done = min(1.0, (step - config.warmup_steps) / max(1, total - config.warmup_steps))
     fraction = config.final_lr_fraction
-    return config.lr * (fraction + (1 - fraction) * 0.5 * (1 + math.cos(math.pi * done)))
+    return config.peak_lr * (fraction + (1 - fraction) * 0.5 * (1 + math.cos(math.pi * done)))
 
 
 def lane_layout(length: int, lanes: int, steps: int, offset: int) -> tuple[int, int]:
@@ -131,7 +87,7 @@ def lane_layout(length: int, lanes: int, steps: int, offset: int) -> tuple[int, 
     lane = (length - offset) // lanes
     if lane < 2:
         raise LMBenchError(f"the training split ({length} tokens) is too short for {lanes} lanes: give "
-                           "fewer --lanes")
+                           "fewer --batch-size (the lanes)")
     return lane, math.ceil(lane / steps)
 
 
@@ -146,29 +102,15 @@ def read_stream_checkpoint(path: Path, fingerprint: str, family: str | None = No
     return saved
 
 
-def train_family(corpus, config, out_dir: str | Path, *, resume: bool = False, progress: bool = True,
+def train_stream(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool = False, progress: bool = True,
                  evaluate: bool = True, team=None) -> dict:
-    """The trainer of the stream families (`neural.families`; `lmbench nplm train --model lstm`): the run
-    options of a `neural.config.NPLMConfig` as a StreamTrainConfig (--batch-size: the lanes; --lr
-    None: 2e-3; --dropout as given, else the family's; --valid-tokens None: 50,000), then `train_stream`. One process (`team` is unused)."""
-    stream = StreamTrainConfig(
-        objective=config.objective, samples=config.samples, epochs=config.epochs,
-        lanes=config.batch_size or StreamTrainConfig.lanes, lr=config.lr or StreamTrainConfig.lr,
-        weight_decay=config.weight_decay, dropout=config.dropout, seed=config.seed, device=config.device,
-        bf16=config.bf16, threads=config.threads, checkpoint_minutes=config.checkpoint_minutes,
-        max_steps=config.max_steps, valid_tokens=config.valid_tokens or StreamTrainConfig.valid_tokens)
-    return train_stream(corpus, config.model, config.shape, stream, out_dir, resume=resume, progress=progress,
-                        evaluate=evaluate)
-
-
-def train_stream(corpus, family: str, shape, config: StreamTrainConfig, out_dir: str | Path, *,
-                 resume: bool = False, progress: bool = True, evaluate: bool = True) -> dict:
-    """Train a `family` network of config `shape` on corpus.train, validate on corpus.valid, write the
-    run into out_dir and return its figures (train/valid/test perplexity of the best model when
-    `evaluate`, tokens/s, seconds, epochs)."""
-    run = StreamTrainer(corpus, family, shape, config, Path(out_dir), resume=resume)
+    """The trainer of the stream families (`neural.families`; `neural.training.train.train_nplm` hands them
+    here): train a config.model network of config.shape on corpus.train, validate on corpus.valid, write
+    the run into out_dir and return its figures (valid/test perplexity of the best model when `evaluate`,
+    tokens/s, seconds, epochs). One process (`team` is unused)."""
+    run = StreamTrainer(corpus, config, Path(out_dir), resume=resume)
     run_epochs(run, epochs=config.epochs, max_steps=config.max_steps, checkpoint_minutes=config.checkpoint_minutes,
-               progress=progress, desc=f"{family} epoch", postfix_every=20)
+               progress=progress, desc=f"{config.model} epoch", postfix_every=20)
     return finish(corpus, config, run.state, run.out, evaluate)
 
 
@@ -176,8 +118,9 @@ class StreamTrainer:
     """The run of a stream network (`neural.training.loop.Trainer`): the network, objective and AdamW of
     `config`, resumed from out/checkpoint.pt when `resume`, and the hooks of `neural.training.loop.run_epochs`."""
 
-    def __init__(self, corpus, family: str, shape, config: StreamTrainConfig, out: Path, *, resume: bool):
+    def __init__(self, corpus, config: NPLMConfig, out: Path, *, resume: bool):
         out.mkdir(parents=True, exist_ok=True)
+        family, shape = config.model, config.shape
         self.family, self.config, self.out = family, config, out
         self.device = device = resolve_device(config.device, config.threads)
         self.fingerprint = corpus.vocab.fingerprint()
@@ -197,7 +140,7 @@ class StreamTrainer:
         self.objective = make_objective(config.objective, unigram.float().to(device), config.samples, self.sampler)
         self.optimizer = torch.optim.AdamW([{"params": net.decay_parameters(), "weight_decay": config.weight_decay},
                                             {"params": net.bias_parameters(), "weight_decay": 0.0}],
-                                           lr=config.lr, betas=(0.9, 0.99))
+                                           lr=config.peak_lr, betas=(0.9, 0.99))
         self.steps = steps_of(net, config)
         self.state = RunState()
         self.carried = None  # the LSTM's (h, c) of the lanes between updates
@@ -212,13 +155,13 @@ class StreamTrainer:
         self.valid_stream, self.valid_start = corpus.stream_for("valid")
         if config.valid_tokens is not None:
             self.valid_stream = self.valid_stream[: self.valid_start + config.valid_tokens]
-        self.total_updates = lane_layout(len(self.targets), config.lanes, self.steps, 0)[1] * config.epochs  # schedule
+        self.total_updates = lane_layout(len(self.targets), config.batch, self.steps, 0)[1] * config.epochs  # schedule
 
     def restore(self) -> None:
         path, device = self.checkpoint_path, self.device
         saved = read_stream_checkpoint(path, self.fingerprint, self.family, self.network_args)
-        if (saved["lanes"], saved["steps"]) != (self.config.lanes, self.steps):
-            raise LMBenchError(f"checkpoint {path} was trained with --lanes {saved['lanes']} "
+        if (saved["lanes"], saved["steps"]) != (self.config.batch, self.steps):
+            raise LMBenchError(f"checkpoint {path} was trained with --batch-size {saved['lanes']} (lanes) "
                                f"--steps {saved['steps']}: resume with the same, or use another --out")
         self.net.load_state_dict(saved["model"])
         self.optimizer.load_state_dict(saved["optimizer"])
@@ -238,15 +181,15 @@ class StreamTrainer:
                      "sampler_rng": self.sampler.get_state(), "state": self.state.saved(),
                      "carried": None if carried is None else tuple(s.cpu() for s in carried),
                      "family": self.family, "network": self.network_args,
-                     "train_config": dataclasses.asdict(self.config), "fingerprint": self.fingerprint,
-                     "vocab_size": self.vocab_size, "lanes": self.config.lanes, "steps": self.steps},
+                     "config": dataclasses.asdict(self.config), "fingerprint": self.fingerprint,
+                     "vocab_size": self.vocab_size, "lanes": self.config.batch, "steps": self.steps},
                     self.checkpoint_path)
 
     def begin_epoch(self) -> int:
         config = self.config
         offset = int(np.random.default_rng([config.seed, self.state.epoch]).integers(0, self.steps))
-        self.lane, updates = lane_layout(len(self.targets), config.lanes, self.steps, offset)
-        self.starts = offset + self.lane * torch.arange(config.lanes, device=self.device)  # (B,) lanes' first targets
+        self.lane, updates = lane_layout(len(self.targets), config.batch, self.steps, offset)
+        self.starts = offset + self.lane * torch.arange(config.batch, device=self.device)  # (B,) lanes' first targets
         self.net.train()
         return updates
 
@@ -286,8 +229,9 @@ class StreamTrainer:
         write_log(self.out / LOG, state.history)
         if state.improves(valid_ppl):
             atomic_save({"model": net.state_dict(), "family": self.family, "network": self.network_args,
-                         "fingerprint": self.fingerprint, "vocab_size": net.vocab_size, "epoch": record["epoch"],
-                         "valid_perplexity": valid_ppl}, self.out / BEST)
+                         "config": dataclasses.asdict(config), "fingerprint": self.fingerprint,
+                         "vocab_size": net.vocab_size, "epoch": record["epoch"], "valid_perplexity": valid_ppl},
+                        self.out / BEST)
         state.next_epoch()
 
 

@@ -363,7 +363,10 @@ def load_nplm(out_dir: str | Path, corpus, *, device: str | torch.device = "auto
         return read_checkpoint(path, corpus.vocab.fingerprint())
 
     saved = read() if team is None else team.from_rank0(read)
-    loader = family(saved["family"]).loader if "config" not in saved and "family" in saved else None
+    # the family: a stream run's checkpoint names it, a window run's config does (an old stream checkpoint
+    # keeps its config as "train_config")
+    name = saved["family"] if "family" in saved else saved_network(saved["config"])[0]
+    loader = family(name).loader
     if loader is not None:  # a family with its own trainer and loader (a stream network, neural/training/stream_train.py)
         if (team is not None and team.mode is not None) or not factored:
             raise LMBenchError(f"{path} holds a {saved['family']} network: it is scored on one process by its "
