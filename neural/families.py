@@ -172,8 +172,12 @@ def option_name(field_name: str) -> str:
 
 
 class Network(Protocol):
-    """What every network is (written down once; `neural.training.train`, `neural.lm`, `neural.outputs.objectives`,
-    `neural.oov` and `neural.parallel.teams` call nothing else). A network is a torch.nn.Module.
+    """What every network is, window or stream (written down once, here; `neural.training`, `neural.lm`,
+    `neural.outputs.objectives`, `neural.oov` and `neural.parallel.teams` call nothing else; each context
+    adds its own part below: `WindowNetwork`, `StreamingNetwork`). A network is a torch.nn.Module;
+    tests/test_contract.py checks that every registered family's class has every member of its
+    context's protocol, and the behavioural contract (distributions, exact scores, resume) is tested
+    over the registry in tests/test_nplm_families.py and tests/test_stream_networks.py.
 
     Building and the checkpoint
       __init__(shape, vocab_size, *, output="softmax", structure=None, dropout=0.0): built from its
@@ -182,30 +186,21 @@ class Network(Protocol):
         shape's `outputs`) over the word structure it needs (`structure`: the word -> class map, the
         tree; None for the softmax), and dropout on its features while training where it has a place
         for it (its shape's `refuse` refuses what it cannot take, in one line, before anything is built).
-      shape, vocab_size: what it was built from. The checkpoint keeps the family name and
-        `dataclasses.asdict(shape)` and the objective (in the run's config), |V| and the state_dict.
+      shape, vocab_size: what it was built from. The checkpoint keeps the family name, the run's
+        configuration (`neural.config.NPLMConfig`, with `dataclasses.asdict(shape)` and the objective),
+        |V| and the state_dict.
       saved_structure(state) (staticmethod): the output layer's word structure a saved state holds
         (None without), so that family + shape + objective + |V| + state rebuild the network.
       load_state_dict(state): torch's, refusing (LMBenchError, one line) a state of another output
         layer or structure.
 
-    Exact probabilities (`neural.lm`, the contract of `lmbench.model.LanguageModel`)
-      log_probs(context, target=None, *, bf16=False, full_softmax=False) -> float64 log P(target |
-        context) (B,), or log P(. | context) (B, V) when target is None; normalised over V exactly for
-        every context, and a target's value the same whatever else is in the batch (to float64
-        rounding). full_softmax: a factored output layer scored by the plain softmax of its word
-        scores y instead (only where it has them).
-      forward(context) -> y (B, V): scores whose softmax is the full-softmax distribution (`neural.oov`
-        reads them); num_classes: C of a class-factored output layer, else 0.
-
-    Training (`neural.training.train`, `neural.outputs.objectives`)
-      history: how many tokens before the target a "window" network reads (n - 1; None for a
-        "stream" network); contexts are (B, history) int64, oldest first, PAD_ID-padded.
-      features(context) -> z (B, K): what the output layer and the objectives take.
+    Training (`neural.training`, `neural.outputs.objectives`), over features z (N, K)
+      history: how many tokens before the target a window network reads (n - 1); None for a stream
+        network (the whole stream).
       loss(z, target, bf16=False) -> the mean exact -log P(target | context) of its output layer (the
-        objectives "softmax", "class").
-      sampled_scores(z, target, sample (k,)) -> (y of each target (B,), y of the k words for every
-        example (B, k)): the hook of the sampled objectives ("importance", "nce"), computing these only,
+        objectives "softmax", "class", "tree").
+      sampled_scores(z, target, sample (k,)) -> (y of each target (N,), y of the k words for every
+        example (N, k)): the hook of the sampled objectives ("importance", "nce"), computing these only,
         with sparse gradients on the rows of the word tables they read.
       set_unigram_biases(q (V,)): start from P(w | h) = q_w for every h.
       decay_parameters() / bias_parameters(): those weight decay applies to (the weights and C) and
@@ -215,7 +210,7 @@ class Network(Protocol):
       WORD_TABLES: names (as in named_parameters) of the parameters with one row per word; a network
         whose output layer has a word structure has no place for a new word. `neural.oov.widen` builds the same
         family and shape over V + N words and loads the state with these tables grown (the new rows
-        the expectation of the old under P(. | h)); C is the (V, m) feature table (nearest neighbours).
+        the expectation of the old under P(. | h)); num_classes: C of a class-factored output layer, else 0.
     """
 
     shape: NetworkShape
@@ -226,16 +221,60 @@ class Network(Protocol):
 
     @staticmethod
     def saved_structure(state: dict) -> Any: ...
-    def features(self, context: "torch.Tensor") -> "torch.Tensor": ...
-    def forward(self, context: "torch.Tensor") -> "torch.Tensor": ...
     def loss(self, z: "torch.Tensor", target: "torch.Tensor", bf16: bool = False) -> "torch.Tensor": ...
     def sampled_scores(self, z: "torch.Tensor", target: "torch.Tensor",
                        sample: "torch.Tensor") -> tuple["torch.Tensor", "torch.Tensor"]: ...
-    def log_probs(self, context: "torch.Tensor", target: "torch.Tensor | None" = None, *, bf16: bool = False,
-                  full_softmax: bool = False) -> "torch.Tensor": ...
     def set_unigram_biases(self, unigram: "torch.Tensor") -> None: ...
     def decay_parameters(self) -> list: ...
     def bias_parameters(self) -> list: ...
+
+
+class WindowNetwork(Network, Protocol):
+    """A network of context "window" (the NPLM, the energy network): it reads the `history` tokens before
+    the target, (B, history) int64, oldest first, PAD_ID-padded; trained on shuffled windows by
+    `neural.training.train`, scored by `neural.lm` (the contract of `lmbench.model.LanguageModel`).
+
+      features(context) -> z (B, K): what the output layer and the objectives take.
+      log_probs(context, target=None, *, bf16=False, full_softmax=False) -> float64 log P(target |
+        context) (B,), or log P(. | context) (B, V) when target is None; normalised over V exactly for
+        every context, and a target's value the same whatever else is in the batch (to float64
+        rounding). full_softmax: a factored output layer scored by the plain softmax of its word
+        scores y instead (only where it has them).
+      forward(context) -> y (B, V): scores whose softmax is the full-softmax distribution (`neural.oov`
+        reads them); C is the (V, m) feature table (nearest neighbours).
+    """
+
+    def features(self, context: "torch.Tensor") -> "torch.Tensor": ...
+    def forward(self, context: "torch.Tensor") -> "torch.Tensor": ...
+    def log_probs(self, context: "torch.Tensor", target: "torch.Tensor | None" = None, *, bf16: bool = False,
+                  full_softmax: bool = False) -> "torch.Tensor": ...
+
+
+class StreamingNetwork(Network, Protocol):
+    """A network of context "stream" (`neural.networks.stream.StreamNetwork`: the LSTM, the GRU, the
+    Transformer): it reads the stream from its start; trained in lanes by `neural.training.stream_train`,
+    scored by its own `score_stream`. Its output layer is the full softmax over features z.
+
+      encode(inputs (B, T), state=None) -> (z (B, T, K), state): the features of every position and
+        the state to carry to the next chunk of the same lanes: a tuple of tensors whose dimension 1 is
+        the batch (the trainer detaches, saves and restores every tensor of it), or None for a network
+        that carries none (the Transformer reads each window afresh).
+      log_probs(z (N, K), target=None, bf16=False) -> float64 log P(target | history) (N,), or (N, V).
+      score_stream(stream, start, *, bf16=False, progress=False) -> float64 log P(stream[t] |
+        stream[:t]) for t >= start, in eval mode: each token once, with all of its history the family
+        can read (its lanes warmed, or a window sliding by half its context).
+      log_distribution(context) -> float64 log P(. | context) (V,), the history read as score_stream
+        reads it (so log distribution(context)[w] is the score of w after context).
+    """
+
+    def encode(self, inputs: "torch.Tensor", state: Any = None) -> tuple["torch.Tensor", Any]: ...
+    def log_probs(self, z: "torch.Tensor", target: "torch.Tensor | None" = None,
+                  bf16: bool = False) -> "torch.Tensor": ...
+    def score_stream(self, stream: Any, start: int, *, bf16: bool = False, progress: bool = False) -> Any: ...
+    def log_distribution(self, context: Any) -> "torch.Tensor": ...
+
+
+PROTOCOLS = {"window": WindowNetwork, "stream": StreamingNetwork}  # a family's context: what its network is
 
 
 # -- the families ------------------------------------------------------------------------------------
