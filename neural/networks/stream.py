@@ -88,10 +88,6 @@ class StreamNetwork(nn.Module):
         """The word structure of a saved state's output layer: none (always the full softmax)."""
         return None
 
-    def features(self, context):
-        raise LMBenchError(f"a {self.family} network reads the stream, not windows: it is trained by "
-                           "neural.training.stream_train and scored by its score_stream")
-
     def loss(self, z: torch.Tensor, target: torch.Tensor, bf16: bool = False) -> torch.Tensor:
         """The exact objective of the output layer: the full softmax's mean -log P."""
         return self.softmax_nll(z, target, bf16)
