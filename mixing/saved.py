@@ -3,8 +3,9 @@
 A file (.npz) holds `valid` and `test`: the natural-log probability of every token of the split; a
 deleted-interpolation file also holds `buckets_valid` and `buckets_test`, the frequency buckets of
 the contexts, for context-conditional weights; an infini-gram file holds `effective_n_valid` and
-`effective_n_test`, the effective n of every token, and as buckets their weight buckets (n = 1 .. 15,
-16 and more).
+`effective_n_test`, the effective n of every token, as buckets their weight buckets (n = 1 .. 15,
+16 and more), and `p_inf_valid` and `p_inf_test`, the log-probability of the ∞-gram alone (log P∞,
+-inf where the continuation was never seen after the matched suffix), a part of `mix_with_counts`.
 """
 
 from __future__ import annotations
@@ -16,15 +17,15 @@ import numpy as np
 from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write, read_checked, write_checked
 from lmbench.model import LanguageModel, split_logprobs
-from lmbench.interpolation import fit_weights, mix_logprobs
+from lmbench.interpolation import fit_weights, mix_logprobs, shrunk
 
 
 def scored_splits(model: LanguageModel, corpus, splits=("valid", "test")) -> dict[str, np.ndarray]:
     """The model's log-probabilities of each split of `corpus`, and its context buckets when it has them."""
     arrays = {split: split_logprobs(model, corpus, split) for split in splits}
-    if hasattr(model, "split_effective_n"):
+    if hasattr(model, "split_infinigram"):
         for split in splits:
-            arrays[f"effective_n_{split}"] = model.split_effective_n(corpus, split)
+            arrays[f"effective_n_{split}"], arrays[f"p_inf_{split}"] = model.split_infinigram(corpus, split)
             arrays[f"buckets_{split}"] = model.bucket_of(arrays[f"effective_n_{split}"])
     elif hasattr(model, "split_buckets"):
         arrays.update({f"buckets_{split}": model.split_buckets(corpus, split) for split in splits})
@@ -65,10 +66,13 @@ def load(path: Path) -> dict[str, np.ndarray]:
 
 
 def mix_saved(parts: list[dict[str, np.ndarray]], method: str, weights=None,
-              buckets: dict[str, np.ndarray] | None = None) -> tuple[dict[str, np.ndarray], np.ndarray]:
+              buckets: dict[str, np.ndarray] | None = None, *,
+              shrink: bool = False) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Mix saved parts: 'fixed' (given weights), 'em' (one weight vector fitted on valid) or 'bucketed'
-    (one per context bucket of `buckets`, fitted on valid). Returns the mixed log-probabilities of
-    valid and test, and the weights ((K,), or (buckets, K) for 'bucketed')."""
+    (one per context bucket of `buckets`, fitted on valid; `shrink`: each bucket's weights shrunk toward
+    the one EM weight vector of all valid by one pseudo-token per part, lmbench.interpolation.shrunk).
+    Returns the mixed log-probabilities of valid and test, and the weights ((K,), or (buckets, K) for
+    'bucketed')."""
     if len({(len(p["valid"]), len(p["test"])) for p in parts}) != 1:
         raise LMBenchError("the files score splits of different lengths: score every model on the same corpus")
     valid = np.stack([p["valid"] for p in parts])  # (K, T_valid)
@@ -85,9 +89,26 @@ def mix_saved(parts: list[dict[str, np.ndarray]], method: str, weights=None,
                                "infini-gram model (its saved log-probabilities)")
         n_buckets = int(max(buckets["buckets_valid"].max(), buckets["buckets_test"].max())) + 1
         table = fit_weights(valid, buckets["buckets_valid"], n_buckets)  # (B, K)
+        if shrink:
+            table = shrunk(table, np.bincount(buckets["buckets_valid"], minlength=n_buckets), fit_weights(valid)[0])
         mixed = {"valid": mix_logprobs(valid, table[buckets["buckets_valid"]].T),
                  "test": mix_logprobs(test, table[buckets["buckets_test"]].T)}
         return mixed, table
     else:
         raise LMBenchError(f"unknown mixing method {method!r}: use fixed, em or bucketed")
     return {"valid": mix_logprobs(valid, weights), "test": mix_logprobs(test, weights)}, weights
+
+
+def mix_with_counts(parts: list[dict[str, np.ndarray]],
+                    infinigram: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The parts (a network, interpolated KN 5) and P∞ of an infini-gram file mixed with one weight vector
+    per effective-n bucket, fitted by EM on valid and shrunk toward the weights of all valid by one
+    pseudo-token per part (P∞ is 0 for unseen continuations: a bucket whose few valid tokens it all
+    predicted keeps weight on the others; a bucket of thousands of tokens keeps its own weights).
+    Returns the mixed log-probabilities of valid and test and the weights (buckets, K + 1), P∞'s last."""
+    if "p_inf_valid" not in infinigram:
+        raise LMBenchError("the infini-gram file holds no p_inf_valid / p_inf_test (log P∞), written before "
+                           "files kept them: score the infini-gram again (`lmbench ngram --method infini-gram "
+                           "--save-logprobs`, or delete its cached row)")
+    sparse = {"valid": infinigram["p_inf_valid"], "test": infinigram["p_inf_test"]}
+    return mix_saved([*parts, sparse], "bucketed", buckets=infinigram, shrink=True)
