@@ -1,6 +1,8 @@
 """A network mixed with KN 5 and the ∞-gram (issue 37): the rows beside every "+ KN 5" row, the three-part
 EM per effective-n bucket on valid (mixing.saved.mix_with_counts), its claims and its lines in the figure."""
 
+import json
+
 import numpy as np
 import pytest
 from scipy.special import logsumexp
@@ -8,8 +10,10 @@ from scipy.special import logsumexp
 from lmbench.errors import LMBenchError
 from mixing import saved
 from reports.claims import count_claims
+from lmbench.model import perplexity
 from reports.experiments import (INFINI_GRAM, WITH_COUNTS, ap_rows, brown_rows, energy_rows, stream_rows,
                                  text_rows)
+from tests.helpers import run_cli
 
 
 @pytest.mark.parametrize("table", [brown_rows() + energy_rows() + stream_rows(), ap_rows() + stream_rows(),
@@ -72,6 +76,21 @@ def test_counts_mixture_needs_log_p_inf():
     del infini_gram["p_inf_valid"]
     with pytest.raises(LMBenchError, match="p_inf_valid"):
         saved.mix_with_counts([network, kn], infini_gram)
+
+
+def test_cli_mixes_with_counts(tmp_path, capsys):
+    paths = []
+    for name, arrays in zip(("network", "kn", "infini"), _parts(3)):
+        paths.append(tmp_path / f"{name}.npz")
+        saved.save(paths[-1], arrays)
+    code, stdout, stderr = run_cli(capsys, "mix", *paths[:2], "--with-counts", paths[2], "--json")
+    assert code == 0, stderr
+    result = json.loads(stdout)
+    mixed, weights = saved.mix_with_counts([saved.load(path) for path in paths[:2]], saved.load(paths[2]))
+    assert result["method"] == "with counts" and np.allclose(result["weights"], weights, atol=1e-6)
+    assert result["test_perplexity"] == pytest.approx(perplexity(mixed["test"]))
+    code, _, stderr = run_cli(capsys, "mix", *paths[:2], "--with-counts", paths[2], "--method", "em")
+    assert code != 0 and "--with-counts fits its own weights" in stderr
 
 
 def _row(row_id, ppl, valid=None, mix=None, parts=()):
