@@ -70,7 +70,7 @@ import numpy as np
 from baselines.kneser_ney import KneserNey
 from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write
-from lmbench.interpolation import fit_weights, mix_logprobs
+from lmbench.interpolation import fit_weights, mix_logprobs, shrunk
 from lmbench.model import SCORE_CHUNK, LanguageModel, split_logprobs
 
 MAX_CONTEXT = 1000   # tokens of context read back
@@ -98,6 +98,13 @@ def sorted_search(table: np.ndarray, queries: np.ndarray, side: str) -> np.ndarr
 def effective_n_bucket(n: np.ndarray) -> np.ndarray:
     """The weight bucket of each effective n: n - 1 for n < 16, 15 for n >= 16."""
     return np.minimum(np.asarray(n, dtype=np.int64), BUCKETS) - 1
+
+
+def bucket_means(bucket: np.ndarray, values: np.ndarray) -> list[float]:
+    """The mean of `values` over the tokens of each effective-n bucket (0 for a bucket without tokens),
+    to 4 decimals: the per-bucket figures of the report (`InfiniGram.profile`, the mixtures with counts)."""
+    sums = np.bincount(bucket, weights=values, minlength=BUCKETS)
+    return np.round(sums / np.maximum(np.bincount(bucket, minlength=BUCKETS), 1), 4).tolist()
 
 
 class SuffixIndex:
@@ -353,17 +360,14 @@ class InfiniGram(LanguageModel):
         valid_n, valid_inf = self.split_infinigram(corpus, "valid")
         logprobs = np.stack([valid_inf, split_logprobs(self.kn, corpus, "valid")])
         buckets = effective_n_bucket(valid_n)
-        tokens = np.bincount(buckets, minlength=BUCKETS)[:, None]
-        # EM's weights, each bucket's shrunk by one pseudo-token per part (Laplace's rule): a bucket whose
-        # few valid tokens the ∞-gram all predicted would otherwise leave KN no weight at all.
-        self.weights = (fit_weights(logprobs, buckets, BUCKETS) * tokens + 1) / (tokens + 2)   # (BUCKETS, 2)
+        tokens = np.bincount(buckets, minlength=BUCKETS)
+        # EM's weights, each bucket's shrunk by one pseudo-token per part: a bucket whose few valid tokens
+        # the ∞-gram all predicted would otherwise leave KN no weight at all.
+        self.weights = shrunk(fit_weights(logprobs, buckets, BUCKETS), tokens)   # (BUCKETS, 2)
 
     def split_infinigram(self, corpus, split: str) -> tuple[np.ndarray, np.ndarray]:
         """(effective n, log P∞) of every token of a split of `corpus`."""
         return self.sparse.score(*corpus.stream_for(split, history=self.max_context))
-
-    def split_effective_n(self, corpus, split: str) -> np.ndarray:
-        return self.split_infinigram(corpus, split)[0]
 
     @staticmethod
     def bucket_of(effective_n: np.ndarray) -> np.ndarray:
@@ -377,14 +381,9 @@ class InfiniGram(LanguageModel):
         kn = split_logprobs(self.kn, corpus, split)
         mixed = mix_logprobs(np.stack([logp, kn]), self.weights[effective_n_bucket(n)].T)
         bucket = effective_n_bucket(n)
-        tokens = np.bincount(bucket, minlength=BUCKETS)
-        seen = np.maximum(tokens, 1)
-
-        def mean(values: np.ndarray) -> list[float]:
-            return np.round(np.bincount(bucket, weights=values, minlength=BUCKETS) / seen, 4).tolist()
-
-        return {"n": list(range(1, BUCKETS + 1)), "tokens": tokens.tolist(), "p_inf_nonzero": mean(np.isfinite(logp)),
-                "kn_mean_logprob": mean(kn), "mixed_mean_logprob": mean(mixed)}
+        return {"n": list(range(1, BUCKETS + 1)), "tokens": np.bincount(bucket, minlength=BUCKETS).tolist(),
+                "p_inf_nonzero": bucket_means(bucket, np.isfinite(logp)),
+                "kn_mean_logprob": bucket_means(bucket, kn), "mixed_mean_logprob": bucket_means(bucket, mixed)}
 
     def score(self, stream: np.ndarray, start: int) -> np.ndarray:
         n, logp = self.sparse.score(stream, start)

@@ -77,3 +77,15 @@ def fit_weights(logprobs: np.ndarray, buckets: np.ndarray | None = None, n_bucke
         weights[filled] = sums[filled] / tokens_per_bucket[filled, None]
     log.debug("mixture EM: %d iterations, log-likelihood %.6f", iteration, history[-1])
     return weights
+
+
+def shrunk(weights: np.ndarray, tokens: np.ndarray, toward: np.ndarray | None = None) -> np.ndarray:
+    """EM's weights (n_buckets, K) shrunk by one pseudo-token per part, spread as `toward` (K,) weights
+    (uniform by default: Laplace's rule): (T_q lambda_qk + K mu_k) / (T_q + K) for the T_q tokens of bucket
+    q they were fitted on. Each row still sums to 1, every weight is > 0 where `toward`'s are (a part that
+    predicted all of a bucket's few tokens leaves the others some weight for the tokens it gives
+    probability 0), and a bucket of thousands of tokens barely moves."""
+    k = weights.shape[1]
+    toward = np.full(k, 1.0 / k) if toward is None else np.asarray(toward, dtype=np.float64)
+    tokens = np.asarray(tokens, dtype=np.float64)[:, None]
+    return (weights * tokens + k * toward) / (tokens + k)

@@ -3,7 +3,9 @@
 The files are those of `mixing.saved` (written by `lmbench ngram --save-logprobs` or the reproduce
 pipeline). Weights are fitted on valid and applied to test. `--buckets-from` a deleted-interpolation or
 infini-gram file fits one weight vector per bucket of its contexts (frequency, or effective n), and
-makes bucketed the default method.
+makes bucketed the default method. `--with-counts` an infini-gram file adds its P∞ as one more part,
+with one weight vector per effective n (the reports' "X + KN interpolated 5 + ∞-gram":
+`lmbench mix X.npz KN5.npz --with-counts INF.npz`).
 """
 
 from __future__ import annotations
@@ -28,12 +30,20 @@ def register(subparsers) -> None:
     parser.add_argument("--buckets-from", type=existing_file,
                         help="bucketed: the .npz holding buckets_valid / buckets_test (deleted interpolation: "
                              "context frequency; infini-gram: effective n)")
+    parser.add_argument("--with-counts", type=existing_file,
+                        help="an infini-gram .npz: mix in its P∞ as one more part, one weight vector per "
+                             "effective n, each shrunk toward the weights of all valid")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> dict:
-    if args.method is None:
+    if args.with_counts and (args.method or args.buckets_from or args.weights):
+        raise LMBenchError("--with-counts fits its own weights per effective n: give it without --method, "
+                           "--weights and --buckets-from")
+    if args.with_counts:
+        args.method = "with counts"
+    elif args.method is None:
         args.method = "bucketed" if args.buckets_from else "em"
     if args.method == "fixed" and not args.weights:
         raise LMBenchError("--method fixed needs --weights with one weight per file, summing to 1")
@@ -42,8 +52,11 @@ def run(args: argparse.Namespace) -> dict:
                            "infini-gram file)")
     parts = [saved.load(path) for path in args.logprobs]
     buckets = saved.load(args.buckets_from) if args.buckets_from else None
-    mixed, weights = saved.mix_saved(parts, args.method, args.weights, buckets,
-                                     [str(path) for path in args.logprobs], str(args.buckets_from))
+    names = [str(path) for path in args.logprobs]
+    if args.with_counts:
+        mixed, weights = saved.mix_with_counts(parts, saved.load(args.with_counts), names, str(args.with_counts))
+    else:
+        mixed, weights = saved.mix_saved(parts, args.method, args.weights, buckets, names, str(args.buckets_from))
     result = {"method": args.method, "weights": np.round(weights, 6).tolist()}
     for path, part in zip(args.logprobs, parts):
         result[path.name] = {"valid_perplexity": perplexity(part["valid"]),

@@ -3,8 +3,10 @@
 A file (.npz) holds `valid` and `test`: the natural-log probability of every token of the split; a
 deleted-interpolation file also holds `buckets_valid` and `buckets_test`, the frequency buckets of
 the contexts, for context-conditional weights; an infini-gram file holds `effective_n_valid` and
-`effective_n_test`, the effective n of every token, and as buckets their weight buckets (n = 1 .. 15,
-16 and more). It also holds the fingerprints of what it scores:
+`effective_n_test`, the effective n of every token, as buckets their weight buckets (n = 1 .. 15,
+16 and more), and `p_inf_valid` and `p_inf_test`, the log-probability of the ∞-gram alone (log P∞,
+-inf where the continuation was never seen after the matched suffix), a part of `mix_with_counts`.
+It also holds the fingerprints of what it scores:
 `vocabulary` (the word list's, Vocabulary.fingerprint) and `stream` (a hash of the vocabulary and
 the token ids of valid and test), so that `mix_saved` refuses files that score different streams,
 however equal their lengths.
@@ -26,7 +28,7 @@ import numpy as np
 from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write, read_checked, write_checked
 from lmbench.model import LanguageModel, split_logprobs
-from lmbench.interpolation import fit_weights, mix_logprobs
+from lmbench.interpolation import fit_weights, mix_logprobs, shrunk
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +40,9 @@ ABOVE_ZERO = 1e-6  # a log-probability above this is no rounding of log 1
 def scored_splits(model: LanguageModel, corpus, splits=("valid", "test")) -> dict[str, np.ndarray]:
     """The model's log-probabilities of each split of `corpus`, and its context buckets when it has them."""
     arrays = {split: split_logprobs(model, corpus, split) for split in splits}
-    if hasattr(model, "split_effective_n"):
+    if hasattr(model, "split_infinigram"):
         for split in splits:
-            arrays[f"effective_n_{split}"] = model.split_effective_n(corpus, split)
+            arrays[f"effective_n_{split}"], arrays[f"p_inf_{split}"] = model.split_infinigram(corpus, split)
             arrays[f"buckets_{split}"] = model.bucket_of(arrays[f"effective_n_{split}"])
     elif hasattr(model, "split_buckets"):
         arrays.update({f"buckets_{split}": model.split_buckets(corpus, split) for split in splits})
@@ -126,10 +128,13 @@ def check_same_stream(parts: list[dict], names: list[str]) -> None:
 
 def mix_saved(parts: list[dict[str, np.ndarray]], method: str, weights=None,
               buckets: dict[str, np.ndarray] | None = None, names: list[str] | None = None,
-              buckets_name: str = "the buckets' file") -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Mix saved parts (named `names` and `buckets_name` in errors): 'fixed' (given weights), 'em' (one weight vector
-    fitted on valid) or 'bucketed' (one per context bucket of `buckets`, fitted on valid). Returns the
-    mixed log-probabilities of valid and test, and the weights ((K,), or (buckets, K) for 'bucketed')."""
+              buckets_name: str = "the buckets' file", *,
+              shrink: bool = False) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Mix saved parts (named `names` and `buckets_name` in errors): 'fixed' (given weights), 'em' (one
+    weight vector fitted on valid) or 'bucketed' (one per context bucket of `buckets`, fitted on valid;
+    `shrink`: each bucket's weights shrunk toward the one EM weight vector of all valid by one
+    pseudo-token per part, lmbench.interpolation.shrunk). Returns the mixed log-probabilities of valid
+    and test, and the weights ((K,), or (buckets, K) for 'bucketed')."""
     named = list(zip(names or [f"part {i + 1}" for i in range(len(parts))], parts))
     if buckets is not None:
         named.append((buckets_name, buckets))
@@ -150,9 +155,30 @@ def mix_saved(parts: list[dict[str, np.ndarray]], method: str, weights=None,
                                "infini-gram model (its saved log-probabilities)")
         n_buckets = int(max(buckets["buckets_valid"].max(), buckets["buckets_test"].max())) + 1
         table = fit_weights(valid, buckets["buckets_valid"], n_buckets)  # (B, K)
+        if shrink:
+            table = shrunk(table, np.bincount(buckets["buckets_valid"], minlength=n_buckets), fit_weights(valid)[0])
         mixed = {"valid": mix_logprobs(valid, table[buckets["buckets_valid"]].T),
                  "test": mix_logprobs(test, table[buckets["buckets_test"]].T)}
         return mixed, table
     else:
         raise LMBenchError(f"unknown mixing method {method!r}: use fixed, em or bucketed")
     return {"valid": mix_logprobs(valid, weights), "test": mix_logprobs(test, weights)}, weights
+
+
+def mix_with_counts(parts: list[dict[str, np.ndarray]], infinigram: dict[str, np.ndarray],
+                    names: list[str] | None = None,
+                    infinigram_name: str = "the infini-gram file") -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The parts (a network, interpolated KN 5) and P∞ of an infini-gram file mixed with one weight vector
+    per effective-n bucket, fitted by EM on valid and shrunk toward the weights of all valid by one
+    pseudo-token per part (P∞ is 0 for unseen continuations: a bucket whose few valid tokens it all
+    predicted keeps weight on the others; a bucket of thousands of tokens keeps its own weights).
+    Returns the mixed log-probabilities of valid and test and the weights (buckets, K + 1), P∞'s last."""
+    if "p_inf_valid" not in infinigram:
+        raise LMBenchError("the infini-gram file holds no p_inf_valid / p_inf_test (log P∞), written before "
+                           "files kept them: score the infini-gram again (`lmbench ngram --method infini-gram "
+                           "--save-logprobs`, or delete its cached row)")
+    sparse = {"valid": infinigram["p_inf_valid"], "test": infinigram["p_inf_test"],
+              **{key: infinigram[key] for key in FINGERPRINTS if key in infinigram}}
+    names = [*(names or [f"part {i + 1}" for i in range(len(parts))]), f"{infinigram_name} (P∞)"]
+    return mix_saved([*parts, sparse], "bucketed", buckets=infinigram, names=names, buckets_name=infinigram_name,
+                     shrink=True)

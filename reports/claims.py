@@ -4,7 +4,8 @@ The claims are about the paper's network (`reports.records.paper_network`): a ro
 (the energy network, or any family added later) or of our own design never takes part. Our own
 networks get claims of their own, as relations on the same rows: NPLM (ours) against interpolated
 KN 5 (`ours_claims`), and the networks beyond 2003, the LSTM and the Transformer, where the run has
-them (`beyond_2003`).
+them (`beyond_2003`); the ∞-gram, alone with KN 5 and added to the best network's mixture, where the
+run has those rows (`count_claims`).
 
 Every claim that compares rows is made of checks (`Check`: one row below or above another by more than
 a threshold, 0 for "A beats B"), each with a paired bootstrap test on the rows' test blocks
@@ -21,7 +22,7 @@ from typing import NamedTuple
 
 from lmbench.bootstrap import paired_splits
 from neural.families import FAMILIES
-from reports.experiments import PAPER_FAMILY, STREAM_NETWORKS
+from reports.experiments import INFINI_GRAM, PAPER_FAMILY, STREAM_NETWORKS, WITH_COUNTS
 from reports.records import network_of, paper_network
 
 NO_INTERVAL = ("No interval: these results keep no per-block sums of log-probabilities (written before rows "
@@ -135,7 +136,7 @@ def versus(ours: tuple[str, float], other: tuple[str, float]) -> str:
 def check_claims(results: dict) -> list[dict]:
     rows = {r["id"]: r for r in results["rows"]}
     corpus = results["corpus"]
-    ours = ours_claims(rows) + beyond_2003(rows)
+    ours = ours_claims(rows) + beyond_2003(rows) + count_claims(rows)
     if corpus not in ("brown", "ap"):
         return relations(rows) + ours
     return paper_claims(rows, corpus) + [{**claim, "paper": "not in the paper (2003)"} for claim in ours]
@@ -267,6 +268,25 @@ def ours_claims(rows: dict) -> list[dict]:
         return []
     return [_relation(rows, "NPLM (ours) alone beats interpolated KN 5", ours, _row(rows, "kn-interp-5")),
             _mixing_with_kn5_helps(rows, "NPLM (ours)", ours)]
+
+
+def count_claims(rows: dict) -> list[dict]:
+    """What counts of unbounded order still add (issue 37), asked where the run has the rows: ∞-gram +
+    KN 5 beats interpolated KN 5 alone; the best network (chosen on valid, among those mixed both ways)
+    mixed with KN 5 and the ∞-gram beats the same network mixed with KN 5 alone."""
+    claims = []
+    infini_gram = _row(rows, INFINI_GRAM)
+    if infini_gram:
+        claims.append(_relation(rows, "∞-gram + KN 5 beats interpolated KN 5", infini_gram, _row(rows, "kn-interp-5")))
+    with_counts = {row["parts"][0]: row["id"] for row in rows.values()
+                   if row["mix"] == WITH_COUNTS and _test(rows, row["id"])}
+    networks = [rows[network] for network in with_counts
+                if _test(rows, f"{network}-kn-interp-5-em") and rows[network].get("valid_ppl") is not None]
+    if networks:
+        best = min(networks, key=lambda row: (row["valid_ppl"], row["id"]))["id"]
+        claims.append(_relation(rows, "The best network + KN 5 + ∞-gram beats the best network + KN 5",
+                                _row(rows, with_counts[best]), _row(rows, f"{best}-kn-interp-5-em")))
+    return claims
 
 
 def _mixing_with_kn5_helps(rows: dict, label: str, network: tuple[str, float]) -> dict:

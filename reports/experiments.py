@@ -63,17 +63,31 @@ def mixture(row_id: str, label: str, how: str, parts: tuple[str, ...], paper_mod
     return Row(row_id, "mix", label, paper_model=paper_model, mix=how, parts=parts)
 
 
+INFINI_GRAM = "infini-gram-kn-5"  # the id of the ∞-gram + KN 5 row
+WITH_COUNTS = "EM per effective n"  # a network, KN 5 and P∞ mixed (mixing.saved.mix_with_counts)
+
+
 def kn5_mixtures(rows: list[Row], label=lambda row: f"{row.model} + KN interpolated 5") -> list[Row]:
     """Every network row mixed with interpolated KN 5 by EM weights fitted on valid (issue 18: the
-    strongest n-gram model as the partner, beside the paper's deleted-interpolation trigram)."""
-    return [mixture(f"{row.id}-kn-interp-5-em", label(row), "EM", (row.id, "kn-interp-5"))
-            for row in rows if row.kind == "network"]
+    strongest n-gram model as the partner, beside the paper's deleted-interpolation trigram), and beside
+    it the same network mixed with KN 5 and the ∞-gram (issue 37): three parts, the network, KN 5 and
+    P∞ (the ∞-gram alone, read from the ∞-gram + KN 5 row's saved file), one weight vector per
+    effective-n bucket fitted by EM on valid. Its weights can reproduce both the network + KN 5 mixture
+    (the same weights in every bucket, none on P∞) and the ∞-gram + KN 5 row (none on the network),
+    so on valid it is at most either (up to the shrinking of small buckets, mixing.saved.mix_with_counts)."""
+    mixed = []
+    for row in rows:
+        if row.kind == "network":
+            mixed += [mixture(f"{row.id}-kn-interp-5-em", label(row), "EM", (row.id, "kn-interp-5")),
+                      mixture(f"{row.id}-kn-interp-5-infini-gram", f"{label(row)} + ∞-gram", WITH_COUNTS,
+                              (row.id, "kn-interp-5", INFINI_GRAM))]
+    return mixed
 
 
 def infini_gram_row() -> Row:
     """The ∞-gram (issue 37, baselines/infinigram.py) interpolated with interpolated KN 5 by EM weights
     per effective n, fitted on valid: a row of every table (cheap: a suffix array and KN 5)."""
-    return Row("infini-gram-kn-5", "ngram", "∞-gram + KN interpolated 5", n=5, method="infini-gram")
+    return Row(INFINI_GRAM, "ngram", "∞-gram + KN interpolated 5", n=5, method="infini-gram")
 
 
 # Our rows for the time-to-perplexity figure: MLP1 trained with each objective besides the default. The
@@ -197,7 +211,7 @@ def text_rows(vocab_size: int, networks: tuple[str, ...] | None = None, only: st
     interpolation trigram three ways and with interpolated KN 5 by EM, then our networks beyond 2003
     (`stream_rows`; NPLM (ours) is added by the pipeline, `ours_rows`, its shape following the corpus).
     `networks`: a subset of the network ids (e.g. ("mlp1", "lstm")); `only`: "ngram" (no network) or
-    "nplm" (the networks, their mixtures and the two n-gram models they mix with)."""
+    "nplm" (the networks, their mixtures and the n-gram models they mix with: Del. Int., KN 5, ∞-gram)."""
     trigram = Row("del-int", "ngram", "Del. Int.", n=3, method="deleted-interpolation")
     interpolated = [Row(f"kn-interp-{n}", "ngram", "Kneser-Ney interpolated", n=n, method="kneser-ney")
                     for n in (3, 4, 5)]
@@ -217,7 +231,7 @@ def text_rows(vocab_size: int, networks: tuple[str, ...] | None = None, only: st
     if only == "ngram":
         return ngrams
     if only == "nplm":
-        return [trigram, interpolated[-1]] + neural
+        return [trigram, interpolated[-1], infini_gram_row()] + neural
     return ngrams + neural
 
 

@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from lmbench.files import atomic_write_file, atomic_write_text  # noqa: E402
-from reports.experiments import PAPER_FAMILY, TABLE1_NETWORKS  # noqa: E402
+from reports.experiments import INFINI_GRAM, PAPER_FAMILY, TABLE1_NETWORKS, WITH_COUNTS  # noqa: E402
 from reports.records import by_id, network_of, shape  # noqa: E402
 
 
@@ -234,11 +234,18 @@ def context_size(results: dict, directory: Path) -> Path | None:
 
 def effective_n(results: dict, directory: Path) -> Path | None:
     """The ∞-gram row's test tokens by effective n (issue 37): the share of tokens in each bucket, and
-    per bucket the mean log-probability of KN 5 alone and of ∞-gram + KN 5 (where the counts still win)."""
-    row = by_id(results).get("infini-gram-kn-5")
+    per bucket the mean log-probability of KN 5 alone, of ∞-gram + KN 5, and, where the run has them, of
+    the best network alone (chosen on valid, among those mixed with the counts) and of its mixture
+    with KN 5 and the ∞-gram (where the counts still win)."""
+    rows = by_id(results)
+    row = rows.get(INFINI_GRAM)
     if not row or not row.get("effective_n"):
         return None
     profile = row["effective_n"]
+    with_counts = {mixed["parts"][0]: mixed for mixed in rows.values()
+                   if mixed.get("mix") == WITH_COUNTS and mixed.get("effective_n")}
+    networks = [rows[network] for network in with_counts if rows.get(network, {}).get("valid_ppl") is not None]
+    best = min(networks, key=lambda network: (network["valid_ppl"], network["id"]), default=None)
     n, tokens = np.array(profile["n"]), np.array(profile["tokens"], dtype=float)
     fig, (share, logprob) = plt.subplots(2, 1, figsize=(7, 5.5), sharex=True)
     share.bar(n, tokens / tokens.sum(), color="0.6", label="share of test tokens")
@@ -247,8 +254,13 @@ def effective_n(results: dict, directory: Path) -> Path | None:
     share.set(ylabel="share of test tokens", title="Test tokens by the ∞-gram's effective n")
     share.legend(fontsize=8)
     filled = tokens > 0
-    for key, label in (("kn_mean_logprob", "interpolated KN 5"), ("mixed_mean_logprob", "∞-gram + KN 5")):
-        logprob.plot(n[filled], np.array(profile[key])[filled], marker="o", label=label)
+    lines = [(profile["kn_mean_logprob"], "interpolated KN 5"), (profile["mixed_mean_logprob"], "∞-gram + KN 5")]
+    if best is not None:
+        mixed = with_counts[best["id"]]
+        lines += [(mixed["effective_n"]["network_mean_logprob"], best["model"]),
+                  (mixed["effective_n"]["mixed_mean_logprob"], mixed["model"])]
+    for means, label in lines:
+        logprob.plot(n[filled], np.array(means)[filled], marker="o", label=label)
     logprob.set(xlabel="effective n (length of the matched suffix + 1; 16: 16 or more)",
                 ylabel="mean log-probability", xticks=n)
     logprob.legend(fontsize=8)

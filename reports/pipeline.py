@@ -41,7 +41,7 @@ from lmbench.files import DamagedFile, atomic_write_text, locked, read_checked, 
 from lmbench.model import perplexity, split_logprobs, split_perplexity
 from lmbench.schema import check
 from mixing import saved
-from reports.experiments import EXTRA_ROWS, OURS, ROWS, Row, ours_rows, text_rows
+from reports.experiments import EXTRA_ROWS, OURS, ROWS, WITH_COUNTS, Row, ours_rows, text_rows
 from reports.provenance import checked_state, code_state
 
 log = logging.getLogger(__name__)
@@ -213,6 +213,8 @@ class Reproduction:
             if result.get("fingerprint") != self.fingerprint(row):
                 return None
             arrays = saved.load(logprobs)  # every byte checked, since mixtures read it
+            if row.method == "infini-gram" and "p_inf_valid" not in arrays:  # saved before files kept P∞
+                return None
         except DamagedFile as damage:
             set_aside(damage.path, damage)
             return None
@@ -345,6 +347,14 @@ class Reproduction:
 
     def _run_mix(self, row: Row, extra: dict) -> dict:
         parts = [saved.load(self._logprobs_path(part)) for part in row.parts]
+        if row.mix == WITH_COUNTS:  # network, KN 5 and the ∞-gram row's P∞, weights per effective n
+            from baselines.infinigram import bucket_means
+            mixed, weights = saved.mix_with_counts(parts[:-1], parts[-1], list(row.parts[:-1]), row.parts[-1])
+            bucket = parts[-1]["buckets_test"]  # per bucket, the network's and the mixture's (the report's figure)
+            extra.update(weights=weights.tolist(), effective_n={
+                "network_mean_logprob": bucket_means(bucket, parts[0]["test"]),
+                "mixed_mean_logprob": bucket_means(bucket, mixed["test"])})
+            return mixed
         method = {"0.5/0.5": "fixed", "EM": "em", "EM per bucket": "bucketed"}[row.mix]
         buckets = next((part for part in parts if "buckets_valid" in part), None)  # deleted interpolation's
         mixed, weights = saved.mix_saved(parts, method, [1 / len(parts)] * len(parts), buckets, list(row.parts))

@@ -3,12 +3,13 @@ the files' content, with rows chosen by --only / --networks, and bad set-ups ref
 
 import json
 
+import numpy as np
 import pytest
 
 from baselines.methods import BOUNDED_METHODS
 from baselines.disk_counts import DiskCounts
 from lmbench_cli import main
-from reports.experiments import STREAM_NETWORKS, class_counts, text_rows
+from reports.experiments import INFINI_GRAM, STREAM_NETWORKS, WITH_COUNTS, class_counts, text_rows
 from tests.helpers import chain_text, run_cli, write_splits
 from tests.test_reproduce import assert_mixtures_not_above_their_parts
 
@@ -39,8 +40,8 @@ def test_quick_comparison_end_to_end(corpus_files, tmp_path, capsys):
     results = json.loads((tmp_path / "report" / "results.json").read_text())
     vocab_size = results["corpus_summary"]["vocab_size"]
     rows = {row["id"]: row for row in results["rows"]}
-    ours = ["nplm-ours", "nplm-ours-kn-interp-5-em"]  # NPLM (ours) and its mixture, after the table's rows
-    assert list(rows) == [row.id for row in text_rows(vocab_size)] + ours
+    ours = ["nplm-ours", "nplm-ours-kn-interp-5-em", "nplm-ours-kn-interp-5-infini-gram"]  # and its mixtures,
+    assert list(rows) == [row.id for row in text_rows(vocab_size)] + ours                 # after the table's rows
     assert {f"class-3-{c}" for c in class_counts(vocab_size)} <= set(rows)
     for row in rows.values():
         assert 1 < row["test_ppl"] <= vocab_size and 1 < row["valid_ppl"] <= vocab_size, row["id"]
@@ -49,16 +50,31 @@ def test_quick_comparison_end_to_end(corpus_files, tmp_path, capsys):
     assert rows["mlp1"]["test_ppl"] < 70  # two quick epochs: below the uniform 80
     # EM-fitted mixture weights cannot lose to either part on valid
     assert rows["mlp1-del-int-em"]["valid_ppl"] <= min(rows["mlp1"]["valid_ppl"], rows["del-int"]["valid_ppl"]) * (1 + 1e-4)
+    # ... nor the network mixed with KN 5 and the ∞-gram (weights per effective n, shrunk a little) to its
+    # parts, to the network + KN 5 mixture or to ∞-gram + KN 5; each bucket's weights sum to 1
+    with_counts = [row for row in rows.values() if row["mix"] == WITH_COUNTS]
+    assert len(with_counts) == sum(row["id"].endswith("-kn-interp-5-em") for row in rows.values())
+    for row in with_counts:
+        rivals = [rows[part]["valid_ppl"] for part in row["parts"]] + [rows[f"{row['parts'][0]}-kn-interp-5-em"]["valid_ppl"]]
+        assert row["valid_ppl"] <= min(rivals) * (1 + 1e-3), row["id"]
+        weights = np.array(row["weights"])
+        assert weights.shape[1] == 3 and np.allclose(weights.sum(axis=1), 1) and (weights > 0).all()
+        assert len(row["effective_n"]["network_mean_logprob"]) == len(rows[INFINI_GRAM]["effective_n"]["n"])
     assert results["name"] == "markov"
     table = (tmp_path / "report" / "table.md").read_text()
     assert [line for line in table.splitlines() if "paper" in line] == [] and " test " in table.splitlines()[0]
     claims = {c["claim"]: c for c in json.loads((tmp_path / "report" / "claims.json").read_text())}
-    beyond = len(STREAM_NETWORKS)  # the paper's 6, NPLM (ours)'s 2, 2 per family beyond 2003 and 1 per pair of them
-    assert len(claims) == 6 + 2 + 2 * beyond + beyond * (beyond - 1) // 2
+    beyond = len(STREAM_NETWORKS)  # the paper's 6, NPLM (ours)'s 2, 2 per family beyond 2003, 1 per pair of them,
+    assert len(claims) == 6 + 2 + 2 * beyond + beyond * (beyond - 1) // 2 + 2  # and the ∞-gram's 2
     assert all("paper" not in claim for claim in claims.values())
     # recomputed from the rows
     assert_judged(claims["Mixing the LSTM (ours) with interpolated KN 5 helps"], rows["lstm-kn-interp-5-em"], rows["lstm"])
     assert_judged(claims["NPLM (ours) alone beats interpolated KN 5"], rows["nplm-ours"], rows["kn-interp-5"])
+    assert_judged(claims["∞-gram + KN 5 beats interpolated KN 5"], rows[INFINI_GRAM], rows["kn-interp-5"])
+    best = min((row for row in rows.values() if f"{row['id']}-kn-interp-5-infini-gram" in rows),
+               key=lambda row: (row["valid_ppl"], row["id"]))["id"]  # the best network on valid
+    assert_judged(claims["The best network + KN 5 + ∞-gram beats the best network + KN 5"],
+                  rows[f"{best}-kn-interp-5-infini-gram"], rows[f"{best}-kn-interp-5-em"])
     assert {c: f"{claims[c]['verdict']}: {claims[c]['ours']}" for c in claims} == summary["claims"]
     # the headline recomputed from the rows: the best network alone against the best n-gram model
     # (the paper-shape networks: NPLM (ours) has its own line in the summary, not the paper's claims)
@@ -88,9 +104,10 @@ def test_rows_are_chosen_by_only_and_networks():
     ids = [row.id for row in text_rows(10_000, networks=("mlp1", "mlp9", "lstm"))]
     assert "mlp1" in ids and "mlp9-del-int-bucketed" in ids and "mlp5" not in ids and "katz-3" in ids
     nplm_only = [row.id for row in text_rows(10_000, only="nplm")]
-    assert nplm_only[:2] == ["del-int", "kn-interp-5"] and all(i.startswith(("mlp", *STREAM_NETWORKS))
-                                                                   for i in nplm_only[2:])
-    beyond = [*STREAM_NETWORKS, *(f"{name}-kn-interp-5-em" for name in STREAM_NETWORKS)]  # ours beyond 2003, on by default
+    assert nplm_only[:3] == ["del-int", "kn-interp-5", INFINI_GRAM] and all(i.startswith(("mlp", *STREAM_NETWORKS))
+                                                                                for i in nplm_only[3:])
+    beyond = [*STREAM_NETWORKS, *(f"{name}-kn-interp-5-{how}" for name in STREAM_NETWORKS
+                                  for how in ("em", "infini-gram"))]  # ours beyond 2003, on by default
     assert {"lstm", "transformer"} <= set(STREAM_NETWORKS)
     assert "mlp9-kn-interp-5-em" in nplm_only and nplm_only[-len(beyond):] == beyond
     assert "lstm" in ids and "transformer" not in [row.id for row in text_rows(10_000, networks=("mlp1", "lstm"))]

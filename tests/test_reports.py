@@ -10,7 +10,7 @@ from lmbench.errors import LMBenchError
 from neural.families import FAMILIES
 from reports.build import build_report
 from reports.claims import check_claims
-from reports.experiments import ROWS, STREAM_NETWORKS, ours_rows, stream_rows, text_rows
+from reports.experiments import INFINI_GRAM, ROWS, STREAM_NETWORKS, WITH_COUNTS, ours_rows, stream_rows, text_rows
 from reports.figures import drawn_once
 from reports.tables import comparison, paper_rows
 
@@ -68,7 +68,8 @@ def test_claims_verdicts_follow_the_numbers():
     numbers = {"mlp1": 260, "mlp2": 250, "mlp3": 300, "mlp4": 290, "mlp5": 270, "mlp6": 260,
                "mlp7": 290, "mlp8": 280, "mlp9": 265, "mlp10": 255, "del-int": 340,
                "kn-backoff-3": 330, "kn-backoff-5": 325, "kn-interp-5": 320,
-               "nplm-ours": 240, "nplm-ours-kn-interp-5-em": 230}
+               "nplm-ours": 240, "nplm-ours-kn-interp-5-em": 230, INFINI_GRAM: 319,
+               "nplm-ours-kn-interp-5-infini-gram": 229}
     verdicts = {c["claim"]: c["verdict"] for c in check_claims(fake_results(numbers))}
     assert set(verdicts.values()) == {"holds"}
     numbers["mlp2"] = 270  # mixing hurts one pair
@@ -122,9 +123,16 @@ OUR_NETWORKS = ({"nplm-ours": 65, "nplm-ours-kn-interp-5-em": 62,
                 {"nplm-ours": 450, "nplm-ours-kn-interp-5-em": 460,
                  **{key: value for i, name in enumerate(STREAM_NETWORKS)
                     for key, value in ((name, 500 + 20 * i), (f"{name}-kn-interp-5-em", 510 + 20 * i))}})
-for holding, failing in CLAIM_NUMBERS.values():
+for corpus, (holding, failing) in CLAIM_NUMBERS.items():
     holding.update(OUR_NETWORKS[0])
     failing.update(OUR_NETWORKS[1])
+    # the ∞-gram's: ∞-gram + KN 5 below KN 5 alone and each network + KN 5 + ∞-gram below its + KN 5 (holding), or
+    # above them (failing)
+    for numbers, step in ((holding, -1), (failing, 1)):
+        numbers[INFINI_GRAM] = numbers["kn-interp-5"] + step
+        for row in fake_results({}, corpus, streams=True)["rows"]:
+            if row["mix"] == WITH_COUNTS:
+                numbers[row["id"]] = numbers.get(f"{row['parts'][0]}-kn-interp-5-em", 400.0) + step
 ROW_VS_ROW = re.compile(r"[\w.-]+ \d+\.\d vs [\w.-]+ \d+\.\d: \d+\.\d% (lower|higher)")
 
 
@@ -135,9 +143,10 @@ def test_every_claim_holds_and_fails_and_is_worded_alike(corpus):
         assert {c["claim"]: c["verdict"] for c in claims} == {c["claim"]: verdict for c in claims}
         for claim in claims:  # every comparison in the one wording of reports.claims.versus
             assert all(ROW_VS_ROW.fullmatch(part) for part in claim["ours"].split("; ")), claim["ours"]
-    # the paper's, then NPLM (ours)'s two, then 2 of each family beyond 2003 and 1 of each pair of them
+    # the paper's, then NPLM (ours)'s two, then 2 of each family beyond 2003 and 1 of each pair of them, then
+    # the ∞-gram's two
     beyond = len(STREAM_NETWORKS)
-    assert len(claims) == {"brown": 8, "ap": 6, "text": 6}[corpus] + 2 + 2 * beyond + beyond * (beyond - 1) // 2
+    assert len(claims) == {"brown": 8, "ap": 6, "text": 6}[corpus] + 2 + 2 * beyond + beyond * (beyond - 1) // 2 + 2
 
 
 def test_a_network_above_kn_is_worded_higher():

@@ -37,7 +37,8 @@ def test_quick_reproduction_end_to_end(tmp_path, capsys):
     results = json.loads((report / "results.json").read_text())
     vocab_size = results["corpus_summary"]["vocab_size"]
     rows = {row["id"]: row for row in results["rows"]}
-    ours = ["nplm-ours", "nplm-ours-kn-interp-5-em"]  # NPLM (ours), shaped by the training split, and its mixture
+    ours = ["nplm-ours", "nplm-ours-kn-interp-5-em",  # NPLM (ours), shaped by the training split, and its mixtures
+            "nplm-ours-kn-interp-5-infini-gram"]
     assert list(rows) == [row.id for row in brown_rows()] + ours  # every row
     trained = rows["nplm-ours"]["config"]  # the whole training configuration, the shape within it
     assert trained["shape"]["bag"] == 50 and trained["dropout"] == 0.3 and trained["weight_decay"] == 1e-5

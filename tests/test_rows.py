@@ -61,7 +61,7 @@ def test_the_energy_rows_train_in_mlp1s_shape_with_its_objective(tmp_path, monke
     of it is above both of its parts."""
     energy_row = energy_rows()[0]
     briefly = dataclasses.replace(energy_row, config={**energy_row.config, "epochs": 2})  # (its rows are tested,
-    table = [row for row in brown_rows() if row.id in ("del-int", "kn-interp-5")] + [briefly] + energy_rows()[1:]
+    table = [row for row in brown_rows() if row.id in ("del-int", "kn-interp-5", "infini-gram-kn-5")] + [briefly] + energy_rows()[1:]
     rows = {row["id"]: row for row in reproduce(tmp_path, monkeypatch, table)["rows"]}  # not its 12 epochs)
     assert list(rows) == [row.id for row in table]
     energy = rows["energy1"]
