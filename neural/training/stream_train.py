@@ -307,13 +307,13 @@ def finish(corpus, config, state: RunState, out, evaluate: bool) -> dict:
 
 
 def load_stream(out_dir: str | Path, corpus, *, device: str = "auto", bf16: bool = False,
-                which: str = BEST, threads: int | None = None) -> StreamLanguageModel:
+                which: str = BEST, threads: int | None = None, progress: bool = False) -> StreamLanguageModel:
     """The best model of a run (or its last checkpoint, which=CHECKPOINT), checked against the vocabulary of
-    `corpus`, the corpus it was trained on."""
+    `corpus`, the corpus it was trained on; `progress`: its scoring shows a bar (lmbench.progress)."""
     path = Path(out_dir) / which
     if not path.exists():
         raise LMBenchError(f"no {which} in {out_dir}: train there first, or let the run finish one epoch")
     saved = read_stream_checkpoint(path, corpus.vocab.fingerprint())
     net = build_stream_network(saved["family"], saved["vocab_size"], saved["network"])  # (dropout: training only)
     net.load_state_dict(saved["model"])
-    return StreamLanguageModel(net.to(resolve_device(device, threads)), bf16=bf16)
+    return StreamLanguageModel(net.to(resolve_device(device, threads)), bf16=bf16, progress=progress)

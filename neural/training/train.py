@@ -335,10 +335,11 @@ def finish(corpus, config, state: NPLMState, out, team, evaluate: bool = True) -
 
 def load_nplm(out_dir: str | Path, corpus, *, device: str | torch.device = "auto",
               bf16: bool = False, which: str = BEST, threads: int | None = None,
-              factored: bool = True, team: Team | None = None) -> NPLMLanguageModel:
+              factored: bool = True, team: Team | None = None, progress: bool = False) -> NPLMLanguageModel:
     """The best model of a run (or its last checkpoint, which=CHECKPOINT), checked against the
     vocabulary of `corpus`, the corpus it was trained on;
-    factored=False scores a network with a class layer by the full softmax of y instead. With a
+    factored=False scores a network with a class layer by the full softmax of y instead; `progress`: its
+    scoring shows a bar (lmbench.progress). With a
     `team` (which then sets the device): read on rank 0 and placed on every process (under "vocab",
     each its block; all of them then score together)."""
     path = Path(out_dir) / which
@@ -356,7 +357,7 @@ def load_nplm(out_dir: str | Path, corpus, *, device: str | torch.device = "auto
             raise LMBenchError(f"{path} holds a {saved['family']} network: it is scored on one process by its "
                                "own output layer (drop --parallel)")
         return load(loader)(out_dir, corpus, device=team.device if team is not None else device, bf16=bf16,
-                            which=which, threads=threads)
+                            which=which, threads=threads, progress=progress)
     if team is None:
         team = Team(device=device if isinstance(device, torch.device) else resolve_device(device, threads))
     model, shape = saved_network(saved["config"])
@@ -364,4 +365,4 @@ def load_nplm(out_dir: str | Path, corpus, *, device: str | torch.device = "auto
     structure = family(model).network_class().saved_structure(saved["model"])
     net = team.network(model, shape, saved["vocab_size"], output=output, structure=structure)
     net.load_state_dict(saved["model"])
-    return NPLMLanguageModel(net.to(team.device), bf16=bf16, factored=factored)
+    return NPLMLanguageModel(net.to(team.device), bf16=bf16, factored=factored, progress=progress)
