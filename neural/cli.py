@@ -236,7 +236,7 @@ def run_eval(args: argparse.Namespace) -> dict | None:
         raise LMBenchError("--oov init grows the vocabulary on one process: drop --parallel")
     team = _connect(args, corpus)
     try:
-        model = load_nplm(args.dir, corpus, bf16=args.bf16, team=team)
+        model = load_nplm(args.dir, corpus, bf16=args.bf16, team=team, progress=team.writer)
         started = time.perf_counter()
         logprobs = _score_split(team, model, corpus, args.split, args.bf16)  # on every process
         seconds = time.perf_counter() - started
@@ -265,7 +265,7 @@ def _score_split(team, model, corpus, split: str, bf16: bool) -> np.ndarray:
     if model.order is None:  # a stream network (the whole history; one process): its own scoring
         return split_logprobs(model, corpus, split)
     stream, start = corpus.stream_for(split, history=model.order - 1)
-    return team.score_stream(model.net, stream, start, bf16=bf16)
+    return team.score_stream(model.net, stream, start, bf16=bf16, progress=team.writer)  # (a bar on rank 0)
 
 
 def run_neighbors(args: argparse.Namespace) -> dict:

@@ -131,3 +131,20 @@ def test_a_reproduction_says_its_estimate_and_its_progress_in_plain_lines(tmp_pa
     lines = progress_lines(caplog)
     assert_plain(lines)
     assert lines[-1].startswith("reproduce text: 100%")
+
+
+def test_train_and_eval_show_the_exact_scoring(tmp_path, caplog, capsys):
+    from tests.helpers import corpus_args, run_cli
+    paths = write_splits(tmp_path, train=chain_text(3000, 1), valid=chain_text(400, 2), test=chain_text(400, 3))
+    out = tmp_path / "run"
+    with caplog.at_level(logging.INFO):
+        code, _, err = run_cli(capsys, "nplm", "train", *corpus_args(paths), "--n", "3", "--m", "4", "--h", "5",
+                               "--epochs", "1", "--device", "cpu", "--out", out)
+        assert code == 0, err
+        assert sum(line.startswith("eval: 100%") for line in progress_lines(caplog)) == 3  # train, valid, test
+        caplog.clear()
+        code, _, err = run_cli(capsys, "nplm", "eval", out, "--device", "cpu")
+        assert code == 0, err
+    lines = progress_lines(caplog)
+    assert_plain(lines)
+    assert [line.split(" (")[0] for line in lines if "100%" in line] == ["eval: 100%"]

@@ -167,7 +167,7 @@ def train_stream(corpus, family: str, shape, config: StreamTrainConfig, out_dir:
     run = StreamTrainer(corpus, family, shape, config, Path(out_dir), resume=resume)
     run_epochs(run, epochs=config.epochs, max_steps=config.max_steps, checkpoint_minutes=config.checkpoint_minutes,
                progress=progress, desc=f"{family} epoch", postfix_every=20)
-    return finish(corpus, config, run.state, run.out, evaluate)
+    return finish(corpus, config, run.state, run.out, evaluate, progress)
 
 
 class StreamTrainer:
@@ -286,13 +286,15 @@ class StreamTrainer:
         state.next_epoch()
 
 
-def finish(corpus, config, state: RunState, out, evaluate: bool) -> dict:
-    """The run's figures; with `evaluate`, the exact perplexities of the best model on every split."""
+def finish(corpus, config, state: RunState, out, evaluate: bool, progress: bool = False) -> dict:
+    """The run's figures; with `evaluate`, the exact perplexities of the best model on every split (a bar
+    while they are scored when `progress`)."""
     result = {"out": str(out), "objective": config.objective, **state.figures(), "config": dataclasses.asdict(config)}
     if not state.history:
         return result
     if evaluate:
-        model = load_stream(out, corpus, device=config.device, bf16=config.bf16, threads=config.threads)
+        model = load_stream(out, corpus, device=config.device, bf16=config.bf16, threads=config.threads,
+                            progress=progress)
         started = time.perf_counter()
         scores = scored_splits(model, corpus)  # (train is not scored: as long as both together, and no row needs it)
         result["eval_seconds"] = time.perf_counter() - started

@@ -140,7 +140,7 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
     run = WindowTrainer(corpus, config, Path(out_dir), team, resume=resume, progress=progress and team.writer)
     run_epochs(run, epochs=config.epochs, max_steps=config.max_steps, checkpoint_minutes=config.checkpoint_minutes,
                progress=run.progress, together=team.any)
-    return finish(corpus, config, run.state, run.out, team, evaluate)
+    return finish(corpus, config, run.state, run.out, team, evaluate, run.progress)
 
 
 class WindowTrainer:
@@ -313,9 +313,9 @@ def check_finite(result: dict, out: Path) -> None:
                                f"the learning rate (--lr) and train again (its files are kept in {out})")
 
 
-def finish(corpus, config, state: NPLMState, out, team, evaluate: bool = True) -> dict:
+def finish(corpus, config, state: NPLMState, out, team, evaluate: bool = True, progress: bool = False) -> dict:
     """The run's figures, with the train/valid/test perplexities of the best model when `evaluate`
-    (a caller that scores the splits itself passes False)."""
+    (a caller that scores the splits itself passes False; a bar while they are scored when `progress`)."""
     result = {"out": str(out), "recipe": config.recipe, "objective": config.objective, **state.figures(),
               "config": dataclasses.asdict(config)}
     if not state.history:  # stopped inside the first epoch: nothing validated yet
@@ -324,7 +324,7 @@ def finish(corpus, config, state: NPLMState, out, team, evaluate: bool = True) -
         net = load_nplm(out, corpus, bf16=config.bf16, team=team).net
         for split in ("train", "valid", "test"):
             stream, start = corpus.stream_for(split, history=net.history)
-            logprobs = team.score_stream(net, stream, start, bf16=config.bf16)
+            logprobs = team.score_stream(net, stream, start, bf16=config.bf16, progress=progress)
             result[f"{split}_perplexity"] = perplexity(logprobs)
         check_finite(result, out)
     result["best_epoch"] = int(np.argmin([r["valid_perplexity"] for r in state.history])) + 1
