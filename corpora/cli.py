@@ -144,8 +144,13 @@ def read_record(run: str | Path) -> dict | None:
         return None
     record = read_checked(path, lambda p: json.loads(p.read_text()), what="corpus record",
                           fix="give the corpus options (--corpus ...) and delete it, or train the run again")
-    if not isinstance(record, dict) or record.get("corpus") not in CORPORA:
-        raise DamagedFile(path, "it names no corpus", "corpus record",
+    files = {**record.get("files", {}), **{name: record[name] for name in FILES if name in record}} \
+        if isinstance(record, dict) else {}
+    problem = ("it names no corpus" if not isinstance(record, dict) or record.get("corpus") not in CORPORA else
+               "a file's entry lacks its path or digest" if not all(
+                   isinstance(entry, dict) and {"path", "sha256"} <= set(entry) for entry in files.values()) else None)
+    if problem:
+        raise DamagedFile(path, problem, "corpus record",
                           "give the corpus options (--corpus ...) and delete it, or train the run again")
     return record
 

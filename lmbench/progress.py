@@ -57,8 +57,9 @@ class PlainProgress:
         rate = (self.n - self.start) / seconds if seconds > 0 else 0.0
         left = f", about {(self.total - self.n) / rate:.0f} s left" if rate > 0 and self.total > self.n else ""
         extra = "".join(f", {key}={value}" for key, value in self.postfix.items())
-        log.info("%s: %.0f%% (%.0f/%.0f %s), %.1f %s/s%s%s", self.desc, 100 * self.n / self.total, self.n, self.total,
-                 self.unit, rate, self.unit, left, extra)
+        digits = 0 if self.total >= 10 else 2  # (a total of estimated seconds may be small)
+        log.info("%s: %.0f%% (%.*f/%.*f %s), %.1f %s/s%s%s", self.desc, 100 * self.n / self.total, digits, self.n,
+                 digits, self.total, self.unit, rate, self.unit, left, extra)
 
     def set_postfix(self, refresh: bool = True, **values) -> None:
         self.postfix = values

@@ -103,3 +103,12 @@ def test_corpus_file_conflicts_are_refused_in_one_line(tmp_path, capsys, argv, m
     argv = [str(path) if word == "F" else word for word in argv]
     code, _, err = run_cli(capsys, "corpus", "text", *argv)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("record", ['{"corpus": "nowhere"}', '{"corpus": "text", "files": {"train": {"path": "x"}}}',
+                                    "{not json"])
+def test_a_damaged_record_is_refused_in_one_line(trained, capsys, record):
+    out, _, _ = trained
+    (out / "corpus.json").write_text(record)
+    code, _, err = run_cli(capsys, "nplm", "eval", out, "--device", "cpu")
+    assert code == 2 and "cannot read corpus record" in err and len(err.strip().splitlines()) == 1
