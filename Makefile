@@ -67,23 +67,24 @@ bench-infinigram: install
 # The paper's tables end to end; QUICK=1 runs the same pipeline on a small slice in under a minute,
 # SKIP=network leaves out the rows of a kind (listed as not run); EXTRA=energy adds the named optional
 # row groups (brown: energy, section 5.1's energy network, about 20 minutes more); SEEDS=3 trains every
-# network under 3 seeds (mean and sd, every seed's figure; 3 times the networks' time). The report goes to
+# network under 3 seeds (mean and sd, every seed's figure; 3 times the networks' time); THREADS=1 sets the
+# networks' CPU threads (default: the cores not busy at the start, docs/parallel.md). The report goes to
 # runs/reports/brown (ignored by git); REPORT_DIR=results/brown rebuilds the committed one.
 reproduce-brown: install
-	$(PY) -m lmbench_cli reproduce brown $(if $(QUICK),--quick) $(if $(REPORT_DIR),--report-dir $(REPORT_DIR)) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA)) $(if $(SEEDS),--seeds $(SEEDS))
+	$(PY) -m lmbench_cli reproduce brown $(if $(QUICK),--quick) $(if $(REPORT_DIR),--report-dir $(REPORT_DIR)) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA)) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(THREADS),--threads $(THREADS))
 
 reproduce-ap: install
-	$(PY) -m lmbench_cli reproduce ap $(if $(QUICK),--quick) $(if $(REPORT_DIR),--report-dir $(REPORT_DIR)) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA)) $(if $(SEEDS),--seeds $(SEEDS))
+	$(PY) -m lmbench_cli reproduce ap $(if $(QUICK),--quick) $(if $(REPORT_DIR),--report-dir $(REPORT_DIR)) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA)) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(THREADS),--threads $(THREADS))
 
 # The same comparison on your own corpus: make compare TRAIN=a.txt VALID=b.txt TEST=c.txt, or one file cut
 # by lines, make compare CORPUS=all.txt [SPLIT=0.8,0.1,0.1]; [NAME=mine] [NETWORKS=mlp1,mlp9] [ONLY=ngram]
-# [MIN_COUNT=2: the default, 1 where train has <unk>] [VOCAB_SIZE=10000] [QUICK=1] [SEEDS=3]; the report goes to runs/reports/NAME (default runs/reports/text; git ignores runs/).
+# [MIN_COUNT=2: the default, 1 where train has <unk>] [VOCAB_SIZE=10000] [QUICK=1] [SEEDS=3] [THREADS=1]; the report goes to runs/reports/NAME (default runs/reports/text; git ignores runs/).
 compare: install
 	@test -n "$(CORPUS)" -o \( -n "$(TRAIN)" -a -n "$(VALID)" -a -n "$(TEST)" \) || { echo "compare: give CORPUS= (one file, cut by lines), or TRAIN=, VALID= and TEST= (files of whitespace-separated tokens)" >&2; exit 2; }
 	$(PY) -m lmbench_cli reproduce text $(if $(CORPUS),--corpus-file $(CORPUS) $(if $(SPLIT),--split $(SPLIT)),--train $(TRAIN) --valid $(VALID) --test $(TEST)) $(if $(NAME),--name $(NAME)) \
 		$(if $(NETWORKS),--networks $(NETWORKS)) $(if $(ONLY),--only $(ONLY)) $(if $(QUICK),--quick) \
 		$(if $(MIN_COUNT),--min-count $(MIN_COUNT)) $(if $(VOCAB_SIZE),--vocab-size $(VOCAB_SIZE)) \
-		$(if $(MEMORY),--memory $(MEMORY)) $(if $(TMP_DIR),--tmp-dir $(TMP_DIR)) $(if $(SEEDS),--seeds $(SEEDS))
+		$(if $(MEMORY),--memory $(MEMORY)) $(if $(TMP_DIR),--tmp-dir $(TMP_DIR)) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(THREADS),--threads $(THREADS))
 
 # Render the Brown report in headless Chromium (not installed by `make install`: `apt-get install -y
 # chromium`, or set CHROMIUM) and fail unless a screenshot of the whole page comes out (reports/page_check.py:

@@ -1,36 +1,59 @@
-"""`lmbench corpus brown|ap|text`, and the corpus options every other subcommand shares."""
+"""`lmbench corpus brown|ap|text`, and the corpus options every other subcommand shares; a run folder's
+record of its corpus (corpus.json: the options that name it, each text file by its path and content
+digest), which `lmbench nplm eval`, `neighbors` and `train --resume` read when no corpus is named."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
+from pathlib import Path
 
-from corpora.corpus import Corpus, unk_warning
+from corpora.corpus import SPLITS, Corpus, unk_warning
 from corpora.named import CORPORA, load_named
 from lmbench.errors import LMBenchError
-from lmbench.options import existing_directory, existing_file, integer, output_directory, refuse_overwriting
+from lmbench.files import DamagedFile, atomic_write_text, read_checked
+from lmbench.options import (existing_directory, existing_file, integer, output_directory, refuse_overwriting,
+                             split_fractions)
 
 log = logging.getLogger(__name__)
 
 AP_MIN_VOCAB = 5  # more than the four symbols of corpora.ap.SPECIALS (imported only to prepare AP)
 
 
-def add_corpus_options(parser: argparse.ArgumentParser, *, positional: bool = False) -> None:
-    """--corpus (or a positional name), plus each pipeline's options."""
+RECORD = "corpus.json"  # a run folder's record of its corpus (`write_record`)
+OPTIONS = ("corpus", "train", "valid", "test", "corpus_file", "corpus_split", "min_count", "vocab_from", "ap_dir",
+           "vocab_size", "skip_bad_files")  # what names a corpus (--no-cache only says how it is prepared)
+FILES = ("train", "valid", "test", "corpus_file")  # a text corpus's files, recorded with their digests
+
+
+def add_corpus_options(parser: argparse.ArgumentParser, *, positional: bool = False, recorded: bool = False) -> None:
+    """--corpus (or a positional name), plus each pipeline's options. `recorded`: a command given a run
+    folder, whose corpus.json says which corpus the options left out name (`corpus_options`)."""
     if positional:
         parser.add_argument("corpus", choices=CORPORA, help="which corpus to prepare")
     else:
-        parser.add_argument("--corpus", choices=CORPORA, default="brown", help="default: brown")
-    group = parser.add_argument_group("corpus options")
+        parser.add_argument("--corpus", choices=CORPORA, default=None,
+                            help="default: the run folder's (its corpus.json), else brown" if recorded else
+                            "default: brown (text when --train or --corpus-file is given)")
+    group = parser.add_argument_group("corpus options" + (" (left out: those the run folder's corpus.json "
+                                                          "records)" if recorded else ""))
     group.add_argument("--train", type=existing_file,
                        help="text corpus: training file of whitespace-separated tokens")
     group.add_argument("--valid", type=existing_file, help="text corpus: validation file")
     group.add_argument("--test", type=existing_file, help="text corpus: test file")
+    group.add_argument("--corpus-file", type=existing_file,
+                       help="text corpus: instead of the three, one file cut by lines into train, valid and test "
+                            "(contiguous, in that order; as `lmbench reproduce text --corpus-file`)")
+    group.add_argument("--corpus-split", type=split_fractions, default=None,
+                       help="with --corpus-file: the fractions of its lines for train, valid and test "
+                            "(default 0.8,0.1,0.1)")
     group.add_argument("--min-count", type=integer(1), default=None,
                        help="keep words seen at least this often (brown: 4, the paper's rule; text: 2, or 1 where "
                             "train holds a literal <unk> of its own, corpora.text)")
-    group.add_argument("--vocab-from", choices=("all", "train"), default="all",
-                       help="brown: count the vocabulary threshold over the whole stream (the paper) "
+    group.add_argument("--vocab-from", choices=("all", "train"), default=None,
+                       help="brown: count the vocabulary threshold over the whole stream (the paper; default) "
                             "or over train only")
     group.add_argument("--ap-dir", type=existing_directory, default=None,
                        help="ap: folder of TREC/Tipster AP SGML files (plain or .gz); default $AP_DIR")
@@ -43,16 +66,115 @@ def add_corpus_options(parser: argparse.ArgumentParser, *, positional: bool = Fa
     group.add_argument("--no-cache", action="store_true", help="prepare again, ignoring the cache")
 
 
-def load_corpus(args: argparse.Namespace) -> Corpus:
-    """The corpus the options name (`corpora.named.load_named`)."""
-    if args.corpus == "text":
-        missing = [f"--{s}" for s in ("train", "valid", "test") if not getattr(args, s)]
+def corpus_options(args: argparse.Namespace, run: str | Path | None = None) -> dict:
+    """The options naming the corpus to load: those given on the command line, over what the record of
+    the run folder `run` holds when it has one and the command names no other corpus (files given
+    replace the record's files). The corpus's name is always there, AP's folder, and one file's cut."""
+    given = {name: getattr(args, name) for name in OPTIONS if getattr(args, name, None) not in (None, False)}
+    record = read_record(run) if run is not None else None
+    options = given
+    if record is not None and given.get("corpus", record["corpus"]) == record["corpus"]:
+        recorded = recorded_options(record, Path(run))
+        if any(name in given for name in FILES):
+            recorded = {k: v for k, v in recorded.items() if k not in (*FILES, "corpus_split")}
+        options = {**recorded, **given}
+    if "corpus" not in options:
+        options["corpus"] = "text" if any(name in options for name in FILES) else "brown"
+    if "corpus_file" in options:
+        options.setdefault("corpus_split", (0.8, 0.1, 0.1))
+    if options["corpus"] == "ap" and "ap_dir" not in options and os.environ.get("AP_DIR"):
+        options["ap_dir"] = Path(os.environ["AP_DIR"])
+    return options
+
+
+def load_corpus(args: argparse.Namespace, run: str | Path | None = None) -> Corpus:
+    """The corpus the options name (`corpus_options`; `corpora.named.load_named`, or one file cut by lines)."""
+    return load_options(corpus_options(args, run), use_cache=not getattr(args, "no_cache", False))
+
+
+def load_options(options: dict, use_cache: bool = True) -> Corpus:
+    """The corpus of `corpus_options`'s options, the text corpus's checked for conflicts first."""
+    name, files = options["corpus"], [options.get(split) for split in SPLITS]
+    if name != "text":
+        stray = [f"--{key.replace('_', '-')}" for key in (*FILES, "corpus_split") if key in options]
+        if stray:
+            raise LMBenchError(f"{', '.join(stray)}: the files of a text corpus, not of {name}: add --corpus text "
+                               "or drop them")
+    elif options.get("corpus_file") is not None:
+        given = [f"--{split}" for split, path in zip(SPLITS, files) if path is not None]
+        if given:
+            raise LMBenchError(f"--corpus-file is cut into train, valid and test: drop {', '.join(given)} (or give "
+                               "the three files without --corpus-file)")
+        from corpora.text import load_text_file
+        return load_text_file(options["corpus_file"], tuple(options["corpus_split"]),
+                              min_count=options.get("min_count"), max_vocab=options.get("vocab_size"),
+                              use_cache=use_cache)
+    elif "corpus_split" in options:
+        raise LMBenchError("--corpus-split cuts the one file of --corpus-file: drop it, or give --corpus-file F "
+                           "instead of --train, --valid and --test")
+    else:
+        missing = [f"--{split}" for split, path in zip(SPLITS, files) if path is None]
         if missing:
-            raise LMBenchError(f"--corpus text needs {', '.join(missing)}: give the three files "
-                               "of whitespace-separated tokens")
-    return load_named(args.corpus, min_count=args.min_count, vocab_from=args.vocab_from, ap_dir=args.ap_dir,
-                      vocab_size=args.vocab_size, skip_bad_files=args.skip_bad_files, use_cache=not args.no_cache,
-                      files=(args.train, args.valid, args.test))
+            raise LMBenchError(f"--corpus text needs {', '.join(missing)}: give the three files of "
+                               "whitespace-separated tokens, or one file to cut by lines, --corpus-file F")
+    return load_named(name, min_count=options.get("min_count"), vocab_from=options.get("vocab_from", "all"),
+                      ap_dir=options.get("ap_dir"), vocab_size=options.get("vocab_size"),
+                      skip_bad_files=options.get("skip_bad_files", False), use_cache=use_cache, files=tuple(files))
+
+
+def write_record(run: str | Path, options: dict) -> None:
+    """run/corpus.json: how to load the corpus of `options` (`corpus_options`) again, each file by its
+    absolute path and content digest (`corpora.text.file_digest`), AP's folder by its absolute path."""
+    from corpora.text import file_digest
+    record = {}
+    for name, value in options.items():
+        if name in FILES:
+            record[name] = {"path": str(Path(value).resolve()), "sha256": file_digest(Path(value))}
+        elif name == "ap_dir":
+            record[name] = str(Path(value).resolve())
+        else:
+            record[name] = list(value) if name == "corpus_split" else value
+    files = {name: record.pop(name) for name in SPLITS if name in record}  # the three files, together
+    atomic_write_text(Path(run) / RECORD, json.dumps({**record, **({"files": files} if files else {})}, indent=1))
+
+
+def read_record(run: str | Path) -> dict | None:
+    """The corpus record of run folder `run` (None: it has none, a run trained before records)."""
+    path = Path(run) / RECORD
+    if not path.exists():
+        return None
+    record = read_checked(path, lambda p: json.loads(p.read_text()), what="corpus record",
+                          fix="give the corpus options (--corpus ...) and delete it, or train the run again")
+    files = {**record.get("files", {}), **{name: record[name] for name in FILES if name in record}} \
+        if isinstance(record, dict) else {}
+    problem = ("it names no corpus" if not isinstance(record, dict) or record.get("corpus") not in CORPORA else
+               "a file's entry lacks its path or digest" if not all(
+                   isinstance(entry, dict) and {"path", "sha256"} <= set(entry) for entry in files.values()) else None)
+    if problem:
+        raise DamagedFile(path, problem, "corpus record",
+                          "give the corpus options (--corpus ...) and delete it, or train the run again")
+    return record
+
+
+def recorded_options(record: dict, run: Path) -> dict:
+    """The options of a corpus record, each file checked: there, and of the content it was trained on."""
+    from corpora.text import file_digest
+    entries = {**record.get("files", {}), **{name: record[name] for name in FILES if name in record}}
+    options = {name: value for name, value in record.items() if name not in (*FILES, "files")}
+    for name, entry in entries.items():
+        path = Path(entry["path"])
+        if not path.is_file():
+            raise LMBenchError(f"the corpus file {path} that {run / RECORD} records is missing: put it back, or give "
+                               "the corpus options (--corpus text --train A --valid B --test C, or --corpus-file F)")
+        digest = file_digest(path)
+        if digest != entry["sha256"]:
+            raise LMBenchError(f"the corpus file {path} changed since the run in {run} was trained (SHA-256 "
+                               f"{digest}, recorded {entry['sha256']}): restore it, or give the corpus options "
+                               "explicitly")
+        options[name] = path
+    if "ap_dir" in options:
+        options["ap_dir"] = Path(options["ap_dir"])
+    return options
 
 
 def register(subparsers) -> None:

@@ -80,7 +80,9 @@ def token_chunks(text: str, size: int | None = None) -> Iterator[list[str]]:
         start = end
 
 
-def _file_digest(path: Path) -> str:
+def file_digest(path: Path) -> str:
+    """The first 16 hex digits of the file's SHA-256 ("missing" for no file): what the cache keys and a
+    run folder's corpus record (`corpora.cli`) hold of a text corpus's content."""
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else "missing"
 
 
@@ -89,7 +91,7 @@ def load_text(train: str | Path, valid: str | Path, test: str | Path, *, min_cou
     _check_vocab_options(min_count, max_vocab)
     paths = dict(zip(SPLITS, (Path(train), Path(valid), Path(test))))
     key = {"corpus": "text", "min_count": min_count, "max_vocab": max_vocab,
-           "source": {s: f"{p.resolve()}:{_file_digest(p)}" for s, p in paths.items()}}
+           "source": {s: f"{p.resolve()}:{file_digest(p)}" for s, p in paths.items()}}
 
     def build() -> Corpus:
         return _corpus({s: read_tokens_text(p) for s, p in paths.items()}, min_count, max_vocab,
@@ -160,7 +162,7 @@ def load_text_file(path: str | Path, split: tuple[float, float, float] = (0.8, 0
     _check_vocab_options(min_count, max_vocab)
     path = Path(path)
     key = {"corpus": "text-file", "min_count": min_count, "max_vocab": max_vocab, "split": list(split),
-           "source": f"{path.resolve()}:{_file_digest(path)}"}
+           "source": f"{path.resolve()}:{file_digest(path)}"}
 
     def build() -> Corpus:
         lines = read_text(path).splitlines()

@@ -154,3 +154,16 @@ def output_directory(text: str) -> Path:
     elif not os.access(path, os.W_OK | os.X_OK):
         raise argparse.ArgumentTypeError(f"{text!r} is not writable: give a folder where you may write")
     return path
+
+
+def split_fractions(text: str) -> tuple[float, float, float]:
+    """--split (reproduce text), --corpus-split: 0.8,0.1,0.1, the fractions of the lines for train, valid
+    and test."""
+    try:
+        parts = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        parts = ()
+    if len(parts) != 3 or not all(0 < part < 1 for part in parts) or abs(sum(parts) - 1) > 1e-6:
+        raise argparse.ArgumentTypeError(f"{text!r}: give three fractions above 0 that sum to 1, for train, "
+                                         "valid and test, e.g. 0.8,0.1,0.1")
+    return parts

@@ -1,7 +1,8 @@
 """The `lmbench` command: one subcommand per stage of the suite.
 
 This is the top of the layers: it imports every package's command line, and nothing imports it
-(`lmbench` itself is the ground floor: errors, files, the model interface, option types).
+(`lmbench` itself is the ground floor: errors, files, the model interface, option types). Before it
+imports them it asks OpenMP for passive waiting (`lmbench.threads`), which torch reads when it loads.
 
 Each package registers its subcommand through a `register(subparsers)` function whose `run(args)`
 returns a dict of figures: printed as JSON with --json, else as indented `key: value` lines.
@@ -18,14 +19,18 @@ import logging
 import signal
 import sys
 
-from baselines import cli as baselines_cli
-from corpora import cli as corpora_cli
-from lmbench import __version__
-from lmbench.errors import LMBenchError
-from lmbench.options import OptionParser
-from mixing import cli as mixing_cli
-from neural import cli as neural_cli
-from reports import cli as reports_cli
+from lmbench import threads
+
+threads.passive_waiting()  # before any package loads torch, and with it OpenMP (lmbench.threads)
+
+from baselines import cli as baselines_cli  # noqa: E402
+from corpora import cli as corpora_cli  # noqa: E402
+from lmbench import __version__  # noqa: E402
+from lmbench.errors import LMBenchError  # noqa: E402
+from lmbench.options import OptionParser  # noqa: E402
+from mixing import cli as mixing_cli  # noqa: E402
+from neural import cli as neural_cli  # noqa: E402
+from reports import cli as reports_cli  # noqa: E402
 
 
 def build_parser() -> OptionParser:
@@ -72,6 +77,7 @@ def _main(argv: list[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         args.argv = list(sys.argv[1:] if argv is None else argv)  # the words, for a command that relaunches itself
+        threads.free_cores()  # the cores free before this command's own work (lmbench.threads)
         logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                             format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
         result = args.run(args)

@@ -1,6 +1,8 @@
 """`lmbench nplm train|eval|neighbors`: train the neural probabilistic LM (or the energy network of
 section 5.1), score a split with a trained run (words outside the vocabulary as <unk> or initialised
-from their context, `neural.oov`), list a word's nearest neighbours in the feature table C."""
+from their context, `neural.oov`), list a word's nearest neighbours in the feature table C. A run
+folder records its corpus (corpus.json, `corpora.cli.write_record`): eval, neighbors and train --resume
+load it from there unless corpus options are given."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from corpora.cli import add_corpus_options, load_corpus
+from corpora.cli import RECORD, add_corpus_options, corpus_options, load_corpus, load_options, write_record
 from lmbench.errors import LMBenchError
 from lmbench.files import folder_held
 from lmbench.model import split_logprobs
@@ -25,7 +27,7 @@ def register(subparsers) -> None:
     from neural.config import BACKENDS, CLASS_SOURCES, OBJECTIVES, PARALLEL, RECIPES, SCHEDULES, NPLMConfig
     defaults = NPLMConfig()
     train = commands.add_parser("train", help="train a network and report its perplexities")
-    add_corpus_options(train)
+    add_corpus_options(train, recorded=True)
     _network_options(train.add_argument_group("network"), defaults.model)
     run_group = train.add_argument_group("training")
     run_group.add_argument("--recipe", choices=tuple(RECIPES), default=None,
@@ -88,7 +90,8 @@ def register(subparsers) -> None:
     run_group.add_argument("--seed", type=integer(0, 2**32 - 1), default=defaults.seed)
     run_group.add_argument("--out", type=output_directory, default=None,
                            help="run directory (default runs/MODEL-CORPUS-n5-m60-h50-direct-RECIPE-OBJECTIVE-sSEED)")
-    run_group.add_argument("--resume", action="store_true", help="continue the run in --out")
+    run_group.add_argument("--resume", action="store_true",
+                           help="continue the run in --out (on the corpus its corpus.json records, unless named)")
     _device_options(train)
     _parallel_options(train, PARALLEL, BACKENDS)
     train.set_defaults(run=run_train)
@@ -102,7 +105,7 @@ def register(subparsers) -> None:
     evaluate.add_argument("--save-logprobs", metavar="OUT.npz", type=output_file, default=None,
                           help="also write the log-probabilities of valid and test (<unk> convention), "
                                "the input of lmbench mix")
-    add_corpus_options(evaluate)
+    add_corpus_options(evaluate, recorded=True)
     _device_options(evaluate)
     _parallel_options(evaluate, PARALLEL, BACKENDS)
     evaluate.set_defaults(run=run_eval)
@@ -114,7 +117,7 @@ def register(subparsers) -> None:
     neighbors.add_argument("--oov-from", choices=("valid", "test"), default=None,
                            help="words outside the vocabulary: their vectors as initialised scoring this "
                                 "split (--oov init), their neighbours among the vocabulary's")
-    add_corpus_options(neighbors)
+    add_corpus_options(neighbors, recorded=True)
     neighbors.add_argument("--json", action="store_true")
     neighbors.set_defaults(run=run_neighbors, device="cpu", bf16=False)
 
@@ -148,11 +151,12 @@ def _shape_options(args: argparse.Namespace) -> dict:
 
 
 def _device_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", default="auto", help="auto (CUDA when present, else all CPU cores), "
+    parser.add_argument("--device", default="auto", help="auto (CUDA when present, else the CPU), "
                                                          "cpu, cuda, cuda:N")
     parser.add_argument("--bf16", action="store_true", help="bfloat16 for the |V|-sized matrix products")
     parser.add_argument("--threads", type=integer(1), default=None,
-                        help="CPU threads (default: OMP_NUM_THREADS when set, else all cores)")
+                        help="CPU threads (default: OMP_NUM_THREADS when set, else the cores not busy at the start: "
+                             "the cores less the load average, at least 1; docs/parallel.md)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
@@ -188,7 +192,7 @@ def _stream_default(option: str) -> str:
 
 def run_train(args: argparse.Namespace) -> dict | None:
     from dataclasses import asdict, fields
-    from neural.training.train import NPLMConfig, train_nplm
+    from neural.training.train import CHECKPOINT, NPLMConfig, train_nplm
     if args.nproc_per_node:
         from neural.parallel.launch import launch
         return launch(args)
@@ -196,11 +200,14 @@ def run_train(args: argparse.Namespace) -> dict | None:
                    if getattr(args, f.name, None) is not None}  # not given: the config's (or the family's) default
     config = NPLMConfig(model=args.model, **_shape_options(args), **run_options)
     _check_launch(args)
-    corpus = load_corpus(args)
+    options = corpus_options(args, args.out if args.resume and args.out else None)
+    corpus = load_options(options, use_cache=not args.no_cache)
     shape = "-".join((k if v else f"no-{k}") if isinstance(v, bool) else f"{k}{v}"
                      for k, v in asdict(config.shape).items())
     out = args.out or f"runs/{args.model}-{corpus.name}-{shape}-{config.recipe}-{config.objective}-s{args.seed}"
     team = _connect(args, corpus)
+    if team.writer and (not (Path(out) / CHECKPOINT).exists() or not (Path(out) / RECORD).exists()):
+        write_record(out, options)  # a new run's corpus (a resumed run keeps the record it has)
     try:
         with folder_held(out, f"another process is training in {out}: wait for it to finish (then --resume), or "
                               "choose another --out") if team.writer else nullcontext():
@@ -245,12 +252,12 @@ def run_eval(args: argparse.Namespace) -> dict | None:
                        {f"the run's {name}": Path(args.dir) / name for name in (BEST, CHECKPOINT)})
     if not args.parallel:  # (on several machines, only rank 0's disk need hold the run)
         _require_run(args.dir)
-    corpus = load_corpus(args)
+    corpus = load_corpus(args, args.dir)
     if args.parallel and args.oov == "init":
         raise LMBenchError("--oov init grows the vocabulary on one process: drop --parallel")
     team = _connect(args, corpus)
     try:
-        model = load_nplm(args.dir, corpus, bf16=args.bf16, team=team)
+        model = load_nplm(args.dir, corpus, bf16=args.bf16, team=team, progress=team.writer)
         started = time.perf_counter()
         logprobs = _score_split(team, model, corpus, args.split, args.bf16)  # on every process
         seconds = time.perf_counter() - started
@@ -279,14 +286,14 @@ def _score_split(team, model, corpus, split: str, bf16: bool) -> np.ndarray:
     if model.order is None:  # a stream network (the whole history; one process): its own scoring
         return split_logprobs(model, corpus, split)
     stream, start = corpus.stream_for(split, history=model.order - 1)
-    return team.score_stream(model.net, stream, start, bf16=bf16)
+    return team.score_stream(model.net, stream, start, bf16=bf16, progress=team.writer)  # (a bar on rank 0)
 
 
 def run_neighbors(args: argparse.Namespace) -> dict:
     from neural import oov
     from neural.training.train import load_nplm
     _require_run(args.dir)
-    corpus = load_corpus(args)
+    corpus = load_corpus(args, args.dir)
     model = load_nplm(args.dir, corpus, device="cpu")
     vocab = corpus.vocab
     outside, grown = [w for w in args.words if w not in vocab], None

@@ -88,7 +88,7 @@ class NPLMConfig:
     seed: int = 0
     device: str = "auto"  # "auto" (cuda when present, else cpu), "cpu", "cuda", "cuda:1", ...
     bf16: bool = False  # the |V|-sized GEMMs in bfloat16
-    threads: int | None = None  # cpu threads; None: OMP_NUM_THREADS when set, else all cores
+    threads: int | None = None  # cpu threads; None: OMP_NUM_THREADS when set, else the free cores (lmbench.threads)
     checkpoint_minutes: float = 5.0  # also checkpoint mid-epoch this often
     max_steps: int | None = None  # stop (with a checkpoint) after this many updates in all
     eval_batch: int = 2048

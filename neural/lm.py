@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from lmbench.model import LanguageModel
+from lmbench.progress import progress_bar
 from neural.families import family_of, load
 from neural.networks.nplm import NPLM, PAD_ID
 
@@ -68,8 +69,7 @@ def score_stream(net: NPLM, stream: np.ndarray, start: int, *, batch_size: int =
     result = torch.empty(len(targets), dtype=torch.float64, device=device)
     chunks = range(0, len(targets), batch_size)
     if progress:
-        from tqdm import tqdm
-        chunks = tqdm(chunks, desc="eval", unit="batch", leave=False)
+        chunks = progress_bar(chunks, desc="eval", unit="batch")
     was_training = net.training
     net.eval()
     for lo in chunks:
@@ -85,8 +85,9 @@ class NPLMLanguageModel(LanguageModel):
     neural.training.train.train_nplm, then neural.training.train.load_nplm (which checks it against the corpus). A network with a
     class layer is its class-factored distribution; factored=False makes it the full softmax of its y."""
 
-    def __init__(self, net: NPLM, bf16: bool = False, factored: bool = True):
+    def __init__(self, net: NPLM, bf16: bool = False, factored: bool = True, progress: bool = False):
         self.net = net.eval()
+        self.progress = progress  # a bar (or plain lines) while `score` runs
         self.order = net.history + 1
         self.vocab_size = net.vocab_size
         self.bf16 = bf16
@@ -98,7 +99,7 @@ class NPLMLanguageModel(LanguageModel):
                            "not fit(): train it, then load it with neural.training.train.load_nplm")
 
     def score(self, stream: np.ndarray, start: int) -> np.ndarray:
-        return score_stream(self.net, stream, start, bf16=self.bf16, factored=self.factored)
+        return score_stream(self.net, stream, start, bf16=self.bf16, factored=self.factored, progress=self.progress)
 
     def distribution(self, context: Sequence[int]) -> np.ndarray:
         width = self.net.history

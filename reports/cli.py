@@ -11,7 +11,7 @@ from pathlib import Path
 from baselines.cli import add_memory_options
 from baselines.methods import BOUNDED_METHODS
 from lmbench.errors import LMBenchError
-from lmbench.options import existing_file, integer, output_directory
+from lmbench.options import existing_file, integer, output_directory, split_fractions
 from reports.experiments import EXTRA_ROWS, KINDS, OURS, ROWS, STREAM_NETWORKS, TABLE1_NETWORKS
 
 CORPORA = sorted(ROWS) + ["text"]
@@ -27,18 +27,6 @@ def comma_list(allowed: list[str]):
             raise argparse.ArgumentTypeError(f"{text!r}: give a comma-separated list of {', '.join(allowed)}")
         return chosen
     return parse
-
-
-def split_fractions(text: str) -> tuple[float, float, float]:
-    """--split 0.8,0.1,0.1: the fractions of the lines for train, valid and test."""
-    try:
-        parts = tuple(float(part) for part in text.split(","))
-    except ValueError:
-        parts = ()
-    if len(parts) != 3 or not all(0 < part < 1 for part in parts) or abs(sum(parts) - 1) > 1e-6:
-        raise argparse.ArgumentTypeError(f"{text!r}: give three fractions above 0 that sum to 1, for train, "
-                                         "valid and test, e.g. 0.8,0.1,0.1")
-    return parts
 
 
 def folder_name(text: str) -> str:
@@ -75,9 +63,9 @@ def register(subparsers) -> None:
                              "of that family (" + ", ".join(STREAM_NETWORKS.values()) + "), alone and mixed "
                              "with interpolated KN 5")
     parser.add_argument("--threads", type=integer(1), default=None,
-                        help="CPU threads of the network rows (default: OMP_NUM_THREADS when set, else all cores; "
-                             "e.g. 1 to share the machine with another run): how fast, not what, so not part of a "
-                             "row's cache key")
+                        help="CPU threads of the network rows (default: OMP_NUM_THREADS when set, else the cores "
+                             "not busy at the start, docs/parallel.md; e.g. 1 to share the machine with another "
+                             "run): how fast, not what, so not part of a row's cache key")
     parser.add_argument("--seeds", type=integer(1), default=1,
                         help="train and score every network row under this many seeds (the run's, then one more "
                              "each; each mixture of a network mixes each seed's): the row gives the mean "

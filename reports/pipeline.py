@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 import numpy as np
-from tqdm import tqdm
 
 from corpora.corpus import SPLITS, Corpus, slice_corpus, unk_warning
 from lmbench import __version__, bootstrap
@@ -41,6 +40,7 @@ from lmbench.files import DamagedFile, atomic_write_text, locked, read_checked, 
 from lmbench.model import perplexity, split_logprobs, split_perplexity
 from lmbench.schema import check
 from mixing import saved
+from reports.estimate import CostModel, RunProgress, committed_results
 from reports.experiments import EXTRA_ROWS, OURS, ROWS, WITH_COUNTS, Row, ours_rows, text_rows
 from reports.provenance import checked_state, code_state
 
@@ -233,27 +233,41 @@ class Reproduction:
         self.seeded = seed_copies(table, self.seeds[1:])
         self.rows = table + [copy for copies in self.seeded.values() for copy in copies]
         results = {}
-        for row in tqdm(sorted(self.rows, key=lambda r: runner(r).stage), desc=f"reproduce {self.settings.corpus}",
-                        unit="row"):
+        progress = self.progress()
+        log.info("reproduce %s: %s", self.settings.corpus, progress.summary(len(self.rows)))
+        for row in sorted(self.rows, key=lambda r: runner(r).stage):
             if row.kind in skip or any(results.get(part, {}).get("status") == "not run" for part in row.parts):
                 results[row.id] = {**row.to_dict(), "status": "not run", "train_ppl": None, "valid_ppl": None,
                                    "test_ppl": None, "seconds": None}
+                progress.passed(row.id)
                 continue
             with locked(self._row_path(row)):  # another run of this work folder running the row: wait, then read it
                 result = self.cached_result(row)
                 if result is None:
                     log.info("row %s: running", row.id)
+                    progress.running(row.id)
                     result = self.run_row(row)
                     text = json.dumps(result, indent=1)
                     write_checked(self._row_path(row), lambda path: path.write_text(text))
+                    progress.ran(row.id)
                 else:
+                    progress.passed(row.id)
                     log.info("row %s: cached (test perplexity %.1f)", row.id, result["test_ppl"])
                     if "test_ppl_no_unk" not in result:  # cached before rows recorded it
                         result.update(unk_figures(saved.load(self._logprobs_path(row.id)), self.corpus))
             results[row.id] = result
+        progress.close()
         return self.write_results([over_seeds(self.seeds, results[row.id], *(results[copy.id] for copy in
                                                                            self.seeded.get(row.id, ()))) for row in table],
                                   time.time() - started)
+
+    def progress(self) -> RunProgress:
+        """The whole run's bar: every row's expected seconds (reports.estimate)."""
+        model = CostModel(committed_results())
+        tokens = {split: len(self.corpus.split(split)) for split in SPLITS}
+        costs = {row.id: model.seconds(row.to_dict(), self.training_config(row) if row.family else None, tokens)
+                 for row in self.rows}
+        return RunProgress(costs, f"reproduce {self.settings.corpus}")
 
     def run_row(self, row: Row) -> dict:
         started = time.perf_counter()
@@ -310,7 +324,7 @@ class Reproduction:
         started = time.perf_counter()
         summary = train_nplm(self.corpus, config, out, resume=True, evaluate=False)  # scored below
         trained_here = time.perf_counter() - started  # (0 for a run finished before: resumed, or trained apart)
-        model = load_nplm(out, self.corpus)
+        model = load_nplm(out, self.corpus, progress=True)  # the exact scoring's bar
         splits = SPLITS if row.paper_model else ("valid", "test")  # our extra rows: no train column
         logprobs = {split: split_logprobs(model, self.corpus, split) for split in splits}
         curve = read_checked(out / "log.jsonl", _read_curve, what="training log",
@@ -482,8 +496,8 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
     `skip`: kinds of rows (keys of RUNNERS) to leave out; `text`: the user's corpus when `corpus` is
     "text"; `extra`: names of the corpus's optional row groups to add (EXTRA_ROWS); `allow_dirty`: write
     into a committed report folder from a tree with uncommitted changes (reports.provenance); `threads`:
-    CPU threads of the network rows (None: OMP_NUM_THREADS when set, else all cores); `seeds`: the seeds
-    each row with a network in it runs under (module docstring)."""
+    CPU threads of the network rows (None: OMP_NUM_THREADS when set, else the free cores, lmbench.threads);
+    `seeds`: the seeds each row with a network in it runs under (module docstring)."""
     from reports.build import build_report
 
     if corpus not in ROWS and not (corpus == "text" and text is not None):

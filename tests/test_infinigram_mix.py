@@ -14,6 +14,7 @@ from lmbench.model import perplexity
 from reports.experiments import (INFINI_GRAM, WITH_COUNTS, ap_rows, brown_rows, energy_rows, stream_rows,
                                  text_rows)
 from tests.helpers import run_cli
+from tests.lm_checks import make_corpus
 
 
 @pytest.mark.parametrize("table", [brown_rows() + energy_rows() + stream_rows(), ap_rows() + stream_rows(),
@@ -79,10 +80,10 @@ def test_counts_mixture_needs_log_p_inf():
 
 
 def test_cli_mixes_with_counts(tmp_path, capsys):
-    paths = []
+    paths, corpus = [], make_corpus("a b a b", "a b", "b a")  # the stream the three files record
     for name, arrays in zip(("network", "kn", "infini"), _parts(3)):
         paths.append(tmp_path / f"{name}.npz")
-        saved.save(paths[-1], arrays)
+        saved.save(paths[-1], arrays, corpus)
     code, stdout, stderr = run_cli(capsys, "mix", *paths[:2], "--with-counts", paths[2], "--json")
     assert code == 0, stderr
     result = json.loads(stdout)

@@ -34,6 +34,7 @@ from torch.nn import functional as F
 
 from lmbench.errors import LMBenchError
 from lmbench.model import LanguageModel
+from lmbench.progress import progress_bar
 from neural.networks.nplm import PAD_ID
 from neural.outputs.layers import SoftmaxNLL, at_least_fp32, softmax_parts
 
@@ -219,8 +220,7 @@ class RecurrentNetwork(StreamNetwork):
         where = torch.from_numpy(position - start).to(device)  # (lanes, R) index into result
         chunks = range(0, width, EVAL_CHUNK)
         if progress:
-            from tqdm import tqdm
-            chunks = tqdm(chunks, desc=f"eval {self.family}", unit="chunk", leave=False)
+            chunks = progress_bar(chunks, desc=f"eval {self.family}", unit="chunk")
         state = None
         for lo in chunks:
             hi = min(lo + EVAL_CHUNK, width)
@@ -251,8 +251,9 @@ class StreamLanguageModel(LanguageModel):
 
     order = None
 
-    def __init__(self, net: StreamNetwork, bf16: bool = False):
+    def __init__(self, net: StreamNetwork, bf16: bool = False, progress: bool = False):
         self.net = net.eval()
+        self.progress = progress  # a bar (or plain lines) while `score` runs
         self.vocab_size = net.vocab_size
         self.bf16 = bf16
 
@@ -262,7 +263,7 @@ class StreamLanguageModel(LanguageModel):
                            "load it with neural.training.stream_train.load_stream")
 
     def score(self, stream: np.ndarray, start: int) -> np.ndarray:
-        return self.net.score_stream(stream, start, bf16=self.bf16)
+        return self.net.score_stream(stream, start, bf16=self.bf16, progress=self.progress)
 
     def distribution(self, context: Sequence[int]) -> np.ndarray:
         return torch.exp(self.net.log_distribution(list(context))).cpu().numpy()

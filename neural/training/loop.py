@@ -24,6 +24,7 @@ from typing import Callable, Protocol, TypeVar
 
 from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write_text
+from lmbench.progress import progress_bar
 
 log = logging.getLogger(__name__)
 
@@ -138,10 +139,8 @@ def run_epochs(trainer: Trainer, *, epochs: int, max_steps: int | None, checkpoi
         updates = trainer.begin_epoch()
         started, seconds_before = time.perf_counter(), state.seconds
         bar = None
-        if progress:
-            from tqdm import tqdm
-            bar = tqdm(total=updates, initial=state.position, desc=f"{desc} {state.epoch + 1}", unit="upd",
-                       leave=False, mininterval=1.0)
+        if progress:  # a bar on a terminal, else plain lines (lmbench.progress)
+            bar = progress_bar(total=updates, initial=state.position, desc=f"{desc} {state.epoch + 1}", unit="upd")
         while state.position < updates:
             if max_steps is not None and state.step >= max_steps:
                 state.stopped = "max_steps"

@@ -36,6 +36,7 @@ import os
 import torch
 
 from lmbench.errors import LMBenchError
+from lmbench.threads import free_cores
 from neural.config import NPLMConfig
 from neural.networks.nplm import NPLM
 
@@ -90,7 +91,7 @@ def apply_weight_decay(net: NPLM, rate: float, weight_decay: float, updates: int
 
 
 def resolve_device(name: str, threads: int | None = None) -> torch.device:
-    """"auto": CUDA when present, else the CPU with all its cores."""
+    """"auto": CUDA when present, else the CPU with `threads` threads (None: `default_threads`)."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     try:
@@ -106,6 +107,7 @@ def resolve_device(name: str, threads: int | None = None) -> torch.device:
 
 def default_threads() -> int:
     """The CPU threads of a run that names none: OMP_NUM_THREADS when it is set (as torch itself reads it:
-    a machine shared by several jobs, the test processes), else every core."""
+    a machine shared by several jobs, the test processes), else the cores not busy when the command
+    started (`lmbench.threads.free_cores`; docs/parallel.md)."""
     value = os.environ.get("OMP_NUM_THREADS", "")
-    return int(value) if value.isdigit() and int(value) > 0 else os.cpu_count() or 1
+    return int(value) if value.isdigit() and int(value) > 0 else free_cores()

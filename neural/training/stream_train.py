@@ -111,7 +111,7 @@ def train_stream(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: boo
     run = StreamTrainer(corpus, config, Path(out_dir), resume=resume)
     run_epochs(run, epochs=config.epochs, max_steps=config.max_steps, checkpoint_minutes=config.checkpoint_minutes,
                progress=progress, desc=f"{config.model} epoch", postfix_every=20)
-    return finish(corpus, config, run.state, run.out, evaluate)
+    return finish(corpus, config, run.state, run.out, evaluate, progress)
 
 
 class StreamTrainer:
@@ -235,13 +235,15 @@ class StreamTrainer:
         state.next_epoch()
 
 
-def finish(corpus, config, state: RunState, out, evaluate: bool) -> dict:
-    """The run's figures; with `evaluate`, the exact perplexities of the best model on every split."""
+def finish(corpus, config, state: RunState, out, evaluate: bool, progress: bool = False) -> dict:
+    """The run's figures; with `evaluate`, the exact perplexities of the best model on every split (a bar
+    while they are scored when `progress`)."""
     result = {"out": str(out), "objective": config.objective, **state.figures(), "config": dataclasses.asdict(config)}
     if not state.history:
         return result
     if evaluate:
-        model = load_stream(out, corpus, device=config.device, bf16=config.bf16, threads=config.threads)
+        model = load_stream(out, corpus, device=config.device, bf16=config.bf16, threads=config.threads,
+                            progress=progress)
         started = time.perf_counter()
         scores = scored_splits(model, corpus)  # (train is not scored: as long as both together, and no row needs it)
         result["eval_seconds"] = time.perf_counter() - started
@@ -256,13 +258,13 @@ def finish(corpus, config, state: RunState, out, evaluate: bool) -> dict:
 
 
 def load_stream(out_dir: str | Path, corpus, *, device: str = "auto", bf16: bool = False,
-                which: str = BEST, threads: int | None = None) -> StreamLanguageModel:
+                which: str = BEST, threads: int | None = None, progress: bool = False) -> StreamLanguageModel:
     """The best model of a run (or its last checkpoint, which=CHECKPOINT), checked against the vocabulary of
-    `corpus`, the corpus it was trained on."""
+    `corpus`, the corpus it was trained on; `progress`: its scoring shows a bar (lmbench.progress)."""
     path = Path(out_dir) / which
     if not path.exists():
         raise LMBenchError(f"no {which} in {out_dir}: train there first, or let the run finish one epoch")
     saved = read_stream_checkpoint(path, corpus.vocab.fingerprint())
     net = build_stream_network(saved["family"], saved["vocab_size"], saved["network"])  # (dropout: training only)
     net.load_state_dict(saved["model"])
-    return StreamLanguageModel(net.to(resolve_device(device, threads)), bf16=bf16)
+    return StreamLanguageModel(net.to(resolve_device(device, threads)), bf16=bf16, progress=progress)

@@ -153,7 +153,7 @@ def train_nplm(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool 
     run = WindowTrainer(corpus, config, Path(out_dir), team, resume=resume, progress=progress and team.writer)
     run_epochs(run, epochs=config.epochs, max_steps=config.max_steps, checkpoint_minutes=config.checkpoint_minutes,
                progress=run.progress, together=team.any)
-    return finish(corpus, config, run.state, run.out, team, evaluate)
+    return finish(corpus, config, run.state, run.out, team, evaluate, run.progress)
 
 
 class WindowTrainer:
@@ -326,9 +326,9 @@ def check_finite(result: dict, out: Path) -> None:
                                f"the learning rate (--lr) and train again (its files are kept in {out})")
 
 
-def finish(corpus, config, state: NPLMState, out, team, evaluate: bool = True) -> dict:
+def finish(corpus, config, state: NPLMState, out, team, evaluate: bool = True, progress: bool = False) -> dict:
     """The run's figures, with the train/valid/test perplexities of the best model when `evaluate`
-    (a caller that scores the splits itself passes False)."""
+    (a caller that scores the splits itself passes False; a bar while they are scored when `progress`)."""
     result = {"out": str(out), "recipe": config.recipe, "objective": config.objective, **state.figures(),
               "config": dataclasses.asdict(config)}
     if not state.history:  # stopped inside the first epoch: nothing validated yet
@@ -337,7 +337,7 @@ def finish(corpus, config, state: NPLMState, out, team, evaluate: bool = True) -
         net = load_nplm(out, corpus, bf16=config.bf16, team=team).net
         for split in ("train", "valid", "test"):
             stream, start = corpus.stream_for(split, history=net.history)
-            logprobs = team.score_stream(net, stream, start, bf16=config.bf16)
+            logprobs = team.score_stream(net, stream, start, bf16=config.bf16, progress=progress)
             result[f"{split}_perplexity"] = perplexity(logprobs)
         check_finite(result, out)
     result["best_epoch"] = int(np.argmin([r["valid_perplexity"] for r in state.history])) + 1
@@ -348,10 +348,11 @@ def finish(corpus, config, state: NPLMState, out, team, evaluate: bool = True) -
 
 def load_nplm(out_dir: str | Path, corpus, *, device: str | torch.device = "auto",
               bf16: bool = False, which: str = BEST, threads: int | None = None,
-              factored: bool = True, team: Team | None = None) -> NPLMLanguageModel:
+              factored: bool = True, team: Team | None = None, progress: bool = False) -> NPLMLanguageModel:
     """The best model of a run (or its last checkpoint, which=CHECKPOINT), checked against the
     vocabulary of `corpus`, the corpus it was trained on;
-    factored=False scores a network with a class layer by the full softmax of y instead. With a
+    factored=False scores a network with a class layer by the full softmax of y instead; `progress`: its
+    scoring shows a bar (lmbench.progress). With a
     `team` (which then sets the device): read on rank 0 and placed on every process (under "vocab",
     each its block; all of them then score together)."""
     path = Path(out_dir) / which
@@ -372,7 +373,7 @@ def load_nplm(out_dir: str | Path, corpus, *, device: str | torch.device = "auto
             raise LMBenchError(f"{path} holds a {saved['family']} network: it is scored on one process by its "
                                "own output layer (drop --parallel)")
         return load(loader)(out_dir, corpus, device=team.device if team is not None else device, bf16=bf16,
-                            which=which, threads=threads)
+                            which=which, threads=threads, progress=progress)
     if team is None:
         team = Team(device=device if isinstance(device, torch.device) else resolve_device(device, threads))
     model, shape = saved_network(saved["config"])
@@ -380,4 +381,4 @@ def load_nplm(out_dir: str | Path, corpus, *, device: str | torch.device = "auto
     structure = family(model).network_class().saved_structure(saved["model"])
     net = team.network(model, shape, saved["vocab_size"], output=output, structure=structure)
     net.load_state_dict(saved["model"])
-    return NPLMLanguageModel(net.to(team.device), bf16=bf16, factored=factored)
+    return NPLMLanguageModel(net.to(team.device), bf16=bf16, factored=factored, progress=progress)

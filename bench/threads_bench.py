@@ -1,0 +1,116 @@
+"""Training speed of NPLM (ours) and the LSTM under each way of choosing the CPU threads, on idle cores
+and beside a second busy process.
+
+Each measurement is a fresh process (OpenMP reads OMP_WAIT_POLICY once, when torch loads it) that
+trains `--updates` updates of the network on Brown through `neural.training.train.train_nplm` (NPLM
+(ours): its shape and recipe on Brown, `neural.ours`; the LSTM: its family's defaults) and prints the
+run's tokens/s. The variants:
+
+- all-cores: the threads of every core, OpenMP's own waiting (active: its threads spin between
+  parallel regions; lmbench's default before issue 34);
+- one: 1 thread;
+- passive: every core's threads, OMP_WAIT_POLICY=PASSIVE (a thread sleeps when it has nothing to do);
+- free: the cores of this process's affinity less the 1-minute load average (at least 1), active waiting;
+- default: what `lmbench` does today, run through the `lmbench_cli` entry (`python -m lmbench_cli nplm
+  train`), whichever policy and count that is;
+- before: the default of another checkout (`--before DIR`, e.g. `git archive ba505a7 | tar -x -C DIR`,
+  the commit before issue 34), run the same way from DIR.
+
+The conditions: `idle` (nothing started here; a shared machine's other work shows in the load average,
+printed with each figure) and `busy` (a second process spinning on one core, `while True: pass`,
+started before the round and killed after it). The variants run interleaved, round after round, so
+that a change of the machine's load falls on all of them alike; compare ratios within a round.
+
+    python bench/threads_bench.py --family ours --condition busy --rounds 2 --updates 150
+    python bench/threads_bench.py --family lstm --variants before default one --before /tmp/before
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+VARIANTS = ("all-cores", "one", "passive", "free", "default", "before")
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def environment(variant: str, checkout: Path) -> tuple[dict, int | None]:
+    """The environment and --threads of a variant (None: the command's own default)."""
+    env = {key: value for key, value in os.environ.items() if key not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")}
+    env["PYTHONPATH"] = str(checkout)
+    if variant == "all-cores":
+        return {**env, "OMP_WAIT_POLICY": "ACTIVE"}, cores()
+    if variant == "one":
+        return env, 1
+    if variant == "passive":
+        return {**env, "OMP_WAIT_POLICY": "PASSIVE"}, cores()
+    if variant == "free":
+        return {**env, "OMP_WAIT_POLICY": "ACTIVE"}, max(1, cores() - round(os.getloadavg()[0]))
+    return env, None
+
+
+def command(family: str, updates: int, threads: int | None, out: str) -> list[str]:
+    """`lmbench nplm train` of the family on Brown, stopped after `updates` updates, not scored."""
+    if family == "ours":
+        shape = ["--model", "nplm", "--n", "6", "--m", "100", "--h", "300", "--direct", "--bag", "50",
+                 "--weight-decay", "1e-5", "--schedule", "linear", "--dropout", "0.3", "--epochs", "6"]
+    else:
+        shape = ["--model", "lstm"]
+    return [sys.executable, "-m", "lmbench_cli", "nplm", "train", "--corpus", "brown", *shape,
+            "--max-steps", str(updates), "--device", "cpu", "--out", out, "--json",
+            *(["--threads", str(threads)] if threads else [])]
+
+
+def measure(family: str, variant: str, updates: int, before: Path | None) -> dict:
+    checkout = before if variant == "before" else ROOT
+    env, threads = environment(variant, checkout)
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as out:
+        done = subprocess.run(command(family, updates, threads, out), env=env, capture_output=True, text=True,
+                              cwd=checkout)
+    if done.returncode:
+        raise SystemExit(f"{family} {variant} failed: {done.stderr.strip().splitlines()[-1]}")
+    result = json.loads(done.stdout)
+    return {"family": family, "variant": variant, "threads": threads or "default",
+            "wait": env.get("OMP_WAIT_POLICY", "default"), "load_1min": round(load, 2),
+            "tokens_per_s": round(result["tokens_per_s"]), "updates": result["updates"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--family", choices=("ours", "lstm"), default="ours")
+    parser.add_argument("--condition", choices=("idle", "busy"), default="idle")
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--updates", type=int, default=150)
+    parser.add_argument("--before", type=Path, default=None, help="the checkout whose default `before` runs")
+    args = parser.parse_args()
+    if "before" in args.variants and args.before is None:
+        parser.error("the variant before needs --before DIR, a checkout of the commit to compare with")
+    print(f"# {args.family}, {args.condition}, {cores()} cores, {args.updates} updates per measurement", flush=True)
+    for round_ in range(args.rounds):
+        busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.condition == "busy" else None
+        try:
+            if busy is not None:
+                time.sleep(1.0)
+            for variant in args.variants:
+                print(json.dumps({"round": round_ + 1, "condition": args.condition,
+                                  **measure(args.family, variant, args.updates, args.before)}), flush=True)
+        finally:
+            if busy is not None:
+                busy.kill()
+                busy.wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""The whole run's estimate of `lmbench reproduce`: each row's expected cost in seconds, from a cost
+model calibrated on the committed results (results/*/results.json, their rows' `seconds`).
+
+The cost model: a row's work in tokens (`row_tokens`), times the seconds per token that the committed
+rows of the same kind of work took (`calibrate`):
+
+- a network: its training tokens times its epochs, plus the tokens it scores exactly (valid and
+  test; train too for the paper's rows). The epochs: the budget (`epochs`) of a schedule that runs
+  all of them (NPLM (ours)'s linear schedule, the stream networks), else the median epochs the
+  committed rows of the halving schedule ran (they stop on a plateau), at most the budget;
+- an n-gram model: its training tokens plus the tokens it scores (train, valid, test);
+- a mixture: the tokens it mixes (valid and test).
+
+The kinds of work (`cost_key`): a network by its family and objective (and NPLM (ours) apart: its
+wider shape), an n-gram model by its method, every mixture alike; a key no committed row has takes
+the pace of its kind (all networks, all n-gram models) pooled. The committed results ran on 2 cores:
+the progress bar's remaining time follows this machine's pace once rows finish (the estimate
+measures work, the bar divides it by the pace seen so far).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from lmbench.files import READ_ERRORS
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+
+
+def cost_key(row: dict) -> str:
+    """The kind of work of a row (a Row's or a results row's dict)."""
+    if row["kind"] == "network":
+        objective = (row.get("config") or {}).get("objective", "importance")
+        return f"{row['family']}:{objective}" + (":ours" if row.get("ours") else "")
+    if row["kind"] == "ngram":
+        return f"ngram:{row['method']}"
+    return "mix"
+
+
+def row_tokens(row: dict, tokens: dict, epochs: float) -> float:
+    """The tokens of work of a row (module docstring) on a corpus of `tokens` per split, the network's
+    `epochs`."""
+    held_out = tokens["valid"] + tokens["test"]
+    if row["kind"] == "network":
+        return tokens["train"] * epochs + held_out + (tokens["train"] if row.get("paper_model") else 0)
+    if row["kind"] == "ngram":
+        return 2 * tokens["train"] + held_out
+    return held_out
+
+
+class CostModel:
+    """Seconds per token of work by `cost_key` (and by kind, pooled), and the halving schedule's median
+    epochs, from the committed full (not quick) results."""
+
+    def __init__(self, results: list[dict]):
+        seconds: dict[str, float] = {}
+        work: dict[str, float] = {}
+        halving = []
+        for result in results:
+            tokens = result["corpus_summary"]["tokens"]
+            for row in result["rows"]:
+                if not row.get("seconds"):
+                    continue
+                if row["kind"] == "network" and (row.get("config") or {}).get("schedule") == "halving":
+                    halving.append(row["epochs"])
+                done = row_tokens(row, tokens, row.get("epochs") or 0)
+                for key in (cost_key(row), row["kind"]):
+                    seconds[key] = seconds.get(key, 0.0) + row["seconds"]
+                    work[key] = work.get(key, 0.0) + done
+        self.pace = {key: seconds[key] / work[key] for key in seconds if work[key]}
+        self.halving_epochs = statistics.median(halving) if halving else None
+
+    def epochs(self, config) -> float:
+        """The epochs a network row is expected to run (module docstring)."""
+        if config.schedule == "halving" and self.halving_epochs is not None:
+            return min(config.epochs, self.halving_epochs)
+        return config.epochs
+
+    def seconds(self, row: dict, config, tokens: dict) -> float | None:
+        """The expected seconds of a row (its dict, with the objective of its training `config`, a
+        `neural.config.NPLMConfig`, for a network; None otherwise); None: no committed row of its kind
+        to go by."""
+        if config is not None:
+            row = {**row, "config": {"objective": config.objective}}
+        pace = self.pace.get(cost_key(row), self.pace.get(row["kind"]))
+        if pace is None:
+            return None
+        return pace * row_tokens(row, tokens, self.epochs(config) if config is not None else 0)
+
+
+def committed_results(folder: Path = RESULTS) -> list[dict]:
+    """The full runs' results.json under `folder` (none where the checkout has no results/)."""
+    found = []
+    for path in sorted(folder.glob("*/results.json")):
+        try:
+            result = json.loads(path.read_text())
+        except READ_ERRORS:
+            continue  # (a damaged committed report is `lmbench report`'s to refuse, not the estimate's)
+        if not result.get("settings", {}).get("quick"):
+            found.append(result)
+    return found
+
+
+def duration(seconds: float) -> str:
+    """3 h 05 min, 12 min, 40 s."""
+    minutes = round(seconds / 60)
+    if minutes >= 60:
+        return f"{minutes // 60} h {minutes % 60:02d} min"
+    return f"{minutes} min" if minutes else f"{seconds:.0f} s"
+
+
+class RunProgress:
+    """The bar of a whole run (`lmbench.progress`): its total the rows' expected seconds, each row
+    advancing it by its own when it has run, and taking its own off the total when it is cached or not
+    run; without a committed result to go by, the rows are counted instead."""
+
+    def __init__(self, costs: dict[str, float | None], desc: str):
+        from lmbench.progress import progress_bar
+        estimated = all(cost is not None for cost in costs.values())
+        self.costs = costs if estimated else {row_id: 1.0 for row_id in costs}
+        self.estimated = estimated
+        self.bar = progress_bar(total=sum(self.costs.values()), desc=desc, unit="s" if estimated else "row",
+                                bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]{postfix}"
+                                if estimated else None)
+
+    def summary(self, rows: int) -> str:
+        """The line said at the start."""
+        if not self.estimated:
+            return f"{rows} rows; no committed results (results/*/results.json) to estimate their time from"
+        return (f"{rows} rows, about {duration(self.bar.total)} of work if none is cached (at the pace of the "
+                "committed results, 2 cores: reports/estimate.py)")
+
+    def running(self, row_id: str) -> None:
+        self.bar.set_postfix(row=row_id)
+
+    def ran(self, row_id: str) -> None:
+        self.bar.update(self.costs[row_id])
+
+    def passed(self, row_id: str) -> None:
+        """A row cached or not run: its work is off the total."""
+        self.bar.total -= self.costs[row_id]
+        self.bar.refresh()
+
+    def close(self) -> None:
+        self.bar.close()

@@ -1,0 +1,150 @@
+"""Honest progress: plain log lines when stderr is no terminal (no escape codes, no carriage returns),
+a bar for the exact scoring, and the whole reproduction's estimate from each row's expected cost
+(reports.estimate, calibrated on the committed results)."""
+
+import logging
+
+import numpy as np
+import pytest
+import torch
+
+from lmbench.progress import PlainProgress, progress_bar
+from reports.estimate import CostModel, RunProgress, committed_results, cost_key
+from tests.helpers import chain_text, write_splits
+
+
+def progress_lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "lmbench.progress"]
+
+
+def assert_plain(lines: list[str]) -> None:
+    assert lines and not any(c in line for line in lines for c in "\r\x1b\n")
+
+
+def test_without_a_terminal_progress_is_a_plain_line_every_tenth(caplog):
+    with caplog.at_level(logging.INFO):
+        bar = progress_bar(range(50), desc="count", unit="it")
+        assert isinstance(bar, PlainProgress)  # (pytest's stderr is no terminal)
+        assert list(bar) == list(range(50))
+    lines = progress_lines(caplog)
+    assert_plain(lines)
+    assert [line.split(":")[1].split("%")[0].strip() for line in lines] == [str(p) for p in range(10, 101, 10)]
+    assert lines[-1].startswith("count: 100% (50/50 it), ")
+
+
+def test_the_exact_scoring_shows_its_progress(caplog):
+    from neural.lm import score_stream
+    from neural.networks.nplm import NPLM
+    from neural.families import NPLMShape
+    net = NPLM(NPLMShape(n=3, m=4, h=5, direct=True), 20)
+    stream = np.random.default_rng(0).integers(0, 20, 1000)
+    with caplog.at_level(logging.INFO):
+        scores = score_stream(net, stream, 2, batch_size=100, progress=True)
+    assert np.allclose(scores, score_stream(net, stream, 2, batch_size=100))
+    lines = progress_lines(caplog)
+    assert_plain(lines)
+    assert lines[-1].startswith("eval: 100% (10/10 batch)")
+
+
+def test_a_stream_network_shows_its_scoring_progress(caplog):
+    from neural.families import FAMILIES
+    from neural.training.stream_train import build_stream_network
+    torch.manual_seed(0)
+    net = build_stream_network("lstm", 20, FAMILIES["lstm"].shape(m=4, h=4))
+    stream = np.random.default_rng(0).integers(0, 20, 3000)
+    with caplog.at_level(logging.INFO):
+        net.score_stream(stream, 100, progress=True)
+    lines = progress_lines(caplog)
+    assert_plain(lines)
+    assert lines[-1].startswith("eval lstm: 100%")
+
+
+def results(rows: list[dict], tokens: dict) -> dict:
+    return {"corpus_summary": {"tokens": tokens}, "rows": rows, "settings": {"quick": False}}
+
+
+TOKENS = {"train": 1000, "valid": 100, "test": 100}
+
+
+class Config:
+    def __init__(self, epochs, schedule="halving", objective="importance"):
+        self.epochs, self.schedule, self.objective = epochs, schedule, objective
+
+
+def test_the_cost_model_is_the_committed_pace_times_the_work():
+    network = {"kind": "network", "family": "nplm", "config": {"objective": "importance", "schedule": "halving"},
+               "paper_model": "MLP1", "epochs": 10, "seconds": (10 * 1000 + 1200) * 1e-3}
+    ngram = {"kind": "ngram", "method": "katz", "seconds": (2 * 1000 + 200) * 1e-5}
+    model = CostModel([results([network, ngram], TOKENS)])
+    assert model.pace["nplm:importance"] == pytest.approx(1e-3) and model.pace["ngram:katz"] == pytest.approx(1e-5)
+    assert model.halving_epochs == 10
+    row = {"kind": "network", "family": "nplm", "paper_model": "MLP1"}
+    # the halving schedule: the committed runs' median epochs (at most the budget); a linear one runs its budget
+    assert model.seconds(row, Config(40), TOKENS) == pytest.approx(1e-3 * (10 * 1000 + 1200))
+    assert model.seconds(row, Config(4), TOKENS) == pytest.approx(1e-3 * (4 * 1000 + 1200))
+    assert model.seconds(row, Config(40, "linear"), TOKENS) == pytest.approx(1e-3 * (40 * 1000 + 1200))
+    # a kind of work no committed row has: its kind's pace, pooled
+    assert model.seconds({"kind": "ngram", "method": "kneser-ney"}, None, TOKENS) == pytest.approx(2200 * 1e-5)
+    assert model.seconds({"kind": "mix"}, None, TOKENS) is None
+    assert cost_key({"kind": "network", "family": "lstm", "ours": True, "config": {}}) == "lstm:importance:ours"
+
+
+def test_every_row_of_the_committed_tables_has_an_estimate():
+    from corpora.corpus import SPLITS
+    model = CostModel(committed_results())
+    for result in committed_results():
+        for row in result["rows"]:
+            assert (row["kind"] != "mix" or "mix" in model.pace) and cost_key(row) in model.pace
+    assert set(SPLITS) == set(committed_results()[0]["corpus_summary"]["tokens"])
+
+
+def test_the_run_bar_takes_cached_rows_off_its_total(caplog):
+    with caplog.at_level(logging.INFO):
+        progress = RunProgress({"a": 10.0, "b": 30.0, "c": 60.0}, "reproduce x")
+        assert "about 2 min of work" in progress.summary(3)
+        progress.passed("a")
+        progress.running("b")
+        progress.ran("b")
+        progress.ran("c")
+        progress.close()
+    lines = progress_lines(caplog)
+    assert_plain(lines)
+    assert progress.bar.total == 90.0 and lines[-1].startswith("reproduce x: 100%")
+    unknown = RunProgress({"a": None, "b": 5.0}, "reproduce y")
+    assert unknown.bar.total == 2 and "no committed results" in unknown.summary(2)
+
+
+def test_a_reproduction_says_its_estimate_and_its_progress_in_plain_lines(tmp_path, monkeypatch, caplog):
+    from reports import pipeline
+    from reports.experiments import Row
+    monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
+    files = write_splits(tmp_path, train=chain_text(3000, 1), valid=chain_text(400, 2), test=chain_text(400, 3))
+    rows = [Row("kn-interp-3", "ngram", "Kneser-Ney interpolated", n=3, method="kneser-ney"),
+            Row("katz-3", "ngram", "Katz back-off", n=3, method="katz"),
+            Row("kn-katz", "mix", "KN + Katz", mix="EM", parts=("kn-interp-3", "katz-3"))]
+    monkeypatch.setattr(pipeline.Reproduction, "table_rows", lambda self: rows)
+    text = pipeline.TextCorpus(**files, name="plain")
+    with caplog.at_level(logging.INFO):
+        pipeline.Reproduction(pipeline.default_settings("text", False), tmp_path / "w", tmp_path / "r", text).run()
+    said = [r.getMessage() for r in caplog.records]
+    assert any(line.startswith("reproduce text: 3 rows, about ") for line in said)
+    lines = progress_lines(caplog)
+    assert_plain(lines)
+    assert lines[-1].startswith("reproduce text: 100%")
+
+
+def test_train_and_eval_show_the_exact_scoring(tmp_path, caplog, capsys):
+    from tests.helpers import corpus_args, run_cli
+    paths = write_splits(tmp_path, train=chain_text(3000, 1), valid=chain_text(400, 2), test=chain_text(400, 3))
+    out = tmp_path / "run"
+    with caplog.at_level(logging.INFO):
+        code, _, err = run_cli(capsys, "nplm", "train", *corpus_args(paths), "--n", "3", "--m", "4", "--h", "5",
+                               "--epochs", "1", "--device", "cpu", "--out", out)
+        assert code == 0, err
+        assert sum(line.startswith("eval: 100%") for line in progress_lines(caplog)) == 3  # train, valid, test
+        caplog.clear()
+        code, _, err = run_cli(capsys, "nplm", "eval", out, "--device", "cpu")
+        assert code == 0, err
+    lines = progress_lines(caplog)
+    assert_plain(lines)
+    assert [line.split(" (")[0] for line in lines if "100%" in line] == ["eval: 100%"]
