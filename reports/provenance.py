@@ -4,7 +4,8 @@ A committed report is only worth its numbers if anyone can check out the code th
 `lmbench reproduce` and `lmbench report` refuse to write into a report folder that git would commit (one
 under the checkout's results/ that .gitignore does not exclude, such as results/brown) while tracked
 files differ from the commit, unless --allow-dirty is given; the report's first line then says so.
-Changes inside the report folder itself (its own previous outputs) do not count. Outside a git checkout
+Changes inside the report folder itself (its own previous outputs) and inside results/ (the committed
+reports: data the code made, not code) do not count. Outside a git checkout
 (an installed package) the commit is "unknown" and nothing is refused.
 """
 
@@ -45,12 +46,12 @@ def committed_folder(report_dir: Path, root: Path | None = None) -> bool:
 
 def code_state(report_dir: Path | None = None, root: Path | None = None) -> dict:
     """{"commit": short hash or "unknown", "dirty": tracked files differ from it}; the changes inside
-    `report_dir` (the report's own outputs) left out."""
+    `report_dir` (the report's own outputs) and results/ (the committed reports) left out."""
     top = _top(root)
     if top is None:
         return {"commit": "unknown", "dirty": False}
     commit = _git(top, "rev-parse", "--short", "HEAD")
-    status = ["status", "--porcelain", "--untracked-files=no", "--", "."]
+    status = ["status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results"]
     if report_dir is not None and Path(report_dir).resolve().is_relative_to(top):
         status.append(f":(exclude){Path(report_dir).resolve().relative_to(top)}")
     changed = _git(top, *status)
