@@ -3,7 +3,7 @@
 The claims are about the paper's network (`reports.records.paper_network`): a row of another family
 (the energy network, or any family added later) or of our own design never takes part. Our own
 networks get claims of their own, as relations on the same rows: NPLM (ours) against interpolated
-KN 5 (`ours_claims`), and the networks beyond 2003, the LSTM and the Transformer, where the run has
+KN 5 (`ours_claims`), and the networks beyond 2003 (the registry's: LSTM, GRU, Transformer), where the run has
 them (`beyond_2003`); the ∞-gram, alone with KN 5 and added to the best network's mixture, where the
 run has those rows (`count_claims`).
 

@@ -9,7 +9,7 @@ settings fill in the rest (`Reproduction.training_config`). `paper_model` names 
 select rows by `paper_model`, `family` and `ours`, never by id: a row of another family never enters
 the paper's claims.
 
-Optional row groups are named (`EXTRA_ROWS`, `lmbench reproduce brown --extra energy,lstm,transformer`).
+Optional row groups are named (`EXTRA_ROWS`, `lmbench reproduce brown --extra energy,lstm,gru,transformer`).
 """
 
 from __future__ import annotations
