@@ -15,7 +15,8 @@ their standard deviation and every seed's (`over_seeds`).
 Every row keeps the bootstrap blocks of valid and test (lmbench.bootstrap: per-block sums of
 log-probabilities and token counts) and the 95% interval of each perplexity; a row cached before rows
 kept them gets them from its saved log-probabilities.
-Each kind of row runs through its entry of RUNNERS (the order of the stages, and the method).
+Each kind of row runs through its entry of RUNNERS (the order of the stages, and the method), which
+returns a `RowRun` (the log-probabilities, the figures the record adds).
 """
 
 from __future__ import annotations
@@ -107,6 +108,17 @@ def corpus_digest(corpus: Corpus) -> str:
     for split in SPLITS:
         digest.update(np.ascontiguousarray(corpus.split(split), dtype=np.int32).tobytes())
     return digest.hexdigest()[:16]
+
+
+@dataclass
+class RowRun:
+    """What running a row gives (its kind's runner, RUNNERS): the per-token log-probabilities of each split
+    it scores, the figures it adds to its record (a network's curve and config, a mixture's weights, the
+    ∞-gram's tokens by effective n, ...), and the seconds of its work done before this run (a network
+    resumed, or trained apart and found at its path)."""
+    logprobs: dict[str, np.ndarray]
+    figures: dict = field(default_factory=dict)
+    seconds_apart: float = 0.0
 
 
 class Reproduction:
@@ -270,12 +282,13 @@ class Reproduction:
         return RunProgress(costs, f"reproduce {self.settings.corpus}")
 
     def run_row(self, row: Row) -> dict:
+        """The row's record: its runner's `RowRun`, its perplexities, `<unk>` figures and intervals."""
         started = time.perf_counter()
-        extra: dict = {}
-        logprobs = runner(row).run(self, row, extra)
+        ran = runner(row).run(self, row)
+        logprobs = ran.logprobs
         self._save_row_logprobs(row, logprobs)
-        seconds = time.perf_counter() - started + extra.pop("seconds_apart", 0.0)  # the row's whole run
-        result = {**row.to_dict(), "fingerprint": self.fingerprint(row), "seconds": seconds, **extra}
+        seconds = time.perf_counter() - started + ran.seconds_apart  # the row's whole run
+        result = {**row.to_dict(), "fingerprint": self.fingerprint(row), "seconds": seconds, **ran.figures}
         for split in SPLITS:
             result[f"{split}_ppl"] = perplexity(logprobs[split]) if split in logprobs else None
         result.update(unk_figures(logprobs, self.corpus))
@@ -305,19 +318,19 @@ class Reproduction:
         saved.save(self._logprobs_path(row.id), {k: v for k, v in logprobs.items() if not k.endswith("train")},
                    self.corpus, checked=True)
 
-    def _run_ngram(self, row: Row, extra: dict) -> dict:
+    def _run_ngram(self, row: Row) -> RowRun:
         from baselines.methods import BOUNDED_METHODS, NGramOptions, make_ngram
         bounded = {"memory": self.text.memory, "tmp_dir": self.text.tmp_dir} if (
             self.text is not None and row.method in BOUNDED_METHODS) else {}
         model = make_ngram(NGramOptions(row.method, row.n, row.classes, row.min_ngram_count, row.cluster_passes,
                                         **bounded)).fit(self.corpus)
-        if row.method == "infini-gram":  # test tokens by effective n, for the report's figure
-            extra["effective_n"] = model.profile(self.corpus, "test")
-        # with the context buckets of deleted interpolation, the effective n of the infini-gram (whose
-        # train contexts occur in train itself: not scored)
-        return saved.scored_splits(model, self.corpus, SPLITS if row.method != "infini-gram" else ("valid", "test"))
+        figures = {"effective_n": model.profile(self.corpus, "test")} if row.method == "infini-gram" else {}
+        # (test tokens by effective n, for the report's figure) with the context buckets of deleted
+        # interpolation, the effective n of the infini-gram (whose train contexts occur in train itself: not scored)
+        splits = SPLITS if row.method != "infini-gram" else ("valid", "test")
+        return RowRun(saved.scored_splits(model, self.corpus, splits), figures)
 
-    def _run_network(self, row: Row, extra: dict) -> dict:
+    def _run_network(self, row: Row) -> RowRun:
         from neural.training.train import load_nplm, train_nplm
         config = self.training_config(row)
         out = self.work / "nplm" / f"{row.id}-{self.fingerprint(row)}"  # a changed row trains afresh
@@ -329,17 +342,17 @@ class Reproduction:
         logprobs = {split: split_logprobs(model, self.corpus, split) for split in splits}
         curve = read_checked(out / "log.jsonl", _read_curve, what="training log",
                              fix=f"delete the run folder {out} to train this network again")
-        extra.update(curve=curve, epochs=summary.get("epochs"), best_epoch=summary.get("best_epoch"),
-                     tokens_per_s=summary.get("tokens_per_s"), train_seconds=summary.get("seconds"),
-                     config=asdict(config))
-        # training this invocation did not see (a run resumed, or trained apart and found at its path)
-        extra["seconds_apart"] = max(0.0, (summary.get("seconds") or 0.0) - trained_here)
+        figures = dict(curve=curve, epochs=summary.get("epochs"), best_epoch=summary.get("best_epoch"),
+                       tokens_per_s=summary.get("tokens_per_s"), train_seconds=summary.get("seconds"),
+                       config=asdict(config))
         if model.net.num_classes:  # the same network scored by the full softmax of y, beside its own
             plain = load_nplm(out, self.corpus, factored=False)
-            extra["full_softmax_ppl"] = {split: split_perplexity(plain, self.corpus, split) for split in ("valid", "test")}
+            figures["full_softmax_ppl"] = {split: split_perplexity(plain, self.corpus, split)
+                                           for split in ("valid", "test")}
         if row.word_vectors:
-            extra["embedding"] = self._embedding(model, row.id)
-        return logprobs
+            figures["embedding"] = self._embedding(model, row.id)
+        # training this invocation did not see (a run resumed, or trained apart and found at its path)
+        return RowRun(logprobs, figures, seconds_apart=max(0.0, (summary.get("seconds") or 0.0) - trained_here))
 
     def _embedding(self, model, row_id: str, words: int = 300, queries: int = 12, near: int = 8) -> dict:
         """The word features C of the most frequent words, and nearest neighbours of a few of them."""
@@ -359,21 +372,19 @@ class Reproduction:
                 result["classes"] = clustering.word_class[frequent].tolist()
         return result
 
-    def _run_mix(self, row: Row, extra: dict) -> dict:
+    def _run_mix(self, row: Row) -> RowRun:
         parts = [saved.load(self._logprobs_path(part)) for part in row.parts]
         if row.mix == WITH_COUNTS:  # network, KN 5 and the ∞-gram row's P∞, weights per effective n
             from baselines.infinigram import bucket_means
             mixed, weights = saved.mix_with_counts(parts[:-1], parts[-1], list(row.parts[:-1]), row.parts[-1])
             bucket = parts[-1]["buckets_test"]  # per bucket, the network's and the mixture's (the report's figure)
-            extra.update(weights=weights.tolist(), effective_n={
+            return RowRun(mixed, {"weights": weights.tolist(), "effective_n": {
                 "network_mean_logprob": bucket_means(bucket, parts[0]["test"]),
-                "mixed_mean_logprob": bucket_means(bucket, mixed["test"])})
-            return mixed
+                "mixed_mean_logprob": bucket_means(bucket, mixed["test"])}})
         method = {"0.5/0.5": "fixed", "EM": "em", "EM per bucket": "bucketed"}[row.mix]
         buckets = next((part for part in parts if "buckets_valid" in part), None)  # deleted interpolation's
         mixed, weights = saved.mix_saved(parts, method, [1 / len(parts)] * len(parts), buckets, list(row.parts))
-        extra["weights"] = weights.tolist()
-        return mixed
+        return RowRun(mixed, {"weights": weights.tolist()})
 
     def write_results(self, rows: list[dict], seconds: float) -> dict:
         embedding = next((r.pop("embedding") for r in rows if "embedding" in r), None)
@@ -452,7 +463,7 @@ def unk_figures(logprobs: dict, corpus: Corpus) -> dict:
 
 class Runner(NamedTuple):
     stage: int  # rows run in order of stage: n-grams first (quick), networks, then mixtures of them
-    run: Callable[[Reproduction, Row, dict], dict]  # (reproduction, row, extra) -> the row's log-probabilities
+    run: Callable[[Reproduction, Row], RowRun]  # (reproduction, row) -> what running the row gives
 
 
 RUNNERS = {"ngram": Runner(0, Reproduction._run_ngram), "network": Runner(1, Reproduction._run_network),

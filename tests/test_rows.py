@@ -40,10 +40,10 @@ def test_every_kind_has_a_runner():
 
 def test_a_kind_runs_through_its_entry_of_the_runner_table(tmp_path, monkeypatch):
     """A kind planted in the table runs its own runner, at its stage, and mixes like any other row."""
-    def uniform(reproduction, row, extra):
+    def uniform(reproduction, row):
         size = len(reproduction.corpus.vocab)
-        extra["planted"] = True
-        return {split: np.full(len(reproduction.corpus.split(split)), -np.log(size)) for split in ("valid", "test")}
+        return pipeline.RowRun({split: np.full(len(reproduction.corpus.split(split)), -np.log(size))
+                                for split in ("valid", "test")}, {"planted": True})
 
     monkeypatch.setitem(pipeline.RUNNERS, "uniform", pipeline.Runner(1, uniform))
     rows = [Row("flat", "uniform", "uniform"), Row("kn3", "ngram", "KN", n=3, method="kneser-ney"),
