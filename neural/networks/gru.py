@@ -35,15 +35,8 @@ class GRUNetwork(RecurrentNetwork):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """E, O and the GRU's weights ~ U(-0.1, 0.1), as the LSTM's; biases 0 (gates half open)."""
-        nn.init.uniform_(self.embedding, -0.1, 0.1)
-        if self.output is not None:
-            nn.init.uniform_(self.output, -0.1, 0.1)
-        for name, p in self.gru.named_parameters():
-            if name.startswith("weight"):
-                nn.init.uniform_(p, -0.1, 0.1)
-            else:
-                nn.init.zeros_(p)
+        """The recurrent families' uniform start (`reset_uniformly`): biases 0, the gates half open."""
+        self.reset_uniformly(self.gru)
 
     def initial_state(self, batch: int, device=None) -> tuple[torch.Tensor]:
         """(h,), zeros: ((layers, B, h),)."""

@@ -36,18 +36,12 @@ class LSTMNetwork(RecurrentNetwork):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """E, O and the LSTM's weights ~ U(-0.1, 0.1) (Zaremba et al.'s medium network: 0.05); biases 0
-        but the forget gates' 1 (Jozefowicz et al. 2015), so the cell keeps its memory from the start."""
-        nn.init.uniform_(self.embedding, -0.1, 0.1)
-        if self.output is not None:
-            nn.init.uniform_(self.output, -0.1, 0.1)
+        """The recurrent families' uniform start (`reset_uniformly`), but the forget gates' biases 1
+        (Jozefowicz et al. 2015), so the cell keeps its memory from the start."""
+        self.reset_uniformly(self.lstm)
         for name, p in self.lstm.named_parameters():
-            if name.startswith("weight"):
-                nn.init.uniform_(p, -0.1, 0.1)
-            else:
-                nn.init.zeros_(p)
-                if name.startswith("bias_ih"):
-                    p.data[self.shape.h: 2 * self.shape.h] = 1.0  # gate order i, f, g, o
+            if name.startswith("bias_ih"):
+                p.data[self.shape.h: 2 * self.shape.h] = 1.0  # gate order i, f, g, o
 
     def initial_state(self, batch: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
         """(h, c), zeros: ((layers, B, h), (layers, B, h))."""

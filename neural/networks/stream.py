@@ -187,6 +187,18 @@ class RecurrentNetwork(StreamNetwork):
     def initial_state(self, batch: int, device=None) -> tuple[torch.Tensor, ...]:
         raise NotImplementedError
 
+    def reset_uniformly(self, recurrent: nn.Module) -> None:
+        """E, O and the recurrent layers' weights ~ U(-0.1, 0.1) (Zaremba et al.'s medium network: 0.05),
+        their biases 0: the start every recurrent family shares (the LSTM then opens its forget gates)."""
+        nn.init.uniform_(self.embedding, -0.1, 0.1)
+        if self.output is not None:
+            nn.init.uniform_(self.output, -0.1, 0.1)
+        for name, p in recurrent.named_parameters():
+            if name.startswith("weight"):
+                nn.init.uniform_(p, -0.1, 0.1)
+            else:
+                nn.init.zeros_(p)
+
 
     def stream_scores(self, stream: np.ndarray, start: int, *, bf16: bool = False, progress: bool = False,
                      lanes: int | None = None, warmup: int | None = EVAL_WARMUP) -> np.ndarray:
