@@ -71,10 +71,10 @@ bench-infinigram: install
 # networks' CPU threads (default: the cores not busy at the start, docs/parallel.md). The report goes to
 # runs/reports/brown (ignored by git); REPORT_DIR=results/brown rebuilds the committed one.
 reproduce-brown: install
-	$(PY) -m lmbench_cli reproduce brown $(if $(QUICK),--quick) $(if $(REPORT_DIR),--report-dir $(REPORT_DIR)) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA)) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(THREADS),--threads $(THREADS))
+	$(PY) -m lmbench_cli reproduce brown $(if $(QUICK),--quick) $(if $(REPORT_DIR),--report-dir $(REPORT_DIR)) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA)) $(if $(SEEDS),--seeds $(SEEDS))$(if $(SEEDS_FOR), --seeds-for $(SEEDS_FOR)) $(if $(THREADS),--threads $(THREADS))
 
 reproduce-ap: install
-	$(PY) -m lmbench_cli reproduce ap $(if $(QUICK),--quick) $(if $(REPORT_DIR),--report-dir $(REPORT_DIR)) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA)) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(THREADS),--threads $(THREADS))
+	$(PY) -m lmbench_cli reproduce ap $(if $(QUICK),--quick) $(if $(REPORT_DIR),--report-dir $(REPORT_DIR)) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA)) $(if $(SEEDS),--seeds $(SEEDS))$(if $(SEEDS_FOR), --seeds-for $(SEEDS_FOR)) $(if $(THREADS),--threads $(THREADS))
 
 # The same comparison on your own corpus: make compare TRAIN=a.txt VALID=b.txt TEST=c.txt, or one file cut
 # by lines, make compare CORPUS=all.txt [SPLIT=0.8,0.1,0.1]; [NAME=mine] [NETWORKS=mlp1,mlp9] [ONLY=ngram]
@@ -84,7 +84,7 @@ compare: install
 	$(PY) -m lmbench_cli reproduce text $(if $(CORPUS),--corpus-file $(CORPUS) $(if $(SPLIT),--split $(SPLIT)),--train $(TRAIN) --valid $(VALID) --test $(TEST)) $(if $(NAME),--name $(NAME)) \
 		$(if $(NETWORKS),--networks $(NETWORKS)) $(if $(ONLY),--only $(ONLY)) $(if $(QUICK),--quick) \
 		$(if $(MIN_COUNT),--min-count $(MIN_COUNT)) $(if $(VOCAB_SIZE),--vocab-size $(VOCAB_SIZE)) \
-		$(if $(MEMORY),--memory $(MEMORY)) $(if $(TMP_DIR),--tmp-dir $(TMP_DIR)) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(THREADS),--threads $(THREADS))
+		$(if $(MEMORY),--memory $(MEMORY)) $(if $(TMP_DIR),--tmp-dir $(TMP_DIR)) $(if $(SEEDS),--seeds $(SEEDS))$(if $(SEEDS_FOR), --seeds-for $(SEEDS_FOR)) $(if $(THREADS),--threads $(THREADS))
 
 # Render the Brown report in headless Chromium (not installed by `make install`: `apt-get install -y
 # chromium`, or set CHROMIUM) and fail unless a screenshot of the whole page comes out (reports/page_check.py:

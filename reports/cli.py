@@ -29,6 +29,14 @@ def comma_list(allowed: list[str]):
     return parse
 
 
+def row_ids(text: str) -> tuple[str, ...]:
+    """An option's type: a comma-separated list of row ids (checked against the table once it is built)."""
+    chosen = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    if not chosen:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a comma-separated list of row ids, e.g. nplm-ours,lstm")
+    return chosen
+
+
 def folder_name(text: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", text):
         raise argparse.ArgumentTypeError(f"{text!r}: a folder name of letters, digits, '.', '_' or '-'")
@@ -71,6 +79,10 @@ def register(subparsers) -> None:
                              "each; each mixture of a network mixes each seed's): the row gives the mean "
                              "perplexity, its standard deviation and every seed's (default 1: the row as one seed, "
                              "from the same cache)")
+    parser.add_argument("--seeds-for", type=row_ids, default=(), metavar="ROWS",
+                        help="with --seeds K: only these network rows (their ids in the table, e.g. "
+                             "nplm-ours,lstm,transformer) and the mixtures of them run under the K seeds; the "
+                             "other rows run under the first (default: every network row)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     _add_allow_dirty(parser)
     text = parser.add_argument_group("your own corpus (reproduce text)")
@@ -147,7 +159,8 @@ def _report_dir(args: argparse.Namespace) -> Path:
 def run_reproduce(args: argparse.Namespace) -> dict:
     from reports.pipeline import reproduce
     summary = reproduce(args.corpus, args.quick, args.work_dir, _report_dir(args), frozenset(args.skip),
-                        _text_corpus(args), args.extra, args.allow_dirty, args.threads, args.seeds)
+                        _text_corpus(args), args.extra, args.allow_dirty, args.threads, args.seeds,
+                        args.seeds_for)
     return {key: summary[key] for key in ("commit", "report_dir", "wall_seconds", "report", "html")} | {
         "claims": {c["claim"]: f"{c['verdict']}: {c['ours']}" for c in summary["claims"]}}
 

@@ -7,8 +7,8 @@ interrupted NPLM resumes from its checkpoint. A row is looked up and run under a
 entry (lmbench.files.locked, as the corpus cache is), so that two runs sharing a work folder run each
 row once: the second waits for the first's row, then reads it.
 Mixture rows read the saved log-probabilities of their parts, so nothing is retrained.
-With `--seeds K` (K > 1) every row with a network in it runs under K seeds (`seed_copies`: the run's
-seed, then one more each): the first seed's work is the row itself, cached as with one seed, each
+With `--seeds K` (K > 1) every row with a network in it (or those `--seeds-for` names, and the mixtures
+of them) runs under K seeds (`seed_copies`: the run's seed, then one more each): the first seed's work is the row itself, cached as with one seed, each
 further seed's a row of its own (`<id>-seed<s>`: its own fingerprint, cache entry and training folder),
 a mixture of seed s mixing seed s's network; the row then gives the mean of the seeds' perplexities,
 their standard deviation and every seed's (`over_seeds`).
@@ -123,10 +123,12 @@ class RowRun:
 
 class Reproduction:
     def __init__(self, settings: Settings, work_dir: Path, report_dir: Path, text: TextCorpus | None = None,
-                 extra: tuple[str, ...] = (), code: dict | None = None, threads: int | None = None, seeds: int = 1):
+                 extra: tuple[str, ...] = (), code: dict | None = None, threads: int | None = None, seeds: int = 1,
+                 seeds_for: tuple[str, ...] = ()):
         self.settings = settings
         # the seeds of the rows with a network in them: the settings' seed, then one more each (`seed_copies`)
         self.seeds = [settings.seed + i for i in range(seeds)]
+        self.seeds_for = seeds_for  # the network rows that take the further seeds (empty: every one)
         self.threads = threads  # network rows' CPU threads (None: neural.training.recipe.default_threads): how fast
         self.code = code or code_state(report_dir)  # the commit that runs, reports.provenance
         self.extra = extra  # the optional row groups to add (EXTRA_ROWS of the corpus)
@@ -242,7 +244,7 @@ class Reproduction:
             log.warning(warning)
         self.digest = corpus_digest(self.corpus)
         table = self.table_rows()
-        self.seeded = seed_copies(table, self.seeds[1:])
+        self.seeded = seed_copies(table, self.seeds[1:], self.seeds_for)
         self.rows = table + [copy for copies in self.seeded.values() for copy in copies]
         results = {}
         progress = self.progress()
@@ -411,13 +413,18 @@ class Reproduction:
         return results
 
 
-def seed_copies(rows: list[Row], seeds: list[int]) -> dict[str, list[Row]]:
-    """The copies of each row with a network in it for `seeds` (the seeds after the run's first), by the
-    row's id: a network's copy `<id>-seed<s>` names its seed in its config (neural.config.NPLMConfig.seed)
-    and keeps no word features; a mixture's mixes the copies of its network parts of the same seed."""
+def seed_copies(rows: list[Row], seeds: list[int], networks: tuple[str, ...] = ()) -> dict[str, list[Row]]:
+    """The copies of each row with a network in it (of those whose ids `networks` names, when it names
+    any) for `seeds` (the seeds after the run's first), by the row's id: a network's copy `<id>-seed<s>`
+    names its seed in its config (neural.config.NPLMConfig.seed) and keeps no word features; a mixture's
+    mixes the copies of its network parts of the same seed (and the one run of a part not copied)."""
+    unknown = [name for name in networks if name not in [row.id for row in rows if row.family]]
+    if unknown:
+        raise LMBenchError(f"--seeds-for {','.join(unknown)}: no network row of that id in this table; its network "
+                           f"rows: {','.join(row.id for row in rows if row.family)}")
     copies: dict[str, list[Row]] = {}
     for row in sorted(rows, key=lambda r: runner(r).stage):  # networks before the mixtures of them
-        if row.family:
+        if row.family and (not networks or row.id in networks):
             copies[row.id] = [replace(row, id=f"{row.id}-seed{seed}", config={**row.config, "seed": seed},
                                       word_vectors=False) for seed in seeds]
         elif any(part in copies for part in row.parts):
@@ -502,13 +509,15 @@ def run_metadata(seconds: float, code: dict) -> dict:
 
 def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir: Path | None = None,
               skip: frozenset[str] = frozenset(), text: TextCorpus | None = None, extra: tuple[str, ...] = (),
-              allow_dirty: bool = False, threads: int | None = None, seeds: int = 1) -> dict:
+              allow_dirty: bool = False, threads: int | None = None, seeds: int = 1,
+              seeds_for: tuple[str, ...] = ()) -> dict:
     """Run (or resume) the whole table and build the report; returns the report's summary.
     `skip`: kinds of rows (keys of RUNNERS) to leave out; `text`: the user's corpus when `corpus` is
     "text"; `extra`: names of the corpus's optional row groups to add (EXTRA_ROWS); `allow_dirty`: write
     into a committed report folder from a tree with uncommitted changes (reports.provenance); `threads`:
     CPU threads of the network rows (None: OMP_NUM_THREADS when set, else the free cores, lmbench.threads);
-    `seeds`: the seeds each row with a network in it runs under (module docstring)."""
+    `seeds`: the seeds each row with a network in it runs under (module docstring); `seeds_for`: the ids of
+    the network rows that take them (empty: every one)."""
     from reports.build import build_report
 
     if corpus not in ROWS and not (corpus == "text" and text is not None):
@@ -520,12 +529,15 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
             having = [table for table, named in EXTRA_ROWS.items() if name in named]
             raise LMBenchError(f"--extra {name}: the {corpus} table has no such row group (it is "
                                f"{' or '.join(having)}'s); {corpus}'s groups: {', '.join(groups) or 'none'}")
+    if seeds_for and seeds == 1:
+        raise LMBenchError(f"--seeds-for {','.join(seeds_for)} names the rows that take --seeds K, and --seeds "
+                           "is 1: give --seeds 3 (say), or drop --seeds-for")
     name = report_name(corpus, quick, text.name if text else None)
     work_dir = work_dir or Path("runs") / name
     report_dir = report_dir or USER_REPORTS / name
     code = checked_state(report_dir, allow_dirty)  # before any row runs
     results = Reproduction(default_settings(corpus, quick), work_dir, report_dir, text, extra, code,
-                           threads, seeds).run(skip)
+                           threads, seeds, seeds_for).run(skip)
     built = build_report(report_dir, code)
     return {"report_dir": str(report_dir), "wall_seconds": results["meta"]["wall_seconds"], **built}
 

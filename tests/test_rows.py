@@ -198,3 +198,19 @@ def test_seed_copies_are_rows_of_their_own_and_one_seed_keeps_every_fingerprint(
     assert not mlp1_seed1.word_vectors and mlp1.word_vectors  # the word features figure: the first seed's
     assert len({three.fingerprint(row) for row in (mlp1, *copies["mlp1"])}) == 3
     assert len({three.fingerprint(row) for row in (mlp2, *copies["mlp2"])}) == 3
+
+
+def test_seeds_for_copies_only_the_named_networks_and_the_mixtures_of_them(tmp_path):
+    """--seeds-for: only the named network rows get seed copies, with the mixtures whose network part is
+    one of them; a mixture of a network not named keeps its one run, and an id that is no network row of
+    the table is refused in one line naming the table's network rows."""
+    rows = brown_rows()
+    copies = pipeline.seed_copies(rows, [1, 2], ("mlp1",))
+    networks = {row.id for row in rows if row.family}
+    assert set(copies) & networks == {"mlp1"}
+    assert {"mlp2", "mlp1-kn-interp-5-em"} <= set(copies) and "mlp3" not in copies and "mlp4" not in copies
+    assert all("mlp1" in row.parts for row in rows if row.id in copies and not row.family)
+    with pytest.raises(LMBenchError, match=r"--seeds-for nplm: no network row of that id .*: mlp1,mlp3,"):
+        pipeline.seed_copies(rows, [1, 2], ("mlp1", "nplm"))
+    with pytest.raises(LMBenchError, match="--seeds is 1"):
+        pipeline.reproduce("brown", True, tmp_path, tmp_path, seeds=1, seeds_for=("mlp1",))
