@@ -67,7 +67,7 @@ bench-infinigram: install
 # The paper's tables end to end; QUICK=1 runs the same pipeline on a small slice in under a minute,
 # SKIP=network leaves out the rows of a kind (listed as not run); EXTRA=energy adds the named optional
 # row groups (brown: energy, section 5.1's energy network, about 20 minutes more); SEEDS=3 trains every
-# network under 3 seeds (mean and sd, every seed's figure; 3 times the networks' time); THREADS=1 sets the
+# network under 3 seeds (mean and sd, every seed's figure; 3 times the networks' time; SEEDS_FOR=nplm-ours,lstm: those rows only); THREADS=1 sets the
 # networks' CPU threads (default: the cores not busy at the start, docs/parallel.md). The report goes to
 # runs/reports/brown (ignored by git); REPORT_DIR=results/brown rebuilds the committed one.
 reproduce-brown: install
