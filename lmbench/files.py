@@ -266,10 +266,12 @@ def folder_held(folder: Path, busy: str) -> Iterator[None]:
 
 
 @contextmanager
-def locked(path: Path) -> Iterator[None]:
+def locked(path: Path, wait: bool = True) -> Iterator[bool]:
     """Hold an exclusive lock on `<name>.lock` beside `path` (created if missing, never deleted, so
-    that every process locks the same file). Where the lock cannot be created (a read-only cache)
-    nothing will be written either, and the block runs unlocked."""
+    that every process locks the same file); yields True once held. `wait=False`: where another
+    process holds it, yield False at once instead of waiting (the block then must not touch `path`).
+    Where the lock cannot be created (a read-only cache) nothing will be written either, and the
+    block runs unlocked."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -277,12 +279,15 @@ def locked(path: Path) -> Iterator[None]:
     except OSError:
         handle = None
     if handle is None:
-        yield
+        yield True
         return
     with handle:  # closing the file releases the lock
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            if not wait:
+                yield False
+                return
             log.info("waiting for another process preparing %s", path)
             fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
+        yield True

@@ -5,7 +5,8 @@ log-probabilities in runs/<corpus>/logprobs/<id>.npz), keyed by a fingerprint of
 and the corpus's content: a re-run skips finished rows, an edited corpus file re-runs them all, and an
 interrupted NPLM resumes from its checkpoint. A row is looked up and run under a lock on its cache
 entry (lmbench.files.locked, as the corpus cache is), so that two runs sharing a work folder run each
-row once: the second waits for the first's row, then reads it.
+row once, and share the work: each passes over the rows the other holds, runs the rest, then waits for
+the ones it passed and reads them (`run_or_read`).
 Mixture rows read the saved log-probabilities of their parts, so nothing is retrained.
 With `--seeds K` (K > 1) every row with a network in it (or those `--seeds-for` names, and the mixtures
 of them) runs under K seeds (`seed_copies`: the run's seed, then one more each): the first seed's work is the row itself, cached as with one seed, each
@@ -249,31 +250,46 @@ class Reproduction:
         results = {}
         progress = self.progress()
         log.info("reproduce %s: %s", self.settings.corpus, progress.summary(len(self.rows)))
-        for row in sorted(self.rows, key=lambda r: runner(r).stage):
-            if row.kind in skip or any(results.get(part, {}).get("status") == "not run" for part in row.parts):
-                results[row.id] = {**row.to_dict(), "status": "not run", "train_ppl": None, "valid_ppl": None,
-                                   "test_ppl": None, "seconds": None}
-                progress.passed(row.id)
-                continue
-            with locked(self._row_path(row)):  # another run of this work folder running the row: wait, then read it
-                result = self.cached_result(row)
-                if result is None:
-                    log.info("row %s: running", row.id)
-                    progress.running(row.id)
-                    result = self.run_row(row)
-                    text = json.dumps(result, indent=1)
-                    write_checked(self._row_path(row), lambda path: path.write_text(text))
-                    progress.ran(row.id)
-                else:
-                    progress.passed(row.id)
-                    log.info("row %s: cached (test perplexity %.1f)", row.id, result["test_ppl"])
-                    if "test_ppl_no_unk" not in result:  # cached before rows recorded it
-                        result.update(unk_figures(saved.load(self._logprobs_path(row.id)), self.corpus))
-            results[row.id] = result
+        # two passes: the first runs or reads every row no other run of this work folder holds, leaving
+        # those (and the rows made of them) for the second, which waits for each in turn and reads it
+        later = [row for row in sorted(self.rows, key=lambda r: runner(r).stage)
+                 if not self.run_or_read(row, skip, results, progress, wait=False)]
+        for row in later:
+            self.run_or_read(row, skip, results, progress, wait=True)
         progress.close()
         return self.write_results([over_seeds(self.seeds, results[row.id], *(results[copy.id] for copy in
                                                                            self.seeded.get(row.id, ()))) for row in table],
                                   time.time() - started)
+
+    def run_or_read(self, row: Row, skip: frozenset[str], results: dict, progress: RunProgress, wait: bool) -> bool:
+        """Put `row`'s result into `results`: read from its cache entry, else run (listed as not run when
+        its kind is skipped or a part was not run). With `wait=False`, where another run of the work folder
+        holds the row, or a part is not in `results` yet, do nothing and return False."""
+        if row.kind in skip or any(results.get(part, {}).get("status") == "not run" for part in row.parts):
+            results[row.id] = {**row.to_dict(), "status": "not run", "train_ppl": None, "valid_ppl": None,
+                               "test_ppl": None, "seconds": None}
+            progress.passed(row.id)
+            return True
+        if any(part not in results for part in row.parts):
+            return False  # a part another run holds: after it
+        with locked(self._row_path(row), wait=wait) as held:
+            if not held:
+                return False
+            result = self.cached_result(row)
+            if result is None:
+                log.info("row %s: running", row.id)
+                progress.running(row.id)
+                result = self.run_row(row)
+                text = json.dumps(result, indent=1)
+                write_checked(self._row_path(row), lambda path: path.write_text(text))
+                progress.ran(row.id)
+            else:
+                progress.passed(row.id)
+                log.info("row %s: cached (test perplexity %.1f)", row.id, result["test_ppl"])
+                if "test_ppl_no_unk" not in result:  # cached before rows recorded it
+                    result.update(unk_figures(saved.load(self._logprobs_path(row.id)), self.corpus))
+        results[row.id] = result
+        return True
 
     def progress(self) -> RunProgress:
         """The whole run's bar: every row's expected seconds (reports.estimate)."""

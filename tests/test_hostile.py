@@ -479,7 +479,7 @@ TWO_RUNS = textwrap.dedent("""
 
 
 @pytest.mark.slow
-def test_two_reproductions_on_one_work_folder_run_each_row_once(tmp_path):
+def test_two_reproductions_on_one_work_folder_run_each_row_once_and_share_the_rows(tmp_path):
     ready = tmp_path / "ready"
     ready.mkdir()
     children = [subprocess.Popen([sys.executable, "-c", TWO_RUNS, str(i), str(ready), str(tmp_path / "work"),
@@ -494,6 +494,8 @@ def test_two_reproductions_on_one_work_folder_run_each_row_once(tmp_path):
     assert outputs[0] == outputs[1]
     ran = sorted(p.name.split("-by-")[0] for p in tmp_path.glob("ran-*"))
     assert ran == ["ran-add1", "ran-kn3", "ran-kn3-add1"]    # each row once, by one of the two
+    by = {p.name.split("-by-")[0]: p.name.split("-by-")[1] for p in tmp_path.glob("ran-*")}
+    assert {by["ran-add1"], by["ran-kn3"]} == {"0", "1"}     # and they share the work: one row each
 
 
 # --- outputs that would overwrite inputs or each other ----------------------------------------------------
