@@ -78,8 +78,10 @@ def _judged(rows: dict, checks: list[Check]) -> dict:
     check, found = max(((c, f) for c, f in tested if f["side"] == verdict),
                        key=lambda cf: cf[0].margin(*cf[1]["difference_ci95"]))
     low, high = found["difference_ci95"]
+    places = decimals(found["difference"], low, high)
     claimed = "" if check.threshold == 0 else f"; claimed: {'below' if check.below else 'above'} {check.threshold:+.0f}%"
-    return {"verdict": f"{verdict} ({found['difference']:+.1f}%, 95% CI {low:+.1f}% to {high:+.1f}%{claimed})",
+    return {"verdict": f"{verdict} ({found['difference']:+.{places}f}%, 95% CI {low:+.{places}f}% to "
+                       f"{high:+.{places}f}%{claimed})",
             "difference": found["difference"], "difference_ci95": found["difference_ci95"],
             "significant": verdict != "not significant", "threshold": check.threshold}
 
@@ -125,12 +127,18 @@ def gap(ours: float, other: float) -> float:
     return 100 * (ours / other - 1)
 
 
+def decimals(*percents: float) -> int:
+    """The decimal places (1 to 3) that show every non-zero one of `percents` as non-zero, so that a
+    difference of 0.04% with its interval reads "-0.04%, 95% CI -0.05% to -0.03%", not "-0.0%"."""
+    return next((places for places in (1, 2) if all(round(p, places) != 0 for p in percents if p != 0)), 3)
+
+
 def versus(ours: tuple[str, float], other: tuple[str, float]) -> str:
     """The evidence of every claim comparing two rows, in one wording: 'mlp1 77.6 vs kn-interp-5 63.5:
     22.2% higher' (or 'x% lower'), the percentage of `other`'s perplexity."""
     difference = gap(ours[1], other[1])
     return (f"{ours[0]} {ours[1]:.1f} vs {other[0]} {other[1]:.1f}: "
-            f"{abs(difference):.1f}% {'higher' if difference > 0 else 'lower'}")
+            f"{abs(difference):.{decimals(difference)}f}% {'higher' if difference > 0 else 'lower'}")
 
 
 def check_claims(results: dict) -> list[dict]:
