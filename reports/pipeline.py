@@ -355,7 +355,7 @@ class Reproduction:
         started = time.perf_counter()
         summary = train_nplm(self.corpus, config, out, resume=True, evaluate=False)  # scored below
         trained_here = time.perf_counter() - started  # (0 for a run finished before: resumed, or trained apart)
-        model = load_nplm(out, self.corpus, progress=True)  # the exact scoring's bar
+        model = load_nplm(out, self.corpus, threads=self.threads, progress=True)  # the exact scoring's bar
         splits = SPLITS if row.paper_model else ("valid", "test")  # our extra rows: no train column
         logprobs = {split: split_logprobs(model, self.corpus, split) for split in splits}
         curve = read_checked(out / "log.jsonl", _read_curve, what="training log",
@@ -364,7 +364,7 @@ class Reproduction:
                        tokens_per_s=summary.get("tokens_per_s"), train_seconds=summary.get("seconds"),
                        config=asdict(config))
         if model.net.num_classes:  # the same network scored by the full softmax of y, beside its own
-            plain = load_nplm(out, self.corpus, factored=False)
+            plain = load_nplm(out, self.corpus, factored=False, threads=self.threads)
             figures["full_softmax_ppl"] = {split: split_perplexity(plain, self.corpus, split)
                                            for split in ("valid", "test")}
         if row.word_vectors:

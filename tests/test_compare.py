@@ -279,3 +279,19 @@ def test_seeds_train_each_network_apart_and_the_row_gives_their_mean_sd_and_ever
     # a third run finds every seed's work in the cache
     again = run(2)
     assert again["nplm-ours"]["seeds"] == ours["seeds"] and again["nplm-ours"]["seconds"] == ours["seconds"]
+
+
+@pytest.mark.slow  # one quick run, one network trained
+def test_a_network_row_is_trained_and_scored_under_the_threads_asked_for(corpus_files, tmp_path, capsys, monkeypatch):
+    """--threads 2 on a machine whose free cores read 1 at the start (a load of 1: the step before it):
+    every thread count set, the training's and the exact scoring's, is 2 (the scoring used to take the
+    free cores: a 2-thread AP run scored its networks on 1 thread)."""
+    import torch
+    from neural.training import recipe
+    counts = []
+    monkeypatch.setattr(recipe, "free_cores", lambda: 1)
+    monkeypatch.setattr(torch, "set_num_threads", counts.append)  # (records; the test process keeps its own)
+    code, _, err = run_cli(capsys, *_argv(corpus_files, tmp_path, "--only", "nplm", "--networks", "ours",
+                                          "--threads", "2"))
+    assert code == 0, err
+    assert counts and set(counts) == {2}
