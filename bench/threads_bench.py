@@ -10,6 +10,8 @@ run's tokens/s. The variants:
   parallel regions; lmbench's default before issue 34);
 - one: 1 thread;
 - passive: every core's threads, OMP_WAIT_POLICY=PASSIVE (a thread sleeps when it has nothing to do);
+- spin: every core's threads, GOMP_SPINCOUNT=`--spincount` (a waiting thread spins that many times, then
+  sleeps; torch's CPU build uses GNU OpenMP, whose own default is 300,000, about 3 ms);
 - free: the cores of this process's affinity less the 1-minute load average (at least 1), active waiting;
 - default: what `lmbench` does today, run through the `lmbench_cli` entry (`python -m lmbench_cli nplm
   train`), whichever policy and count that is;
@@ -37,16 +39,17 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-VARIANTS = ("all-cores", "one", "passive", "free", "default", "before")
+VARIANTS = ("all-cores", "one", "passive", "spin", "free", "default", "before")
 
 
 def cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def environment(variant: str, checkout: Path) -> tuple[dict, int | None]:
+def environment(variant: str, checkout: Path, spincount: int) -> tuple[dict, int | None]:
     """The environment and --threads of a variant (None: the command's own default)."""
-    env = {key: value for key, value in os.environ.items() if key not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")}
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "GOMP_SPINCOUNT")}
     env["PYTHONPATH"] = str(checkout)
     if variant == "all-cores":
         return {**env, "OMP_WAIT_POLICY": "ACTIVE"}, cores()
@@ -54,6 +57,8 @@ def environment(variant: str, checkout: Path) -> tuple[dict, int | None]:
         return env, 1
     if variant == "passive":
         return {**env, "OMP_WAIT_POLICY": "PASSIVE"}, cores()
+    if variant == "spin":
+        return {**env, "GOMP_SPINCOUNT": str(spincount)}, cores()
     if variant == "free":
         return {**env, "OMP_WAIT_POLICY": "ACTIVE"}, max(1, cores() - round(os.getloadavg()[0]))
     return env, None
@@ -71,9 +76,9 @@ def command(family: str, updates: int, threads: int | None, out: str) -> list[st
             *(["--threads", str(threads)] if threads else [])]
 
 
-def measure(family: str, variant: str, updates: int, before: Path | None) -> dict:
+def measure(family: str, variant: str, updates: int, before: Path | None, spincount: int) -> dict:
     checkout = before if variant == "before" else ROOT
-    env, threads = environment(variant, checkout)
+    env, threads = environment(variant, checkout, spincount)
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as out:
         done = subprocess.run(command(family, updates, threads, out), env=env, capture_output=True, text=True,
@@ -82,7 +87,7 @@ def measure(family: str, variant: str, updates: int, before: Path | None) -> dic
         raise SystemExit(f"{family} {variant} failed: {done.stderr.strip().splitlines()[-1]}")
     result = json.loads(done.stdout)
     return {"family": family, "variant": variant, "threads": threads or "default",
-            "wait": env.get("OMP_WAIT_POLICY", "default"), "load_1min": round(load, 2),
+            "wait": env.get("OMP_WAIT_POLICY", "default"), "spincount": env.get("GOMP_SPINCOUNT", "default"), "load_1min": round(load, 2),
             "tokens_per_s": round(result["tokens_per_s"]), "updates": result["updates"]}
 
 
@@ -93,6 +98,7 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--updates", type=int, default=150)
+    parser.add_argument("--spincount", type=int, default=300_000, help="GOMP_SPINCOUNT of the variant spin")
     parser.add_argument("--before", type=Path, default=None, help="the checkout whose default `before` runs")
     args = parser.parse_args()
     if "before" in args.variants and args.before is None:
@@ -105,7 +111,7 @@ def main() -> None:
                 time.sleep(1.0)
             for variant in args.variants:
                 print(json.dumps({"round": round_ + 1, "condition": args.condition,
-                                  **measure(args.family, variant, args.updates, args.before)}), flush=True)
+                                  **measure(args.family, variant, args.updates, args.before, args.spincount)}), flush=True)
         finally:
             if busy is not None:
                 busy.kill()

@@ -21,7 +21,8 @@ import sys
 
 from lmbench import threads
 
-threads.passive_waiting()  # before any package loads torch, and with it OpenMP (lmbench.threads)
+threads.choose_waiting()  # the free cores, measured before this command's work, and with them how OpenMP's
+# threads wait: before any package loads torch, and with it OpenMP (lmbench.threads)
 
 from baselines import cli as baselines_cli  # noqa: E402
 from corpora import cli as corpora_cli  # noqa: E402
@@ -77,7 +78,6 @@ def _main(argv: list[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         args.argv = list(sys.argv[1:] if argv is None else argv)  # the words, for a command that relaunches itself
-        threads.free_cores()  # the cores free before this command's own work (lmbench.threads)
         logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                             format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
         result = args.run(args)
