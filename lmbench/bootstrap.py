@@ -113,6 +113,17 @@ def split_interval(blocks: dict) -> tuple[float, float]:
     return perplexity_interval(blocks["logprob"], blocks["tokens"])
 
 
+def mean_blocks(runs: list[dict]) -> dict:
+    """One split's blocks (as `row_blocks` keeps them) of several runs of a model, under several seeds,
+    as one: each block's log-probability sum the mean of the runs', so that `split_interval` is the
+    interval of the seeds' mean log-probability (its centre the geometric mean of their perplexities)."""
+    if any(run["tokens"] != runs[0]["tokens"] for run in runs):
+        raise LMBenchError("the runs' blocks hold different token counts, so they are not the same blocks: "
+                           "average runs scored on the same split")
+    return {"logprob": np.round(np.mean([run["logprob"] for run in runs], axis=0), DECIMALS).tolist(),
+            "tokens": runs[0]["tokens"]}
+
+
 def paired_splits(blocks_a: dict, blocks_b: dict) -> tuple[float, tuple[float, float]]:
     """`paired_difference` of two rows' blocks of one split as results.json keeps them."""
     if blocks_a["tokens"] != blocks_b["tokens"]:

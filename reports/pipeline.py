@@ -457,8 +457,10 @@ def over_seeds(seeds: list[int], *runs: dict) -> dict:
     """A row from its runs under `seeds` (the row's own result, then its seed copies'): the first seed's
     record (fingerprint, configuration, curve, weights), each perplexity the mean of the seeds'
     perplexities with their sample standard deviation beside it (`test_ppl_sd`, ...), every seed's
-    figures in `seeds` ([{seed, valid_ppl, test_ppl, ..., seconds}]), seconds those of all the runs.
-    One run (one seed, or a row without a network) is the row as it is."""
+    figures in `seeds` ([{seed, valid_ppl, test_ppl, ..., seconds}]), seconds those of all the runs,
+    and the blocks of the seeds' mean log-probabilities with their intervals (`bootstrap.mean_blocks`:
+    a claim on the row tests the seeds' mean, not the first seed). One run (one seed, or a row without
+    a network) is the row as it is."""
     first = runs[0]
     if len(runs) == 1 or first.get("status") == "not run":
         return first
@@ -470,6 +472,11 @@ def over_seeds(seeds: list[int], *runs: dict) -> dict:
     for key in figures:
         values = [run[key] for run in runs]
         combined[key], combined[f"{key}_sd"] = float(np.mean(values)), float(np.std(values, ddof=1))
+    if all("blocks" in run for run in runs):  # the interval and the paired tests of the seeds' mean
+        combined["blocks"] = {split: bootstrap.mean_blocks([run["blocks"][split] for run in runs])
+                              for split in first["blocks"]}
+        combined.update({f"{split}_ppl_ci95": list(bootstrap.split_interval(blocks))
+                         for split, blocks in combined["blocks"].items()})
     return combined
 
 

@@ -117,3 +117,30 @@ def test_row_blocks_round_trip_through_json_numbers():
 def test_blocks_of_different_splits_are_refused_in_one_line():
     with pytest.raises(LMBenchError, match="same blocks"):
         paired_difference(np.zeros(3), np.zeros(4), np.ones(3, dtype=np.int64))
+
+
+def test_a_seeded_rows_blocks_are_its_seeds_mean_and_its_claims_test_that_mean():
+    """A row under two seeds (reports.pipeline.over_seeds): its blocks are the seeds' mean block sums, its
+    interval theirs (centred on the geometric mean of the seeds' perplexities, not on the first seed's),
+    and a paired test of the row against its first seed sees the second seed's shift."""
+    from lmbench.bootstrap import mean_blocks, paired_splits, split_interval
+    from reports.pipeline import over_seeds
+
+    rng = np.random.default_rng(5)
+    ids, logprobs = synthetic_split(rng)
+    ends, _ = block_ends(ids, END)
+    runs = [{"id": "net", "test_ppl": float(np.exp(-lp.mean())), "seconds": 1.0,
+             "blocks": {"test": row_blocks(lp, ends)}} for lp in (logprobs, logprobs - 1.0)]
+    row = over_seeds([0, 1], *runs)
+    assert row["blocks"]["test"] == mean_blocks([run["blocks"]["test"] for run in runs])
+    assert row["blocks"]["test"]["logprob"] == pytest.approx(np.mean([run["blocks"]["test"]["logprob"] for run in runs],
+                                                                     axis=0), abs=1e-3)
+    assert row["test_ppl_ci95"] == list(split_interval(row["blocks"]["test"]))
+    geometric = np.exp(np.mean([np.log(run["test_ppl"]) for run in runs]))
+    low, high = row["test_ppl_ci95"]
+    first_low, first_high = split_interval(runs[0]["blocks"]["test"])
+    assert low < geometric < high and not first_low < geometric < first_high
+    difference, _ = paired_splits(row["blocks"]["test"], runs[0]["blocks"]["test"])
+    assert difference == pytest.approx(np.exp(0.5) - 1, rel=1e-4)  # half the second seed's 1 nat
+    with pytest.raises(LMBenchError, match="not the same blocks"):
+        mean_blocks([runs[0]["blocks"]["test"], {"logprob": [0.0], "tokens": [1]}])

@@ -262,9 +262,14 @@ def test_seeds_train_each_network_apart_and_the_row_gives_their_mean_sd_and_ever
         assert row["test_ppl_sd"] == pytest.approx(statistics.stdev(tests))
         assert row["valid_ppl"] == pytest.approx(statistics.mean(seed["valid_ppl"] for seed in row["seeds"]))
     def apart_from_figures(row: dict) -> dict:
-        return {key: value for key, value in row.items() if key not in ("seeds", "seconds") and "_ppl" not in key}
+        return {key: value for key, value in row.items()
+                if key not in ("seeds", "seconds", "blocks") and "_ppl" not in key}
 
     assert apart_from_figures(ours) == apart_from_figures(one["nplm-ours"])  # the first seed's record
+    seed1 = json.loads((work / "rows" / "nplm-ours-seed1.json").read_text())
+    for split in ("valid", "test"):  # the blocks of the seeds' mean: the intervals and claims are the mean's
+        mean = np.mean([one["nplm-ours"]["blocks"][split]["logprob"], seed1["blocks"][split]["logprob"]], axis=0)
+        assert ours["blocks"][split]["logprob"] == pytest.approx(mean, abs=1e-3)
     assert ours["seconds"] == pytest.approx(sum(seed["seconds"] for seed in ours["seeds"]))
     # each seed's mixture: the EM mixture of that seed's network with KN 5, refitted on valid
     kn5 = saved.load(work / "logprobs" / "kn-interp-5.npz")
