@@ -113,20 +113,27 @@ def split_interval(blocks: dict) -> tuple[float, float]:
     return perplexity_interval(blocks["logprob"], blocks["tokens"])
 
 
+def intervals(blocks: dict) -> dict:
+    """`{split}_ppl_ci95` of a row from its blocks of each split ({split: blocks}, as results.json keeps them)."""
+    return {f"{split}_ppl_ci95": list(split_interval(found)) for split, found in blocks.items()}
+
+
+def _same_blocks(blocks: list[dict], *, fix: str) -> None:
+    """One line, naming `fix`, unless every one of `blocks` holds the same token counts (the same blocks)."""
+    if any(found["tokens"] != blocks[0]["tokens"] for found in blocks):
+        raise LMBenchError(f"the blocks hold different token counts, so they are not the same blocks: {fix}")
+
+
 def mean_blocks(runs: list[dict]) -> dict:
     """One split's blocks (as `row_blocks` keeps them) of several runs of a model, under several seeds,
     as one: each block's log-probability sum the mean of the runs', so that `split_interval` is the
     interval of the seeds' mean log-probability (its centre the geometric mean of their perplexities)."""
-    if any(run["tokens"] != runs[0]["tokens"] for run in runs):
-        raise LMBenchError("the runs' blocks hold different token counts, so they are not the same blocks: "
-                           "average runs scored on the same split")
+    _same_blocks(runs, fix="average runs scored on the same split")
     return {"logprob": np.round(np.mean([run["logprob"] for run in runs], axis=0), DECIMALS).tolist(),
             "tokens": runs[0]["tokens"]}
 
 
 def paired_splits(blocks_a: dict, blocks_b: dict) -> tuple[float, tuple[float, float]]:
     """`paired_difference` of two rows' blocks of one split as results.json keeps them."""
-    if blocks_a["tokens"] != blocks_b["tokens"]:
-        raise LMBenchError("the two rows' blocks hold different token counts, so they are not the same blocks: "
-                           "compare rows of one results.json, scored on the same split")
+    _same_blocks([blocks_a, blocks_b], fix="compare rows of one results.json, scored on the same split")
     return paired_difference(blocks_a["logprob"], blocks_b["logprob"], blocks_a["tokens"])

@@ -329,8 +329,7 @@ class Reproduction:
         from which they are computed."""
         blocks = {split: bootstrap.row_blocks(logprobs[split], self.block_ends(split)[0])
                   for split in ("valid", "test") if split in logprobs}
-        return {**{f"{split}_ppl_ci95": list(bootstrap.split_interval(found)) for split, found in blocks.items()},
-                "blocks": blocks}
+        return {**bootstrap.intervals(blocks), "blocks": blocks}
 
     def _save_row_logprobs(self, row: Row, logprobs: dict) -> None:
         saved.save(self._logprobs_path(row.id), {k: v for k, v in logprobs.items() if not k.endswith("train")},
@@ -475,8 +474,7 @@ def over_seeds(seeds: list[int], *runs: dict) -> dict:
     if all("blocks" in run for run in runs):  # the interval and the paired tests of the seeds' mean
         combined["blocks"] = {split: bootstrap.mean_blocks([run["blocks"][split] for run in runs])
                               for split in first["blocks"]}
-        combined.update({f"{split}_ppl_ci95": list(bootstrap.split_interval(blocks))
-                         for split, blocks in combined["blocks"].items()})
+        combined.update(bootstrap.intervals(combined["blocks"]))
     return combined
 
 
