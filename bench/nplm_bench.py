@@ -14,7 +14,7 @@ The stream networks (`--families lstm transformer`, default both): training toke
 update (`neural.training.stream_train`: lanes x steps positions, AdamW, clipping) with the full softmax (fp32 and
 bf16) and importance sampling, and the exact scoring's tokens/s (`score_stream`: the LSTM in lanes
 warmed on the tokens before them, the Transformer's sliding window), for the default shapes of
-`neural.families.LSTMShape` and `neural.families.TransformerShape`.
+`neural.networks.lstm.LSTMShape` and `neural.networks.transformer.TransformerShape`.
 
 FLOPs counted per token for the full softmax: the output layer 2 V K (K = h + (n-1)m with direct
 connections, else h) and the hidden layer 2 h (n-1)m forward; three times that for training (forward,

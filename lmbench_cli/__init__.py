@@ -1,10 +1,13 @@
 """The `lmbench` command: one subcommand per stage of the suite.
 
-This is the top of the layers: it imports every package's command line, and nothing imports it
+This is the top of the layers: it imports the packages' command lines, and nothing imports it
 (`lmbench` itself is the ground floor: errors, files, the model interface, option types). Before it
 imports them it asks OpenMP for passive waiting (`lmbench.threads`), which torch reads when it loads.
+It imports only the command line of the subcommand named (`COMMANDS`; all of them for --help or a
+word it does not know), so that `corpus`, `ngram` and `mix` start without the networks' registry,
+whose family files load torch (`neural.families`).
 
-Each package registers its subcommand through a `register(subparsers)` function whose `run(args)`
+Each package registers its subcommands through a `register(subparsers)` function whose `run(args)`
 returns a dict of figures: printed as JSON with --json, else as indented `key: value` lines.
 Options are checked as they are parsed (`lmbench.options`); a refused option, like any expected error
 (LMBenchError), prints one line and exits with code 2. SIGTERM is turned into an interruption, as
@@ -14,6 +17,7 @@ up either way: exit 130 after Ctrl-C, 143 after SIGTERM.
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import signal
@@ -24,24 +28,26 @@ from lmbench import threads
 threads.choose_waiting()  # the free cores, measured before this command's work, and with them how OpenMP's
 # threads wait: before any package loads torch, and with it OpenMP (lmbench.threads)
 
-from baselines import cli as baselines_cli  # noqa: E402
-from corpora import cli as corpora_cli  # noqa: E402
 from lmbench import __version__  # noqa: E402
 from lmbench.errors import LMBenchError  # noqa: E402
 from lmbench.options import OptionParser  # noqa: E402
-from mixing import cli as mixing_cli  # noqa: E402
-from neural import cli as neural_cli  # noqa: E402
-from reports import cli as reports_cli  # noqa: E402
+
+# Each package's command line and the subcommands its `register` adds (tests/test_cli.py checks them).
+COMMANDS = {"corpora.cli": ("corpus",), "baselines.cli": ("ngram",), "neural.cli": ("train", "eval", "nplm"),
+            "mixing.cli": ("mix",), "reports.cli": ("reproduce", "report")}
 
 
-def build_parser() -> OptionParser:
-    """The `lmbench` parser with every package's subcommand."""
+def build_parser(argv: list[str] | None = None) -> OptionParser:
+    """The `lmbench` parser with the subcommands of the package that owns the command in `argv` (its
+    first word that is no option), or with every package's (None, --help, an unknown word)."""
     parser = OptionParser(prog="lmbench", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"lmbench {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debugging detail")
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for module in (corpora_cli, baselines_cli, neural_cli, mixing_cli, reports_cli):
-        module.register(subparsers)
+    command = next((word for word in argv or () if not word.startswith("-")), None)
+    owners = [module for module, commands in COMMANDS.items() if command in commands] or list(COMMANDS)
+    for module in owners:
+        importlib.import_module(module).register(subparsers)
     return parser
 
 
@@ -76,8 +82,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     try:
-        args = build_parser().parse_args(argv)
-        args.argv = list(sys.argv[1:] if argv is None else argv)  # the words, for a command that relaunches itself
+        argv = list(sys.argv[1:] if argv is None else argv)
+        args = build_parser(argv).parse_args(argv)
+        args.argv = argv  # the words, for a command that relaunches itself
         logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                             format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
         result = args.run(args)

@@ -21,12 +21,22 @@ from lmbench.options import integer, output_directory, output_file, refuse_overw
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("nplm", help="the neural probabilistic language model")
+    """`lmbench train` and `lmbench eval` (any family), and `lmbench nplm train|eval|neighbors`, the
+    names these had when the NPLM was the only family (train and eval the same commands)."""
+    add_train(subparsers)
+    add_eval(subparsers)
+    parser = subparsers.add_parser("nplm", help="train, score or inspect a network (`lmbench train`, "
+                                                "`lmbench eval` under their first names), nearest words in C")
     commands = parser.add_subparsers(dest="nplm_command", required=True)
+    add_train(commands)
+    add_eval(commands)
+    add_neighbors(commands)
 
+
+def add_train(commands) -> None:
     from neural.config import BACKENDS, CLASS_SOURCES, OBJECTIVES, PARALLEL, RECIPES, SCHEDULES, NPLMConfig
     defaults = NPLMConfig()
-    train = commands.add_parser("train", help="train a network and report its perplexities")
+    train = commands.add_parser("train", help="train a network of any family and report its perplexities")
     add_corpus_options(train, recorded=True)
     _network_options(train.add_argument_group("network"), defaults.model)
     run_group = train.add_argument_group("training")
@@ -96,6 +106,9 @@ def register(subparsers) -> None:
     _parallel_options(train, PARALLEL, BACKENDS)
     train.set_defaults(run=run_train)
 
+
+def add_eval(commands) -> None:
+    from neural.config import BACKENDS, PARALLEL
     evaluate = commands.add_parser("eval", help="perplexity of a trained run's best model on a split")
     evaluate.add_argument("dir", help="run directory")
     evaluate.add_argument("--split", choices=("train", "valid", "test"), default="test")
@@ -110,6 +123,8 @@ def register(subparsers) -> None:
     _parallel_options(evaluate, PARALLEL, BACKENDS)
     evaluate.set_defaults(run=run_eval)
 
+
+def add_neighbors(commands) -> None:
     neighbors = commands.add_parser("neighbors", help="nearest words by cosine similarity in C")
     neighbors.add_argument("dir", help="run directory")
     neighbors.add_argument("words", nargs="+")

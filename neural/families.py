@@ -1,54 +1,39 @@
-"""The network families: a name, the dataclass of a network's shape, and the class that builds it, plus
-the protocol (`Network`) every network implements. No torch here: the command line reads this file to
-offer the families and their options, and imports a network only to train or load one.
+"""The registry of network families, and the protocol (`Network`) every network implements.
 
-A family is
+A family is one file, `neural/networks/NAME.py`, holding (as nanoGPT keeps GPTConfig beside GPT):
+- its shape, a frozen dataclass subclassing `NetworkShape`: everything that fixes the network's
+  parameters (its n, m, h, ... and nothing about training). A checkpoint keeps it
+  (`dataclasses.asdict`) and the network is rebuilt from it. Its fields are the command line's options
+  of that family (`lmbench train --model NAME --FIELD ...`): the default and the help text live once,
+  in the field (`field(default=..., metadata={"help": ...})`). Its class variables `outputs` and
+  `parallel` list the output layers it can have (`neural.config.OBJECTIVES` names each objective's;
+  None: any) and the --parallel schemes it runs under; `run_defaults` the defaults of the training
+  run's options that are the family's own (an option given explicitly wins); `refuse` names, in one
+  line, an option of the run it cannot take;
+- its network (torch), implementing `Network` and its context's part of it (`PROTOCOLS`);
+- its registration, the file's last line:
 
-    Family(name, Shape, "module:Class", context=..., summary=...)
+      register(Family("NAME", NAMEShape, NAMENetwork, context=..., label="...", summary="..."))
 
-- `Shape`, a frozen dataclass (`NetworkShape`): everything that fixes the network's parameters (its n, m,
-  h, ... and nothing about training). A checkpoint keeps it (`dataclasses.asdict`, as nanoGPT keeps its
-  `model_args`) and the network is rebuilt from it (`neural.training.train.load_nplm`). Its fields are the command line's
-  options of that family (`lmbench nplm train --model NAME --FIELD ...`): the default and the help text
-  live once, in the field (`field(default=..., metadata={"help": ...})`). Its class variables
-  `outputs` and `parallel` list the output layers it can have (`neural.config.OBJECTIVES` names each
-  objective's; None: any) and the --parallel schemes it runs under; `run_defaults` gives the defaults
-  of the training run's options that differ for this family (e.g. the stream networks' epochs, k and
-  weight decay; an option given explicitly wins); `refuse` names, in one line, an
-  option of the training run it cannot take (the base refuses a scheme outside `parallel`; a family
-  adds its own). An objective whose output layer is not in `outputs` is refused before that.
-- "module:Class", the network (torch), imported on first use (`network_class`). It implements `Network`.
-- `context`, what a network reads to predict a token, which picks the loop that trains it and the code
-  that scores it:
-    "window" (the NPLM, the energy network): the `history` tokens just before it (n-1 words,
-      left-padded with PAD_ID at the start of a stream). Trained by `neural.training.train` on shuffled windows,
-      scored by `neural.lm.score_stream`; every call they make on the network is in `Network`.
-    "stream" (for recurrent and attention networks): contiguous sequences of the stream, a state carried
-      from one to the next. Such a family names its own `trainer`, `scorer` and `loader`
-      ("module:function", with the signatures of `neural.training.train.train_nplm`, `neural.lm.score_stream` and
-      `neural.training.train.load_nplm`), and implements the
-      parts of `Network` that do not read windows (building, checkpoint shape, output layer, weight
-      decay, vocabulary widening); `history` is None.
-- `vocab_slice`, "module:Class" of one process's block of the network under --parallel vocab, None
-  when the family has none (its shape's `parallel` then leaves "vocab" out).
+`context` is what a network reads to predict a token, and so how the one trainer
+(`neural.training.trainer`) batches it and the one scorer (`neural.scoring`) scores it: "window" (the
+NPLM, the energy network: the `history` tokens just before it, left-padded with PAD_ID at the start
+of a stream, trained on shuffled windows) or "stream" (recurrent and attention networks: contiguous
+lanes of the stream, a state carried from one update to the next).
 
-A new family is one file and one registration here: write the network in `neural/networks/NAME.py`
-against `Network`, then add its shape dataclass below (subclassing `NetworkShape`, or `RecurrentShape`)
-and the line
-
-    register(Family("NAME", NAMEShape, "neural.networks.NAME:NAMENetwork", label="...", summary="..."))
-
-with `quick=` (the shape of a quick run) and, for a stream network, `**STREAM`. The shape stays here,
-not in the network's file, because the command line reads every family's options without importing
-torch. Nothing else names a family: the builder (`neural.training.team.build_network`), `load_nplm`,
-resume, `neural.oov` and `neural.parallel.teams` go through `family(name)` and the protocol; the command
-line, the rows of `reproduce`, the summary's columns, the claims and the contract tests iterate the
-registry (`label`, `beyond_2003`, `quick`).
+Nothing else names a family: the registry finds the family files itself (every module of
+`neural.networks` is imported the first time the registry is read; a module that registers nothing,
+like `neural.networks.stream`, only lends its bases), and the command line, the rows of `reproduce`,
+the summary's columns, the claims, the pinned scores and the contract tests iterate it. This file
+imports no torch; reading the registry imports the networks, and with them torch, so the commands
+that need no network (`corpus`, `ngram`, `mix`) never read it.
 """
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -69,6 +54,7 @@ class NetworkShape:
     outputs: ClassVar[tuple[str, ...] | None] = ("softmax",)  # its output layers; None: any of them
     parallel: ClassVar[tuple[str, ...]] = ()  # the --parallel schemes it runs under
     run_defaults: ClassVar[dict] = {}  # the training run's options whose default is the family's own
+    renamed: ClassVar[dict] = {}  # a field's former name -> its name: a saved shape under the old name still loads
     # the run's options its trainer has no use for, refused when given: a window network's, the stream trainer's own
     unused_options: ClassVar[tuple[str, ...]] = ("steps", "warmup_steps", "clip", "final_lr_fraction")
 
@@ -105,7 +91,7 @@ class Family:
     """One registered family (the module docstring)."""
     name: str
     shape: type  # a NetworkShape subclass
-    network: str  # "module:Class"
+    network: type  # the network's class (torch), beside its shape in the family's file
     context: str = "window"  # "window" or "stream"
     summary: str = ""  # one line for --help
     vocab_slice: str | None = None  # "module:Class" under --parallel vocab
@@ -116,13 +102,16 @@ class Family:
     beyond_2003: bool = False  # one of our networks beyond 2003: its row (alone and + KN 5) in every
     #   `reproduce text`, an --extra group of brown and ap, a column of the summary, its claims
     quick: dict = field(default_factory=dict)  # the shape options a quick run narrows it to (a slice's width)
+    order: int = 100  # where its rows and columns sit among the families' (lower first; a new family last)
 
     def network_class(self) -> type:
-        return load(self.network)
+        return self.network
 
     def shape_of(self, values: dict) -> NetworkShape:
         """The shape from a saved dict (`asdict`); a field missing from an older checkpoint takes its
-        default, a field this family does not have is refused."""
+        default, a field under a former name (`renamed`) takes its new one, a field this family does not
+        have is refused."""
+        values = {self.shape.renamed.get(key, key): value for key, value in values.items()}
         unknown = sorted(set(values) - set(self.shape_fields()))
         if unknown:
             raise LMBenchError(f"--model {self.name} has no option {', '.join('--' + option_name(k) for k in unknown)}"
@@ -133,19 +122,52 @@ class Family:
         return [f.name for f in fields(self.shape)]
 
 
-FAMILIES: dict[str, Family] = {}
+_REGISTERED: dict[str, Family] = {}
+
+
+class Registry(Mapping):
+    """The registered families by name, in their `order`: reading it first imports every module of
+    `neural.networks`, where each family registers itself."""
+
+    def _families(self) -> dict[str, Family]:
+        discover()
+        return dict(sorted(_REGISTERED.items(), key=lambda item: (item[1].order, item[0])))
+
+    def __getitem__(self, name: str) -> Family:
+        discover()
+        return _REGISTERED[name]
+
+    def __iter__(self):
+        return iter(self._families())
+
+    def __len__(self) -> int:
+        return len(self._families())
+
+
+FAMILIES = Registry()
+_discovered = False
+
+
+def discover() -> None:
+    """Import every module of the package `neural.networks` once (each family file registers itself)."""
+    global _discovered
+    if not _discovered:
+        _discovered = True
+        import neural.networks
+        for module in pkgutil.iter_modules(neural.networks.__path__):
+            importlib.import_module(f"neural.networks.{module.name}")
 
 
 def register(entry: Family) -> Family:
-    if entry.name in FAMILIES:
+    if entry.name in _REGISTERED:
         raise ValueError(f"family {entry.name!r} is registered twice")
     if entry.context not in CONTEXTS or not issubclass(entry.shape, NetworkShape):
         raise ValueError(f"family {entry.name!r}: context must be one of {CONTEXTS} and shape a NetworkShape")
-    if any(entry.shape is other.shape for other in FAMILIES.values()):
+    if any(entry.shape is other.shape for other in _REGISTERED.values()):
         raise ValueError(f"family {entry.name!r}: its shape dataclass must be its own")
     if entry.context == "stream" and not (entry.trainer and entry.scorer and entry.loader):
         raise ValueError(f"family {entry.name!r}: a stream family names its trainer, scorer and loader")
-    FAMILIES[entry.name] = entry
+    _REGISTERED[entry.name] = entry
     return entry
 
 
@@ -275,155 +297,3 @@ class StreamingNetwork(Network, Protocol):
 
 
 PROTOCOLS = {"window": WindowNetwork, "stream": StreamingNetwork}  # a family's context: what its network is
-
-
-# -- the families ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class NPLMShape(NetworkShape):
-    """Equation (1) of the paper (`neural.networks.nplm.NPLM`)."""
-    n: int = field(default=5, metadata={"help": "order: n-1 context words"})
-    m: int = field(default=60, metadata={"help": "word feature size"})
-    h: int = field(default=50, metadata={"help": "hidden units, 0 for none"})
-    direct: bool = field(default=True, metadata={"help": "direct connections W from x to the output (MLP1: on)"})
-    bag: int = field(default=0, metadata={"help": "words before the n-1 nearest read as one more block of x, "
-                                                  "their mean feature vector (0: none, the paper's)"})
-
-    outputs: ClassVar[tuple[str, ...] | None] = None  # any output layer over its features z
-    parallel: ClassVar[tuple[str, ...]] = ("data", "vocab")
-
-    def __post_init__(self):
-        if self.h == 0 and not self.direct:
-            raise LMBenchError("h = 0 without direct connections has no path from the context to the "
-                               "output: give --h > 0 or --direct")
-        check_numbers([("--n", self.n, ">= 2", self.n >= 2), ("--m", self.m, ">= 1", self.m >= 1),
-                       ("--h", self.h, ">= 0", self.h >= 0), ("--bag", self.bag, ">= 0", self.bag >= 0)])
-
-
-@dataclass(frozen=True)
-class EnergyShape(NetworkShape):
-    """The energy-minimisation network of section 5.1 (`neural.networks.energy.EnergyNetwork`)."""
-    n: int = field(default=5, metadata={"help": "order: n-1 context words"})
-    m: int = field(default=60, metadata={"help": "word feature size"})
-    h: int = field(default=50, metadata={"help": "hidden units (the output word enters through them)"})
-    direct: bool = field(default=True, metadata={"help": "direct connections W from the context to the output word"})
-
-    def __post_init__(self):
-        check_numbers([("--n", self.n, ">= 2", self.n >= 2), ("--m", self.m, ">= 1", self.m >= 1)])
-        if self.h < 1:
-            raise LMBenchError("--model energy needs --h >= 1: the output word enters the energy through "
-                               "the hidden units only")
-
-    def refuse(self, run) -> str | None:
-        if run.dropout:
-            return "--dropout acts on the NPLM's [tanh(d + Hx), x]: drop it for --model energy"
-        if run.bf16:
-            return ("--bf16 runs the NPLM's |V|-sized GEMMs in bfloat16; the energy network has none: drop "
-                    "it for --model energy")
-        return super().refuse(run)
-
-
-register(Family("nplm", NPLMShape, "neural.networks.nplm:NPLM", vocab_slice="neural.parallel.teams:VocabSlice",
-                summary="equation 1 of the paper (default)"))
-register(Family("energy", EnergyShape, "neural.networks.energy:EnergyNetwork",
-                summary="the energy-minimisation network, section 5.1"))
-
-
-# The stream networks' recipe (docs/networks.md, "Beyond 2003"): 6 epochs of AdamW at 2e-3 under the cosine
-# schedule, 32 lanes, k = 1,000 sampled words per update, decoupled weight decay 0.01 on the matrices,
-# validated on the first 50,000 tokens of valid; each family adds its dropout.
-STREAM_RUN_DEFAULTS = {"epochs": 6, "samples": 1000, "weight_decay": 0.01, "schedule": "cosine", "lr": 2e-3,
-                       "batch_size": 32, "valid_tokens": 50_000}
-# The options of the window networks' recipes that the stream networks' trainer (AdamW, a linear
-# warm-up then a cosine rate over all its epochs, neural/training/stream_train.py) has no use for.
-STREAM_UNUSED = ("recipe", "min_gain", "anneal_gain", "patience", "lr_decay", "classes", "class_source",
-                 "eval_batch")
-# The registration keywords of a stream family: its context, trainer, scorer and loader.
-STREAM = dict(context="stream", trainer="neural.training.stream_train:train_stream",
-              scorer="neural.networks.stream:score_family", loader="neural.training.stream_train:load_stream",
-              beyond_2003=True)
-
-
-@dataclass(frozen=True)
-class RecurrentShape(NetworkShape):
-    """The shape of a recurrent family (`neural.networks.stream.RecurrentNetwork`): stacked layers of h units over
-    word vectors of m; trained by `neural.training.stream_train`, which takes --dropout as Zaremba et al.'s
-    (embeddings, between layers, output). Each recurrent family subclasses it (its own dataclass)."""
-    layers: int = field(default=2, metadata={"help": "stacked layers (recurrent: 1 or 2; transformer: blocks)"})
-    m: int = field(default=256, metadata={"help": "word feature size"})
-    h: int = field(default=256, metadata={"help": "hidden units"})
-    tied: bool = field(default=True, metadata={"help": "stream networks: the output table is the input one"})
-
-    def __post_init__(self):
-        check_numbers([("--layers", self.layers, "1 or 2", self.layers in (1, 2)), ("--m", self.m, ">= 1", self.m >= 1),
-                       ("--h", self.h, ">= 1", self.h >= 1)])
-        if self.tied and self.m != self.h:
-            raise LMBenchError(f"tied input and output tables need --m {self.m} = --h {self.h}: give the same "
-                               "size or --no-tied")
-
-    unused_options: ClassVar[tuple[str, ...]] = STREAM_UNUSED
-
-    def refuse_unused(self, name: str, given: list[str]) -> str:
-        return stream_refusal(name, given)
-
-
-@dataclass(frozen=True)
-class LSTMShape(RecurrentShape):
-    """A stacked LSTM over the whole stream (`neural.networks.lstm.LSTMNetwork`)."""
-    run_defaults: ClassVar[dict] = {**STREAM_RUN_DEFAULTS, "dropout": 0.4}
-
-
-@dataclass(frozen=True)
-class TransformerShape(NetworkShape):
-    """A causal pre-norm decoder over windows of the stream (`neural.networks.transformer.TransformerNetwork`);
-    trained by `neural.training.stream_train` (--dropout on attention, residual branches and embeddings)."""
-    layers: int = field(default=4, metadata={"help": "stacked layers (recurrent: 1 or 2; transformer: blocks)"})
-    d: int = field(default=256, metadata={"help": "transformer: model width"})
-    heads: int = field(default=4, metadata={"help": "transformer: attention heads"})
-    ff: int = field(default=1024, metadata={"help": "transformer: MLP width"})
-    context: int = field(default=128, metadata={"help": "transformer: L, inputs per window (scored with stride L/2)"})
-    positions: str = field(default="rotary", metadata={"help": "transformer: rotary or learned"})
-    tied: bool = field(default=True, metadata={"help": "stream networks: the output table is the input one"})
-
-    run_defaults: ClassVar[dict] = {**STREAM_RUN_DEFAULTS, "dropout": 0.2}
-    unused_options: ClassVar[tuple[str, ...]] = STREAM_UNUSED
-
-    def __post_init__(self):
-        if self.positions not in ("rotary", "learned"):
-            raise LMBenchError(f"unknown positions {self.positions!r}: use rotary or learned")
-        check_numbers([
-            ("--layers", self.layers, ">= 1", self.layers >= 1), ("--d", self.d, ">= 1", self.d >= 1),
-            ("--heads", self.heads, f"a divisor of --d {self.d}", self.heads >= 1 and self.d % self.heads == 0),
-            ("--ff", self.ff, ">= 1", self.ff >= 1),
-            ("--context", self.context, "even and >= 2", self.context >= 2 and self.context % 2 == 0)])
-        if self.positions == "rotary" and (self.d // self.heads) % 2:
-            raise LMBenchError(f"rotary positions rotate pairs of a head's {self.d // self.heads} dimensions: "
-                               "give --d / --heads even, or --positions learned")
-
-    def refuse_unused(self, name: str, given: list[str]) -> str:
-        return stream_refusal(name, given)
-
-
-def stream_refusal(name: str, given: list[str]) -> str:
-    """The line refusing window-recipe options for a stream family."""
-    return (f"--model {name} trains with its own recipe (neural/training/stream_train.py: AdamW, a linear warm-up then "
-            f"a cosine rate over all --epochs), which has no use for {', '.join('--' + option_name(k) for k in given)}: "
-            f"drop {'it' if len(given) == 1 else 'them'}")
-
-
-register(Family("lstm", LSTMShape, "neural.networks.lstm:LSTMNetwork", label="LSTM", quick={"m": 64, "h": 64},
-                summary="an LSTM over the whole stream (Zaremba et al. 2014)", **STREAM))
-register(Family("transformer", TransformerShape, "neural.networks.transformer:TransformerNetwork", label="Transformer",
-                quick={"layers": 2, "d": 64, "heads": 2, "ff": 256, "context": 32},
-                summary="a small causal Transformer, sliding-window scoring", **STREAM))
-
-
-@dataclass(frozen=True)
-class GRUShape(RecurrentShape):
-    """A stacked GRU over the whole stream (`neural.networks.gru.GRUNetwork`), in the LSTM's recipe."""
-    run_defaults: ClassVar[dict] = {**STREAM_RUN_DEFAULTS, "dropout": 0.4}
-
-
-register(Family("gru", GRUShape, "neural.networks.gru:GRUNetwork", label="GRU", quick={"m": 64, "h": 64},
-                summary="a GRU over the whole stream (Cho et al. 2014)", **STREAM))

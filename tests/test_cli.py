@@ -89,3 +89,24 @@ def test_output_files_take_any_name_under_missing_folders(capsys, text_files, tm
     assert code == 0, err
     assert arpa.read_text().startswith("\\data\\")
     assert run_cli(capsys, "mix", str(logprobs), str(logprobs), "--json")[0] == 0
+
+
+def test_each_package_registers_the_commands_the_top_level_names_for_it():
+    """`lmbench_cli.COMMANDS` says which package owns a command; a package adding or renaming one fails here."""
+    import argparse
+    import importlib
+    from lmbench_cli import COMMANDS
+    for module, commands in COMMANDS.items():
+        subparsers = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(module).register(subparsers)
+        assert tuple(subparsers.choices) == commands, module
+
+
+def test_the_commands_that_train_no_network_start_without_torch():
+    """`corpus`, `ngram` and `mix` never read the families' registry, whose files load torch (3 s here)."""
+    code = ("import atexit, sys, lmbench_cli; atexit.register(lambda: print('torch' in sys.modules)); "
+            "lmbench_cli.build_parser(sys.argv[1:]).parse_args(sys.argv[1:] + ['--help'])")
+    for command in ("corpus", "ngram", "mix"):
+        done = subprocess.run([sys.executable, "-c", code, command], capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parents[1])
+        assert done.stdout.strip().splitlines()[-1] == "False", (command, done.stderr[-300:])

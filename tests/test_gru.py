@@ -5,7 +5,7 @@ cell, and a state of one tensor carried exactly as the LSTM's two."""
 import numpy as np
 import torch
 
-from neural.families import GRUShape
+from neural.networks.gru import GRUShape
 from neural.networks.gru import GRUNetwork
 
 

@@ -14,7 +14,7 @@ from lmbench_cli import main
 from lmbench.errors import LMBenchError
 from lmbench.model import split_perplexity
 from neural.outputs.classes import frequency_classes, word_classes
-from neural.families import NPLMShape
+from neural.networks.nplm import NPLMShape
 from neural.lm import NPLMLanguageModel
 from neural.networks.nplm import NPLM
 from neural.outputs.objectives import make_objective

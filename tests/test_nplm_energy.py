@@ -13,7 +13,7 @@ import neural.networks.energy
 from lmbench.errors import LMBenchError
 from lmbench_cli import main
 from neural.networks.energy import EnergyNetwork
-from neural.families import EnergyShape
+from neural.networks.energy import EnergyShape
 from neural.training.train import BEST, NPLMConfig, load_nplm, train_nplm
 from tests.test_nplm_train import CORPUS, text_corpus_args, tiny
 

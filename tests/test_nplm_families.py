@@ -146,7 +146,7 @@ COUNTS = np.array([7.0, 1.0, 3.0, 3.0, 12.0])  # five words
 
 def tree_network(groups=None, seed=1):
     torch.manual_seed(seed)
-    from neural.families import NPLMShape
+    from neural.networks.nplm import NPLMShape
     from neural.networks.nplm import NPLM
     tree = torch.from_numpy(huffman_tree(COUNTS, groups))
     net = NPLM(NPLMShape(n=3, m=2, h=3, direct=True), len(COUNTS), output="tree", structure=tree).double()

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from lmbench.errors import LMBenchError
-from neural.families import NPLMShape
+from neural.networks.nplm import NPLMShape
 from neural.lm import NPLMLanguageModel, StreamWindows, context_windows
 from neural.networks.nplm import dropout, NPLM, PAD_ID, parameter_count
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus

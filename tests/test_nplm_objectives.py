@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from neural.families import NPLMShape
+from neural.networks.nplm import NPLMShape
 from neural.networks.nplm import NPLM
 from neural.outputs.objectives import ImportanceSampling, NoiseContrastive
 

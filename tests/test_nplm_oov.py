@@ -13,7 +13,8 @@ from lmbench.model import split_logprobs
 from lmbench_cli import main
 from neural import oov
 from neural.networks.energy import EnergyNetwork
-from neural.families import EnergyShape, NPLMShape
+from neural.networks.energy import EnergyShape
+from neural.networks.nplm import NPLMShape
 from neural.lm import NPLMLanguageModel, context_windows
 from neural.networks.nplm import NPLM
 from neural.training.train import train_nplm

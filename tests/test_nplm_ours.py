@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from neural.families import NPLMShape
+from neural.networks.nplm import NPLMShape
 from neural.ours import ours_options
 
 

@@ -16,7 +16,7 @@ import torch
 from lmbench_cli import main
 from lmbench.errors import LMBenchError
 from lmbench.model import split_perplexity
-from neural.families import NPLMShape
+from neural.networks.nplm import NPLMShape
 from neural.networks.nplm import NPLM
 from neural.training.team import Team
 from neural.training.recipe import anneal_threshold, apply_weight_decay, learning_rate, next_epoch_rate, resolve_device

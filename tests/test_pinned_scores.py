@@ -28,7 +28,7 @@ CASES = {  # case: the options of NPLMConfig
     "lstm-softmax": dict(model="lstm", objective="softmax", layers=1, m=6, h=6, batch_size=4),
     "lstm-importance": dict(model="lstm", objective="importance", layers=2, m=6, h=6, samples=5, batch_size=4,
                             dropout=0.1),
-    "transformer-nce": dict(model="transformer", objective="nce", layers=1, d=8, heads=2, ff=12, context=8,
+    "transformer-nce": dict(model="transformer", objective="nce", layers=1, d=8, heads=2, ff=12, length=8,
                             samples=5, batch_size=4),
     "gru-nce": dict(model="gru", objective="nce", layers=2, m=6, h=6, samples=5, batch_size=4),  # pinned at 4b90fb4
 }

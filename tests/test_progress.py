@@ -35,7 +35,7 @@ def test_without_a_terminal_progress_is_a_plain_line_every_tenth(caplog):
 def test_the_exact_scoring_shows_its_progress(caplog):
     from neural.lm import score_stream
     from neural.networks.nplm import NPLM
-    from neural.families import NPLMShape
+    from neural.networks.nplm import NPLMShape
     net = NPLM(NPLMShape(n=3, m=4, h=5, direct=True), 20)
     stream = np.random.default_rng(0).integers(0, 20, 1000)
     with caplog.at_level(logging.INFO):

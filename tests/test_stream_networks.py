@@ -14,7 +14,9 @@ import torch
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
 from lmbench.errors import LMBenchError
 from lmbench.model import perplexity, split_logprobs
-from neural.families import FAMILIES, LSTMShape, TransformerShape
+from neural.families import FAMILIES
+from neural.networks.lstm import LSTMShape
+from neural.networks.transformer import TransformerShape
 from neural.networks.stream import RecurrentNetwork
 from neural.config import NPLMConfig
 from neural.training.stream_train import CHECKPOINT, LOG, lane_layout, load_stream, train_stream
@@ -118,7 +120,7 @@ def test_recurrent_lanes_read_no_more_warm_up_than_they_score(trained, corpus, m
 
 def test_transformer_windows_give_every_target_half_its_context_of_history():
     from neural.networks.transformer import TransformerNetwork
-    net = TransformerNetwork(TransformerShape(layers=1, d=4, heads=1, ff=4, context=8), 5)
+    net = TransformerNetwork(TransformerShape(layers=1, d=4, heads=1, ff=4, length=8), 5)
     for target in range(40):
         begin, end = net.window_of(target)
         assert begin <= target < end and end - begin <= 8

@@ -39,13 +39,39 @@ can match the ordinary network's by indexing v by the output word; this network 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import torch
 from torch import nn
 from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
-from neural.families import EnergyShape
+from lmbench.errors import LMBenchError
+from neural.families import Family, NetworkShape, check_numbers, register
 from neural.outputs.layers import log_softmax, softmax_parts
+
+
+@dataclass(frozen=True)
+class EnergyShape(NetworkShape):
+    """The energy-minimisation network of section 5.1 (`neural.networks.energy.EnergyNetwork`)."""
+    n: int = field(default=5, metadata={"help": "order: n-1 context words"})
+    m: int = field(default=60, metadata={"help": "word feature size"})
+    h: int = field(default=50, metadata={"help": "hidden units (the output word enters through them)"})
+    direct: bool = field(default=True, metadata={"help": "direct connections W from the context to the output word"})
+
+    def __post_init__(self):
+        check_numbers([("--n", self.n, ">= 2", self.n >= 2), ("--m", self.m, ">= 1", self.m >= 1)])
+        if self.h < 1:
+            raise LMBenchError("--model energy needs --h >= 1: the output word enters the energy through "
+                               "the hidden units only")
+
+    def refuse(self, run) -> str | None:
+        if run.dropout:
+            return "--dropout acts on the NPLM's [tanh(d + Hx), x]: drop it for --model energy"
+        if run.bf16:
+            return ("--bf16 runs the NPLM's |V|-sized GEMMs in bfloat16; the energy network has none: drop "
+                    "it for --model energy")
+        return super().refuse(run)
 
 BLOCK = 1 << 22  # elements of one (contexts x candidates x h) block: 16 MiB in fp32
 BLOCK_ROWS = 256  # at most this many contexts a block, so that a block spans many candidates
@@ -205,3 +231,7 @@ class EnergyNetwork(nn.Module):
         """As `SoftmaxLayer.parts`: y[target] (B,) (or y (B, V)), the row maxima (B,) and
         sum_j exp(y_j - max) (B,); log P(target) = y[target] - max - log(sum)."""
         return softmax_parts(self(context), target)
+
+
+register(Family("energy", EnergyShape, EnergyNetwork, order=1,
+                summary="the energy-minimisation network, section 5.1"))

@@ -15,11 +15,20 @@ family's (`neural.networks.stream.RecurrentNetwork`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import torch
 from torch import nn
 
-from neural.families import GRUShape
-from neural.networks.stream import RecurrentNetwork
+from neural.families import Family, register
+from neural.networks.stream import STREAM, STREAM_RUN_DEFAULTS, RecurrentNetwork, RecurrentShape
+
+
+@dataclass(frozen=True)
+class GRUShape(RecurrentShape):
+    """A stacked GRU over the whole stream (`neural.networks.gru.GRUNetwork`), in the LSTM's recipe."""
+    run_defaults: ClassVar[dict] = {**STREAM_RUN_DEFAULTS, "dropout": 0.4}
 
 
 class GRUNetwork(RecurrentNetwork):
@@ -49,3 +58,7 @@ class GRUNetwork(RecurrentNetwork):
             state = self.initial_state(inputs.shape[0], inputs.device)
         z, last = self.gru(self.drop(self.embed(inputs)), state[0])
         return self.drop(z), (last,)
+
+
+register(Family("gru", GRUShape, GRUNetwork, label="GRU", quick={"m": 64, "h": 64}, order=4,
+                summary="a GRU over the whole stream (Cho et al. 2014)", **STREAM))

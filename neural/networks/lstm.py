@@ -16,11 +16,20 @@ Training and exact scoring carry it as every recurrent family does (`neural.netw
 from __future__ import annotations
 
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import torch
 from torch import nn
 
-from neural.families import LSTMShape
-from neural.networks.stream import RecurrentNetwork
+from neural.families import Family, register
+from neural.networks.stream import STREAM, STREAM_RUN_DEFAULTS, RecurrentNetwork, RecurrentShape
+
+
+@dataclass(frozen=True)
+class LSTMShape(RecurrentShape):
+    """A stacked LSTM over the whole stream (`neural.networks.lstm.LSTMNetwork`)."""
+    run_defaults: ClassVar[dict] = {**STREAM_RUN_DEFAULTS, "dropout": 0.4}
 
 
 class LSTMNetwork(RecurrentNetwork):
@@ -56,3 +65,7 @@ class LSTMNetwork(RecurrentNetwork):
             state = self.initial_state(inputs.shape[0], inputs.device)
         z, state = self.lstm(self.drop(self.embed(inputs)), state)
         return self.drop(z), state
+
+
+register(Family("lstm", LSTMShape, LSTMNetwork, label="LSTM", quick={"m": 64, "h": 64}, order=2,
+                summary="an LSTM over the whole stream (Zaremba et al. 2014)", **STREAM))

@@ -25,12 +25,37 @@ of the objectives "class" and "tree".
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import ClassVar
+
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from neural.families import NPLMShape
+from lmbench.errors import LMBenchError
+from neural.families import Family, NetworkShape, check_numbers, register
 from neural.outputs.layers import output_layer
+
+
+@dataclass(frozen=True)
+class NPLMShape(NetworkShape):
+    """Equation (1) of the paper (`neural.networks.nplm.NPLM`)."""
+    n: int = field(default=5, metadata={"help": "order: n-1 context words"})
+    m: int = field(default=60, metadata={"help": "word feature size"})
+    h: int = field(default=50, metadata={"help": "hidden units, 0 for none"})
+    direct: bool = field(default=True, metadata={"help": "direct connections W from x to the output (MLP1: on)"})
+    bag: int = field(default=0, metadata={"help": "words before the n-1 nearest read as one more block of x, "
+                                                  "their mean feature vector (0: none, the paper's)"})
+
+    outputs: ClassVar[tuple[str, ...] | None] = None  # any output layer over its features z
+    parallel: ClassVar[tuple[str, ...]] = ("data", "vocab")
+
+    def __post_init__(self):
+        if self.h == 0 and not self.direct:
+            raise LMBenchError("h = 0 without direct connections has no path from the context to the "
+                               "output: give --h > 0 or --direct")
+        check_numbers([("--n", self.n, ">= 2", self.n >= 2), ("--m", self.m, ">= 1", self.m >= 1),
+                       ("--h", self.h, ">= 0", self.h >= 0), ("--bag", self.bag, ">= 0", self.bag >= 0)])
 
 PAD_ID = 0  # <unk>: what the model sees before the first token of a stream
 
@@ -162,3 +187,7 @@ def parameter_count(vocab_size: int, n: int, m: int, h: int, direct: bool) -> in
     without (W's |V|(n-1)m weights gone)."""
     with_direct = vocab_size * (1 + n * m + h) + h * (1 + (n - 1) * m)
     return with_direct if direct else with_direct - vocab_size * (n - 1) * m
+
+
+register(Family("nplm", NPLMShape, NPLM, vocab_slice="neural.parallel.teams:VocabSlice", order=0,
+                summary="equation 1 of the paper (default)"))

@@ -25,7 +25,8 @@ is finished in float64 from the network's scores (`neural.networks.nplm.softmax_
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Sequence
 
 import numpy as np
 import torch
@@ -35,8 +36,54 @@ from torch.nn import functional as F
 from lmbench.errors import LMBenchError
 from lmbench.model import LanguageModel
 from lmbench.progress import progress_bar
+from neural.families import NetworkShape, check_numbers, option_name
 from neural.networks.nplm import PAD_ID
 from neural.outputs.layers import SoftmaxNLL, at_least_fp32, softmax_parts
+
+
+# The stream networks' recipe (docs/networks.md, "Beyond 2003"): 6 epochs of AdamW at 2e-3 under the cosine
+# schedule, 32 lanes, k = 1,000 sampled words per update, decoupled weight decay 0.01 on the matrices,
+# validated on the first 50,000 tokens of valid; each family adds its dropout.
+STREAM_RUN_DEFAULTS = {"epochs": 6, "samples": 1000, "weight_decay": 0.01, "schedule": "cosine", "lr": 2e-3,
+                       "batch_size": 32, "valid_tokens": 50_000}
+# The options of the window networks' recipes that the stream networks' trainer (AdamW, a linear
+# warm-up then a cosine rate over all its epochs, neural/training/stream_train.py) has no use for.
+STREAM_UNUSED = ("recipe", "min_gain", "anneal_gain", "patience", "lr_decay", "classes", "class_source",
+                 "eval_batch")
+# The registration keywords of a stream family: its context, trainer, scorer and loader.
+STREAM = dict(context="stream", trainer="neural.training.stream_train:train_stream",
+              scorer="neural.networks.stream:score_family", loader="neural.training.stream_train:load_stream",
+              beyond_2003=True)
+
+
+@dataclass(frozen=True)
+class RecurrentShape(NetworkShape):
+    """The shape of a recurrent family (`neural.networks.stream.RecurrentNetwork`): stacked layers of h units over
+    word vectors of m; trained by `neural.training.stream_train`, which takes --dropout as Zaremba et al.'s
+    (embeddings, between layers, output). Each recurrent family subclasses it (its own dataclass)."""
+    layers: int = field(default=2, metadata={"help": "stacked layers (recurrent: 1 or 2; transformer: blocks)"})
+    m: int = field(default=256, metadata={"help": "word feature size"})
+    h: int = field(default=256, metadata={"help": "hidden units"})
+    tied: bool = field(default=True, metadata={"help": "stream networks: the output table is the input one"})
+
+    def __post_init__(self):
+        check_numbers([("--layers", self.layers, "1 or 2", self.layers in (1, 2)), ("--m", self.m, ">= 1", self.m >= 1),
+                       ("--h", self.h, ">= 1", self.h >= 1)])
+        if self.tied and self.m != self.h:
+            raise LMBenchError(f"tied input and output tables need --m {self.m} = --h {self.h}: give the same "
+                               "size or --no-tied")
+
+    unused_options: ClassVar[tuple[str, ...]] = STREAM_UNUSED
+
+    def refuse_unused(self, name: str, given: list[str]) -> str:
+        return stream_refusal(name, given)
+
+
+def stream_refusal(name: str, given: list[str]) -> str:
+    """The line refusing window-recipe options for a stream family."""
+    return (f"--model {name} trains with its own recipe (neural/training/stream_train.py: AdamW, a linear warm-up then "
+            f"a cosine rate over all --epochs), which has no use for {', '.join('--' + option_name(k) for k in given)}: "
+            f"drop {'it' if len(given) == 1 else 'them'}")
 
 EVAL_ROWS = 4096  # positions per output GEMM when scoring
 

@@ -26,15 +26,52 @@ from __future__ import annotations
 
 import math
 
+from dataclasses import dataclass, field
+from typing import ClassVar
+
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from lmbench.errors import LMBenchError
-from neural.families import TransformerShape
 from neural.networks.nplm import PAD_ID
-from neural.networks.stream import StreamNetwork, padded_inputs
+from neural.families import Family, NetworkShape, check_numbers, register
+from neural.networks.stream import (STREAM, STREAM_RUN_DEFAULTS, STREAM_UNUSED, StreamNetwork, padded_inputs,
+                                    stream_refusal)
+
+
+@dataclass(frozen=True)
+class TransformerShape(NetworkShape):
+    """A causal pre-norm decoder over windows of the stream (`neural.networks.transformer.TransformerNetwork`);
+    trained by `neural.training.stream_train` (--dropout on attention, residual branches and embeddings)."""
+    layers: int = field(default=4, metadata={"help": "stacked layers (recurrent: 1 or 2; transformer: blocks)"})
+    d: int = field(default=256, metadata={"help": "transformer: model width"})
+    heads: int = field(default=4, metadata={"help": "transformer: attention heads"})
+    ff: int = field(default=1024, metadata={"help": "transformer: MLP width"})
+    length: int = field(default=128, metadata={"help": "transformer: L, inputs per window (scored with stride L/2)"})
+    positions: str = field(default="rotary", metadata={"help": "transformer: rotary or learned"})
+    tied: bool = field(default=True, metadata={"help": "stream networks: the output table is the input one"})
+
+    run_defaults: ClassVar[dict] = {**STREAM_RUN_DEFAULTS, "dropout": 0.2}
+    unused_options: ClassVar[tuple[str, ...]] = STREAM_UNUSED
+    renamed: ClassVar[dict] = {"context": "length"}  # (its name until 2026-12-03: checkpoints and results keep it)
+
+    def __post_init__(self):
+        if self.positions not in ("rotary", "learned"):
+            raise LMBenchError(f"unknown positions {self.positions!r}: use rotary or learned")
+        check_numbers([
+            ("--layers", self.layers, ">= 1", self.layers >= 1), ("--d", self.d, ">= 1", self.d >= 1),
+            ("--heads", self.heads, f"a divisor of --d {self.d}", self.heads >= 1 and self.d % self.heads == 0),
+            ("--ff", self.ff, ">= 1", self.ff >= 1),
+            ("--length", self.length, "even and >= 2", self.length >= 2 and self.length % 2 == 0)])
+        if self.positions == "rotary" and (self.d // self.heads) % 2:
+            raise LMBenchError(f"rotary positions rotate pairs of a head's {self.d // self.heads} dimensions: "
+                               "give --d / --heads even, or --positions learned")
+
+    def refuse_unused(self, name: str, given: list[str]) -> str:
+        return stream_refusal(name, given)
+
 
 EVAL_WINDOWS = 32  # windows per forward pass when scoring (on CUDA 8 times as many)
 
@@ -87,11 +124,11 @@ class TransformerNetwork(StreamNetwork):
     def __init__(self, shape: TransformerShape, vocab_size: int, *, output: str = "softmax", structure=None,
                  dropout: float = 0.0):
         super().__init__(shape, vocab_size, shape.d, shape.d, output, dropout)
-        self.stride = shape.context // 2  # S: targets scored per window, each seeing >= L - S = L/2 tokens
-        self.position = nn.Parameter(torch.empty(shape.context, shape.d)) if shape.positions == "learned" else None
+        self.stride = shape.length // 2  # S: targets scored per window, each seeing >= L - S = L/2 tokens
+        self.position = nn.Parameter(torch.empty(shape.length, shape.d)) if shape.positions == "learned" else None
         self.blocks = nn.ModuleList(Block(shape, dropout) for _ in range(shape.layers))
         self.ln_final = nn.LayerNorm(shape.d)
-        cos, sin = rotary_tables(shape.context, shape.d // shape.heads)
+        cos, sin = rotary_tables(shape.length, shape.d // shape.heads)
         self.register_buffer("cos", cos.float(), persistent=False)  # (L, dh / 2)
         self.register_buffer("sin", sin.float(), persistent=False)
         self.reset_parameters()
@@ -112,9 +149,9 @@ class TransformerNetwork(StreamNetwork):
 
     def encode(self, inputs: torch.Tensor, state=None):
         """z (B, T, d) for windows of inputs (B, T <= L); no state is carried (None)."""
-        if inputs.shape[1] > self.shape.context:
+        if inputs.shape[1] > self.shape.length:
             raise LMBenchError(f"a window of {inputs.shape[1]} inputs is longer than the context "
-                               f"{self.shape.context}: cut the stream into windows of at most that many")
+                               f"{self.shape.length}: cut the stream into windows of at most that many")
         x = self.embed(inputs)  # (B, T, d)
         if self.position is not None:
             x = x + self.position[: inputs.shape[1]]
@@ -128,14 +165,14 @@ class TransformerNetwork(StreamNetwork):
         """(u, v): the inputs [u, v) of the window that scores target t (v the end of t's block)."""
         stride = self.stride
         end = stride * (target // stride + 1)
-        return max(0, end - self.shape.context), end
+        return max(0, end - self.shape.length), end
 
     def stream_scores(self, stream: np.ndarray, start: int, *, bf16: bool = False,
                       progress: bool = False) -> np.ndarray:
         """log P(stream[t] | stream[:t]) for t >= start (float64): one window per block of S targets
         (see the module docstring), EVAL_WINDOWS windows a forward pass (8 times as many on CUDA)."""
         inputs = padded_inputs(stream)
-        stride, length = self.stride, self.shape.context
+        stride, length = self.stride, self.shape.length
         first, last = start // stride, (len(stream) - 1) // stride  # the blocks holding targets
         blocks = np.arange(first, last + 1)
         device = self.embedding.device
@@ -168,7 +205,12 @@ class TransformerNetwork(StreamNetwork):
         inputs = padded_inputs(np.asarray(context, dtype=np.int64))  # (t + 1,)
         target = len(context)
         u, _ = self.window_of(target)
-        row = torch.full((1, self.shape.context), PAD_ID, dtype=torch.int64, device=self.embedding.device)
+        row = torch.full((1, self.shape.length), PAD_ID, dtype=torch.int64, device=self.embedding.device)
         row[0, : target + 1 - u] = torch.from_numpy(inputs[u: target + 1])
         z, _ = self.encode(row)  # (1, L, d)
         return self.log_probs(z[0, target - u: target - u + 1])[0]
+
+
+register(Family("transformer", TransformerShape, TransformerNetwork, label="Transformer", order=3,
+                quick={"layers": 2, "d": 64, "heads": 2, "ff": 256, "length": 32},
+                summary="a small causal Transformer, sliding-window scoring", **STREAM))

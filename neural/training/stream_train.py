@@ -65,11 +65,11 @@ def build_stream_network(family: str, vocab_size: int, shape, dropout: float = 0
 def steps_of(net: StreamNetwork, config: NPLMConfig) -> int:
     """Inputs per lane per update: --steps, else a window network's context, a recurrent one's 35."""
     if config.steps is not None:
-        if net.history is None and getattr(net.shape, "context", config.steps) < config.steps:
+        if net.history is None and getattr(net.shape, "length", config.steps) < config.steps:
             raise LMBenchError(f"--steps {config.steps} is longer than the network's context "
-                               f"{net.shape.context}: give at most that")
+                               f"{net.shape.length}: give at most that")
         return config.steps
-    return getattr(net.shape, "context", 35)  # a window network reads its context, a recurrent one 35
+    return getattr(net.shape, "length", 35)  # a window network reads its context, a recurrent one 35
 
 
 def learning_rate(config: NPLMConfig, step: int, total: int) -> float:
