@@ -19,7 +19,7 @@ import torch
 from corpora.named import load_named
 from lmbench.model import perplexity
 from neural.networks.lstm import EVAL_LANES, EVAL_WARMUP
-from neural.training.stream_train import load_stream
+from neural.training.checkpoint import load_network
 
 
 def main() -> None:
@@ -30,7 +30,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     corpus = load_named(args.corpus)
-    model = load_stream(args.run, corpus, device="cpu", threads=args.threads)
+    model = load_network(args.run, corpus, device="cpu", threads=args.threads)
     stream, start = corpus.stream_for(args.split)
     scores = {}
     for lanes, warmup in ((EVAL_LANES, EVAL_WARMUP), (1, 10 * EVAL_WARMUP)):

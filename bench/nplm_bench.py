@@ -11,7 +11,7 @@ large torch.mm measured in the same run. Random ids drawn from a Zipf unigram: n
 noisy on a shared machine: run it when `uptime` shows the cores idle.
 
 The stream networks (`--families lstm transformer`, default both): training tokens/s of the recipe's
-update (`neural.training.stream_train`: lanes x steps positions, AdamW, clipping) with the full softmax (fp32 and
+update (`neural.training.trainer`: lanes x steps positions, AdamW, clipping) with the full softmax (fp32 and
 bf16) and importance sampling, and the exact scoring's tokens/s (`score_stream`: the LSTM in lanes
 warmed on the tokens before them, the Transformer's sliding window), for the default shapes of
 `neural.networks.lstm.LSTMShape` and `neural.networks.transformer.TransformerShape`.
@@ -37,13 +37,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from neural.outputs.classes import frequency_classes  # noqa: E402
 from neural.config import OBJECTIVES, NPLMConfig  # noqa: E402
-from neural.lm import score_stream  # noqa: E402
+from neural.scoring import score_stream  # noqa: E402
 from neural.networks.nplm import NPLM  # noqa: E402
 from neural.outputs.objectives import make_objective  # noqa: E402
 from neural.training.recipe import apply_weight_decay, make_optimizer  # noqa: E402
 from neural.outputs.tree import huffman_tree  # noqa: E402
 from neural.families import FAMILIES  # noqa: E402
-from neural.training.stream_train import build_stream_network, steps_of  # noqa: E402
+from neural.training.batches import steps_of  # noqa: E402
+from neural.training.team import build_network  # noqa: E402
 
 STREAM_FAMILIES = [name for name, entry in FAMILIES.items() if entry.context == "stream"]
 
@@ -214,8 +215,8 @@ def stream_runs(family: str, args, unigram: torch.Tensor, device: torch.device) 
     config = NPLMConfig(model=family, samples=args.samples)  # the family's own recipe
     for objective_name, bf16 in [("softmax", False), ("softmax", True), ("importance", False), ("importance", True)]:
         torch.manual_seed(0)
-        net = build_stream_network(family, args.vocab, FAMILIES[family].shape()).to(device)
-        steps = steps_of(net, config)
+        net = build_network(FAMILIES[family], FAMILIES[family].shape(), args.vocab).to(device)
+        steps = steps_of(net.shape, config.steps)
         inputs = torch.multinomial(unigram, config.batch * (steps + 1), replacement=True).view(config.batch, -1)
         optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
         objective = make_objective(objective_name, unigram, args.samples, torch.Generator(device=device))

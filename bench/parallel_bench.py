@@ -2,7 +2,7 @@
 communication's share of the time and the bytes it moves per update, and a paper-style projection for
 the AP network on 8 and 64 workers.
 
-Each scheme runs the training step of `neural.training.train` (the Team's hooks, the objective, the sparse SGD
+Each scheme runs the training step of `neural.training.trainer` (the Team's hooks, the objective, the sparse SGD
 step, the amortised weight decay) on the MLP1 shape (n=5, m=60, h=50, direct) at Brown's |V|, with
 minibatches of --batch windows per update, all processes together (data-parallel: --batch / P per
 process). One process runs the single-process path, with one worker's threads (cores / P: the reference of the

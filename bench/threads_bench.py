@@ -2,7 +2,7 @@
 and beside a second busy process.
 
 Each measurement is a fresh process (OpenMP reads OMP_WAIT_POLICY once, when torch loads it) that
-trains `--updates` updates of the network on Brown through `neural.training.train.train_nplm` (NPLM
+trains `--updates` updates of the network on Brown through `neural.training.trainer.train_network` (NPLM
 (ours): its shape and recipe on Brown, `neural.ours`; the LSTM: its family's defaults) and prints the
 run's tokens/s. The variants:
 

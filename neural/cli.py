@@ -16,7 +16,6 @@ import numpy as np
 from corpora.cli import RECORD, add_corpus_options, corpus_options, load_corpus, load_options, write_record
 from lmbench.errors import LMBenchError
 from lmbench.files import folder_held
-from lmbench.model import split_logprobs
 from lmbench.options import integer, output_directory, output_file, refuse_overwriting
 
 
@@ -207,7 +206,9 @@ def _stream_default(option: str) -> str:
 
 def run_train(args: argparse.Namespace) -> dict | None:
     from dataclasses import asdict, fields
-    from neural.training.train import CHECKPOINT, NPLMConfig, train_nplm
+    from neural.training.checkpoint import CHECKPOINT
+    from neural.config import NPLMConfig
+    from neural.training.trainer import train_network
     if args.nproc_per_node:
         from neural.parallel.launch import launch
         return launch(args)
@@ -226,7 +227,7 @@ def run_train(args: argparse.Namespace) -> dict | None:
     try:
         with folder_held(out, f"another process is training in {out}: wait for it to finish (then --resume), or "
                               "choose another --out") if team.writer else nullcontext():
-            result = train_nplm(corpus, config, out, resume=args.resume, team=team)
+            result = train_network(corpus, config, out, resume=args.resume, team=team)
     finally:
         team.close()
     result.pop("config")
@@ -243,26 +244,27 @@ def _check_launch(args: argparse.Namespace) -> None:
 
 
 def _connect(args: argparse.Namespace, corpus):
-    from neural.training.train import join
+    from neural.training.trainer import join
     return join(args.parallel, len(corpus.vocab), device=args.device, backend=args.backend,
                    threads=args.threads)
 
 
 def _require_run(run_dir: str) -> None:
     """Refuse a run directory without a trained model before any corpus is prepared."""
-    from neural.training.train import BEST
+    from neural.training.checkpoint import BEST
     if not (Path(run_dir) / BEST).exists():
         raise LMBenchError(f"no trained model in {run_dir} (no {BEST}): train there first (lmbench nplm "
                            f"train --out {run_dir}), or let the run finish one epoch")
 
 
 def run_eval(args: argparse.Namespace) -> dict | None:
-    from neural.training.train import load_nplm
+    from neural.scoring import score_split
+    from neural.training.checkpoint import load_network
     if args.nproc_per_node:
         from neural.parallel.launch import launch
         return launch(args)
     _check_launch(args)
-    from neural.training.train import BEST, CHECKPOINT
+    from neural.training.checkpoint import BEST, CHECKPOINT
     refuse_overwriting(args, {"--save-logprobs": args.save_logprobs},
                        {f"the run's {name}": Path(args.dir) / name for name in (BEST, CHECKPOINT)})
     if not args.parallel:  # (on several machines, only rank 0's disk need hold the run)
@@ -272,11 +274,11 @@ def run_eval(args: argparse.Namespace) -> dict | None:
         raise LMBenchError("--oov init grows the vocabulary on one process: drop --parallel")
     team = _connect(args, corpus)
     try:
-        model = load_nplm(args.dir, corpus, bf16=args.bf16, team=team, progress=team.writer)
+        model = load_network(args.dir, corpus, bf16=args.bf16, team=team, progress=team.writer)
         started = time.perf_counter()
-        logprobs = _score_split(team, model, corpus, args.split, args.bf16)  # on every process
+        logprobs = score_split(model, corpus, args.split, team)  # on every process
         seconds = time.perf_counter() - started
-        others = {split: _score_split(team, model, corpus, split, args.bf16)
+        others = {split: score_split(model, corpus, split, team)
                   for split in ("valid", "test") if split != args.split} if args.save_logprobs else {}
     finally:
         team.close()
@@ -297,19 +299,12 @@ def run_eval(args: argparse.Namespace) -> dict | None:
     return result
 
 
-def _score_split(team, model, corpus, split: str, bf16: bool) -> np.ndarray:
-    if model.order is None:  # a stream network (the whole history; one process): its own scoring
-        return split_logprobs(model, corpus, split)
-    stream, start = corpus.stream_for(split, history=model.order - 1)
-    return team.score_stream(model.net, stream, start, bf16=bf16, progress=team.writer)  # (a bar on rank 0)
-
-
 def run_neighbors(args: argparse.Namespace) -> dict:
     from neural import oov
-    from neural.training.train import load_nplm
+    from neural.training.checkpoint import load_network
     _require_run(args.dir)
     corpus = load_corpus(args, args.dir)
-    model = load_nplm(args.dir, corpus, device="cpu")
+    model = load_network(args.dir, corpus, device="cpu")
     vocab = corpus.vocab
     outside, grown = [w for w in args.words if w not in vocab], None
     if outside and args.oov_from:

@@ -1,7 +1,7 @@
 """What a training run is, for every family: one configuration (`NPLMConfig`), the objectives and the
 window networks' two recipes (no torch here, so that the command line can offer the choices without
 importing it). `neural.training.recipe` carries the recipes out; the stream networks' trainer
-(`neural.training.stream_train`) reads the same configuration, with its family's defaults (its shape's
+(`neural.training.trainer`) reads the same configuration, with its family's defaults (its shape's
 `run_defaults`: AdamW under the cosine schedule) and the options only it takes (`steps`,
 `warmup_steps`, `clip`, `final_lr_fraction`), which a window network refuses in one line."""
 
@@ -16,7 +16,7 @@ from neural.families import NetworkShape, check_numbers, family
 CLASS_SOURCES = ("frequency", "exchange")  # neural/outputs/classes.py makes each
 PARALLEL = ("data", "vocab")  # neural/parallel/teams.py: minibatch shards, or blocks of output rows
 # the rate schedules: the sgd recipe's (neural/training/recipe.py), and the stream networks' linear warm-up
-# then cosine decay (neural/training/stream_train.py)
+# then cosine decay (neural/training/trainer.py)
 SCHEDULES = ("halving", "linear", "cosine")
 BACKENDS = ("auto", "gloo", "nccl")  # torch.distributed's; auto: nccl on CUDA, gloo on the CPU
 
@@ -52,13 +52,16 @@ OBJECTIVES = {o.name: o for o in (
 
 @dataclass(frozen=True)
 class Recipe:
-    batch: int  # windows per update
+    batch: int  # windows (or lanes) per update
     lr: float  # eps0
-    decay_every: int  # updates over which the weight decay is compounded
+    decay_every: int  # updates over which the weight decay is compounded (sgd's coupled decay)
+    optimizer: str  # `neural.training.recipe.OPTIMIZERS`: "sgd" (coupled decay) or "adamw" (clipped)
+    schedules: tuple[str, ...]  # the rate schedules it runs (`neural.training.recipe.learning_rate`)
 
 
-RECIPES = {"paper": Recipe(batch=1, lr=1e-3, decay_every=1),
-           "sgd": Recipe(batch=128, lr=1.0, decay_every=16)}
+RECIPES = {"paper": Recipe(batch=1, lr=1e-3, decay_every=1, optimizer="sgd", schedules=("halving",)),
+           "sgd": Recipe(batch=128, lr=1.0, decay_every=16, optimizer="sgd", schedules=("halving", "linear")),
+           "adamw": Recipe(batch=32, lr=2e-3, decay_every=1, optimizer="adamw", schedules=("cosine",))}
 
 
 @dataclass(init=False)
@@ -131,15 +134,12 @@ class NPLMConfig:
         if self.schedule not in SCHEDULES:
             raise LMBenchError(f"unknown schedule {self.schedule!r}: use one of {', '.join(SCHEDULES)}")
         stream = family(self.model).context == "stream"
-        if stream and self.schedule != "cosine":
-            raise LMBenchError(f"--model {self.model} trains under the cosine schedule (a linear warm-up, then a "
-                               f"cosine decay over all --epochs): drop --schedule {self.schedule}")
-        if not stream and self.schedule == "cosine":
-            raise LMBenchError(f"--schedule cosine is the stream networks' schedule: give --model {self.model} "
-                               "halving or linear")
-        if self.schedule != "halving" and self.recipe != "sgd":
-            raise LMBenchError(f"--schedule {self.schedule} is a schedule of the sgd recipe: drop it or use "
-                               "--recipe sgd")
+        if stream != (self.recipe == "adamw"):  # (a window network's sparse gradients are plain SGD's)
+            raise LMBenchError(f"--model {self.model} trains with the {'adamw' if stream else 'paper or sgd'} "
+                               f"recipe: drop --recipe {self.recipe}")
+        if self.schedule not in self.recipe_entry.schedules:
+            raise LMBenchError(f"--schedule {self.schedule} is not a schedule of the {self.recipe} recipe: give "
+                               f"{' or '.join(self.recipe_entry.schedules)}")
         if self.class_source not in CLASS_SOURCES:
             raise LMBenchError(f"unknown class source {self.class_source!r}: use one of "
                                f"{', '.join(CLASS_SOURCES)}")
@@ -187,6 +187,10 @@ class NPLMConfig:
         refusal = self.shape.refuse(self)
         if refusal:
             raise LMBenchError(refusal)
+
+    @property
+    def recipe_entry(self) -> Recipe:
+        return RECIPES[self.recipe]
 
     @property
     def batch(self) -> int:

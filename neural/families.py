@@ -95,9 +95,6 @@ class Family:
     context: str = "window"  # "window" or "stream"
     summary: str = ""  # one line for --help
     vocab_slice: str | None = None  # "module:Class" under --parallel vocab
-    trainer: str | None = None  # "stream": "module:function" that trains it (None: neural.training.train's windows)
-    scorer: str | None = None  # "stream": "module:function" that scores a stream (None: neural.lm's windows)
-    loader: str | None = None  # "stream": "module:function" that loads a trained run (None: neural.training.train's)
     label: str = ""  # its name in reports ("LSTM": rows "LSTM (ours)", claims "The LSTM (ours) ...")
     beyond_2003: bool = False  # one of our networks beyond 2003: its row (alone and + KN 5) in every
     #   `reproduce text`, an --extra group of brown and ap, a column of the summary, its claims
@@ -165,8 +162,6 @@ def register(entry: Family) -> Family:
         raise ValueError(f"family {entry.name!r}: context must be one of {CONTEXTS} and shape a NetworkShape")
     if any(entry.shape is other.shape for other in _REGISTERED.values()):
         raise ValueError(f"family {entry.name!r}: its shape dataclass must be its own")
-    if entry.context == "stream" and not (entry.trainer and entry.scorer and entry.loader):
-        raise ValueError(f"family {entry.name!r}: a stream family names its trainer, scorer and loader")
     _REGISTERED[entry.name] = entry
     return entry
 
@@ -194,7 +189,7 @@ def option_name(field_name: str) -> str:
 
 
 class Network(Protocol):
-    """What every network is, window or stream (written down once, here; `neural.training`, `neural.lm`,
+    """What every network is, window or stream (written down once, here; `neural.training`, `neural.scoring`,
     `neural.outputs.objectives`, `neural.oov` and `neural.parallel.teams` call nothing else; each context
     adds its own part below: `WindowNetwork`, `StreamingNetwork`). A network is a torch.nn.Module;
     tests/test_contract.py checks that every registered family's class has every member of its
@@ -254,7 +249,7 @@ class Network(Protocol):
 class WindowNetwork(Network, Protocol):
     """A network of context "window" (the NPLM, the energy network): it reads the `history` tokens before
     the target, (B, history) int64, oldest first, PAD_ID-padded; trained on shuffled windows by
-    `neural.training.train`, scored by `neural.lm` (the contract of `lmbench.model.LanguageModel`).
+    `neural.training.trainer`, scored by `neural.scoring` (the contract of `lmbench.model.LanguageModel`).
 
       features(context) -> z (B, K): what the output layer and the objectives take.
       log_probs(context, target=None, *, bf16=False, full_softmax=False) -> float64 log P(target |
@@ -274,7 +269,7 @@ class WindowNetwork(Network, Protocol):
 
 class StreamingNetwork(Network, Protocol):
     """A network of context "stream" (`neural.networks.stream.StreamNetwork`: the LSTM, the GRU, the
-    Transformer): it reads the stream from its start; trained in lanes by `neural.training.stream_train`,
+    Transformer): it reads the stream from its start; trained in lanes by `neural.training.trainer`,
     scored by its own `score_stream`. Its output layer is the full softmax over features z.
 
       encode(inputs (B, T), state=None) -> (z (B, T, K), state): the features of every position and

@@ -35,7 +35,7 @@ import torch
 
 from corpora.vocab import UNK
 from lmbench.errors import LMBenchError
-from neural.lm import EVAL_BATCH, context_windows, nearest_rows
+from neural.scoring import EVAL_BATCH, context_windows, nearest_rows
 from neural.outputs.layers import softmax_parts
 
 

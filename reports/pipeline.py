@@ -39,7 +39,7 @@ from corpora.corpus import SPLITS, Corpus, slice_corpus, unk_warning
 from lmbench import __version__, bootstrap
 from lmbench.errors import LMBenchError
 from lmbench.files import DamagedFile, atomic_write_text, locked, read_checked, set_aside, write_checked
-from lmbench.model import perplexity, split_logprobs, split_perplexity
+from lmbench.model import perplexity, split_perplexity
 from lmbench.schema import check
 from mixing import saved
 from reports.estimate import CostModel, RunProgress, committed_results
@@ -55,7 +55,7 @@ class Settings:
     corpus: str = "brown"
     quick: bool = False                # a small slice of the corpus, for a run of a few minutes
     seed: int = 0
-    nplm: dict = field(default_factory=dict)   # options of neural.training.train.NPLMConfig for every network
+    nplm: dict = field(default_factory=dict)   # options of neural.training.trainer.NPLMConfig for every network
     slice: dict | None = None          # quick: tokens per split and min count of the sliced vocabulary
 
 
@@ -196,7 +196,7 @@ class Reproduction:
     def training_config(self, row: Row):
         """The training configuration of a network row: its family, the settings' options, the row's own
         config (its budget, `QUICK_IGNORED`, left to the settings in a quick run). The settings' options
-        are the recipe of the networks `neural.training.train` trains (the window families: AP's decay and epoch
+        are the recipe of the networks `neural.training.trainer` trains (the window families: AP's decay and epoch
         budget are the paper's network's); a stream family keeps its own recipe, but in a quick run (which narrows its shape too,
         its family's `quick` shape)."""
         from neural.config import NPLMConfig
@@ -348,22 +348,24 @@ class Reproduction:
         return RowRun(saved.scored_splits(model, self.corpus, splits), figures)
 
     def _run_network(self, row: Row) -> RowRun:
-        from neural.training.train import load_nplm, train_nplm
+        from neural.scoring import score_split
+        from neural.training.checkpoint import load_network
+        from neural.training.trainer import train_network
         config = self.training_config(row)
         out = self.work / "nplm" / f"{row.id}-{self.fingerprint(row)}"  # a changed row trains afresh
         started = time.perf_counter()
-        summary = train_nplm(self.corpus, config, out, resume=True, evaluate=False)  # scored below
+        summary = train_network(self.corpus, config, out, resume=True, evaluate=False)  # scored below
         trained_here = time.perf_counter() - started  # (0 for a run finished before: resumed, or trained apart)
-        model = load_nplm(out, self.corpus, threads=self.threads, progress=True)  # the exact scoring's bar
+        model = load_network(out, self.corpus, threads=self.threads, progress=True)  # the exact scoring's bar
         splits = SPLITS if row.paper_model else ("valid", "test")  # our extra rows: no train column
-        logprobs = {split: split_logprobs(model, self.corpus, split) for split in splits}
+        logprobs = {split: score_split(model, self.corpus, split) for split in splits}
         curve = read_checked(out / "log.jsonl", _read_curve, what="training log",
                              fix=f"delete the run folder {out} to train this network again")
         figures = dict(curve=curve, epochs=summary.get("epochs"), best_epoch=summary.get("best_epoch"),
                        tokens_per_s=summary.get("tokens_per_s"), train_seconds=summary.get("seconds"),
                        config=asdict(config))
         if model.net.num_classes:  # the same network scored by the full softmax of y, beside its own
-            plain = load_nplm(out, self.corpus, factored=False, threads=self.threads)
+            plain = load_network(out, self.corpus, factored=False, threads=self.threads)
             figures["full_softmax_ppl"] = {split: split_perplexity(plain, self.corpus, split)
                                            for split in ("valid", "test")}
         if row.word_vectors:

@@ -214,20 +214,21 @@ def test_a_build_killed_outright_resumes_to_the_same_model(tmp_path, text_files,
 def test_a_full_disk_under_out_keeps_the_last_good_checkpoint(tmp_path):
     """torch.save on a full disk raises `[enforce fail at inline_container.cc]`: one line naming the
     checkpoint; the last good one stays, and --resume continues into the uninterrupted run."""
-    from neural.training.train import CHECKPOINT, train_nplm
+    from neural.training.checkpoint import CHECKPOINT
+    from neural.training.trainer import train_network
     from tests.test_nplm_train import CORPUS, tiny
     config = tiny(min_gain=0.05)
-    whole = train_nplm(CORPUS, config, tmp_path / "whole", progress=False)
+    whole = train_network(CORPUS, config, tmp_path / "whole", progress=False)
     out = tmp_path / "split"
-    train_nplm(CORPUS, tiny(min_gain=0.05, epochs=1), out, progress=False)
+    train_network(CORPUS, tiny(min_gain=0.05, epochs=1), out, progress=False)
     good = (out / CHECKPOINT).read_bytes()
     with files_fail_after(len(good) // 2), pytest.raises(WriteFailed) as failed:
-        train_nplm(CORPUS, config, out, resume=True, progress=False)
+        train_network(CORPUS, config, out, resume=True, progress=False)
     line = one_line(failed.value)
     assert "no room" in line and str(out) in line and "--resume" in line
     assert (out / CHECKPOINT).read_bytes() == good
     assert not [p for p in out.iterdir() if ".tmp" in p.name]
-    resumed = train_nplm(CORPUS, config, out, resume=True, progress=False)
+    resumed = train_network(CORPUS, config, out, resume=True, progress=False)
     assert resumed["updates"] == whole["updates"]
     assert resumed["valid_perplexity"] == pytest.approx(whole["valid_perplexity"], rel=1e-6)
 

@@ -15,10 +15,11 @@ from lmbench.errors import LMBenchError
 from lmbench.model import split_perplexity
 from neural.outputs.classes import frequency_classes, word_classes
 from neural.networks.nplm import NPLMShape
-from neural.lm import NPLMLanguageModel
+from neural.scoring import WindowLanguageModel
 from neural.networks.nplm import NPLM
 from neural.outputs.objectives import make_objective
-from neural.training.train import BEST, CHECKPOINT, load_nplm, train_nplm
+from neural.training.checkpoint import BEST, CHECKPOINT, load_network
+from neural.training.trainer import train_network
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution
 from tests.test_nplm_train import CORPUS, text_corpus_args, tiny
 
@@ -87,7 +88,7 @@ def test_loss_and_gradient_are_those_of_the_factored_distribution():
     context, target = batch(3)
     objective = make_objective("class", torch.full((V,), 1.0 / V), 1, torch.Generator())
     loss = objective.loss(net, net.features(context), target)
-    model = NPLMLanguageModel(net)  # -log of distribution()[target], one context at a time
+    model = WindowLanguageModel(net)  # -log of distribution()[target], one context at a time
     expected = -np.mean([np.log(model.distribution(c.tolist())[w]) for c, w in zip(context, target.tolist())])
     assert loss.item() == pytest.approx(expected, rel=1e-12)
     net.train()
@@ -121,17 +122,17 @@ def test_weight_decay_takes_the_class_weights_not_the_class_biases():
 
 def test_training_lowers_valid_perplexity_and_the_saved_network_scores_alike(tmp_path):
     config = tiny(objective="class", classes=3, epochs=4)
-    train_nplm(CORPUS, dataclasses.replace(config, max_steps=0), tmp_path / "start", progress=False)
-    start = load_nplm(tmp_path / "start", CORPUS, device="cpu", which=CHECKPOINT)  # the unigram start
-    result = train_nplm(CORPUS, config, tmp_path / "run", progress=False)
+    train_network(CORPUS, dataclasses.replace(config, max_steps=0), tmp_path / "start", progress=False)
+    start = load_network(tmp_path / "start", CORPUS, device="cpu", which=CHECKPOINT)  # the unigram start
+    result = train_network(CORPUS, config, tmp_path / "run", progress=False)
     assert result["valid_perplexity"] < 0.8 * split_perplexity(start, CORPUS, "valid")
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     assert result["valid_perplexity"] == min(r["valid_perplexity"] for r in log)  # loaded == in memory
-    model = load_nplm(tmp_path / "run", CORPUS, device="cpu")
+    model = load_network(tmp_path / "run", CORPUS, device="cpu")
     assert model.net.num_classes == 3
     assert_normalised(model, CORPUS)
     assert_scores_match_distribution(model, CORPUS)
-    full = load_nplm(tmp_path / "run", CORPUS, device="cpu", factored=False)
+    full = load_network(tmp_path / "run", CORPUS, device="cpu", factored=False)
     assert split_perplexity(full, CORPUS, "valid") != pytest.approx(result["valid_perplexity"])
 
 
@@ -144,9 +145,9 @@ def test_another_class_map_is_refused(tmp_path):
         with pytest.raises(LMBenchError, match=message):
             NPLM(NPLMShape(n=3, m=4, h=5, direct=True), V, output="softmax" if classes is None else "class",
                  structure=classes).double().load_state_dict(state)
-    train_nplm(CORPUS, tiny(objective="class", classes=3, epochs=1), tmp_path, progress=False)
+    train_network(CORPUS, tiny(objective="class", classes=3, epochs=1), tmp_path, progress=False)
     with pytest.raises(LMBenchError, match=r"--classes"):
-        train_nplm(CORPUS, tiny(objective="class", classes=4, epochs=2), tmp_path, resume=True, progress=False)
+        train_network(CORPUS, tiny(objective="class", classes=4, epochs=2), tmp_path, resume=True, progress=False)
 
 
 def test_class_options_need_the_class_objective():

@@ -14,7 +14,9 @@ from lmbench.errors import LMBenchError
 from lmbench_cli import main
 from neural.networks.energy import EnergyNetwork
 from neural.networks.energy import EnergyShape
-from neural.training.train import BEST, NPLMConfig, load_nplm, train_nplm
+from neural.training.checkpoint import BEST, load_network
+from neural.config import NPLMConfig
+from neural.training.trainer import train_network
 from tests.test_nplm_train import CORPUS, text_corpus_args, tiny
 
 V = len(CORPUS.vocab)
@@ -128,24 +130,24 @@ def test_parameter_count():
 
 
 def test_resume_and_load_refuse_another_model_or_vocabulary(tmp_path):
-    train_nplm(CORPUS, tiny(model="energy", epochs=1), tmp_path, progress=False)
-    with pytest.raises(LMBenchError, match="another network shape: model=energy"):
-        train_nplm(CORPUS, tiny(epochs=2), tmp_path, resume=True, progress=False)
+    train_network(CORPUS, tiny(model="energy", epochs=1), tmp_path, progress=False)
+    with pytest.raises(LMBenchError, match="another network: model=energy"):
+        train_network(CORPUS, tiny(epochs=2), tmp_path, resume=True, progress=False)
     from tests.lm_checks import make_corpus
     other = make_corpus("the zebra sat on the mat . " * 5, "the zebra", "a zebra")
     with pytest.raises(LMBenchError, match="another vocabulary"):
-        load_nplm(tmp_path, other, device="cpu")
-    resumed = train_nplm(CORPUS, tiny(model="energy", epochs=2), tmp_path, resume=True, progress=False)
+        load_network(tmp_path, other, device="cpu")
+    resumed = train_network(CORPUS, tiny(model="energy", epochs=2), tmp_path, resume=True, progress=False)
     assert resumed["epochs"] == 2
 
 
 def test_checkpoint_without_a_model_field_is_an_nplm(tmp_path):
     """A run saved before the energy network existed loads as the NPLM it is."""
-    train_nplm(CORPUS, tiny(epochs=1), tmp_path, progress=False)
+    train_network(CORPUS, tiny(epochs=1), tmp_path, progress=False)
     saved = torch.load(tmp_path / BEST, weights_only=False)
     del saved["config"]["model"]
     torch.save(saved, tmp_path / BEST)
-    assert type(load_nplm(tmp_path, CORPUS, device="cpu").net).__name__ == "NPLM"
+    assert type(load_network(tmp_path, CORPUS, device="cpu").net).__name__ == "NPLM"
 
 
 @pytest.mark.parametrize("overrides,message", [

@@ -14,9 +14,10 @@ import torch
 from lmbench.model import split_logprobs, split_perplexity
 from neural.config import OBJECTIVES
 from neural.families import FAMILIES, load
-from neural.lm import NPLMLanguageModel
+from neural.scoring import WindowLanguageModel
 from neural.outputs.objectives import make_objective
-from neural.training.train import load_nplm, train_nplm
+from neural.training.checkpoint import load_network
+from neural.training.trainer import train_network
 from neural.outputs.tree import huffman_tree, tree_paths
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution
 from tests.test_nplm_train import CORPUS, tiny
@@ -66,7 +67,7 @@ def network(family: str, objective: str, *, seed: int = 0, dtype=torch.float32, 
 @pytest.mark.parametrize("family,objective", LAYERS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_distribution_sums_to_one_and_its_log_is_the_score(family, objective, dtype):
-    model = NPLMLanguageModel(network(family, objective, dtype=dtype))
+    model = WindowLanguageModel(network(family, objective, dtype=dtype))
     assert_normalised(model, CORPUS)
     assert_scores_match_distribution(model, CORPUS)
     assert_scores_match_distribution(model, CORPUS, split="train")
@@ -124,14 +125,14 @@ def test_sampled_update_touches_only_the_rows_it_uses(family, objective):
 @pytest.mark.parametrize("family,objective", cases())
 def test_saved_loaded_and_resumed_networks_score_identically(tmp_path, family, objective):
     run = config(family, objective, epochs=2, batch_size=16, min_gain=-1.0)
-    whole = train_nplm(CORPUS, run, tmp_path / "whole", progress=False)
+    whole = train_network(CORPUS, run, tmp_path / "whole", progress=False)
     steps_per_epoch = math.ceil(len(CORPUS.train) / run.batch)
-    killed = train_nplm(CORPUS, dataclasses.replace(run, max_steps=steps_per_epoch + 2), tmp_path / "split",
+    killed = train_network(CORPUS, dataclasses.replace(run, max_steps=steps_per_epoch + 2), tmp_path / "split",
                         progress=False)
     assert killed["stopped"] == "max_steps"
-    resumed = train_nplm(CORPUS, run, tmp_path / "split", resume=True, progress=False)
+    resumed = train_network(CORPUS, run, tmp_path / "split", resume=True, progress=False)
     assert resumed["updates"] == whole["updates"]
-    one, other = (load_nplm(tmp_path / d, CORPUS, device="cpu") for d in ("whole", "split"))
+    one, other = (load_network(tmp_path / d, CORPUS, device="cpu") for d in ("whole", "split"))
     assert type(one.net) is FAMILIES[family].network_class()
     for split in ("valid", "test"):
         np.testing.assert_array_equal(split_logprobs(one, CORPUS, split), split_logprobs(other, CORPUS, split))
@@ -215,12 +216,12 @@ def test_tree_update_touches_only_the_nodes_on_the_batch_paths():
 
 def test_a_tree_network_resumes_exactly_and_refuses_another_tree(tmp_path):
     run = tiny(objective="tree", epochs=2, min_gain=-1.0)
-    whole = train_nplm(CORPUS, run, tmp_path / "whole", progress=False)
-    train_nplm(CORPUS, dataclasses.replace(run, max_steps=5), tmp_path / "split", progress=False)
-    resumed = train_nplm(CORPUS, run, tmp_path / "split", resume=True, progress=False)
+    whole = train_network(CORPUS, run, tmp_path / "whole", progress=False)
+    train_network(CORPUS, dataclasses.replace(run, max_steps=5), tmp_path / "split", progress=False)
+    resumed = train_network(CORPUS, run, tmp_path / "split", resume=True, progress=False)
     assert resumed["valid_perplexity"] == whole["valid_perplexity"]
     assert resumed["test_perplexity"] == whole["test_perplexity"]
     from lmbench.errors import LMBenchError
     with pytest.raises(LMBenchError, match="another output layer"):  # the exchange tree is another tree
-        train_nplm(CORPUS, dataclasses.replace(run, class_source="exchange", classes=3, epochs=3),
+        train_network(CORPUS, dataclasses.replace(run, class_source="exchange", classes=3, epochs=3),
                    tmp_path / "whole", resume=True, progress=False)

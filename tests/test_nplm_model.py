@@ -8,7 +8,7 @@ import torch
 
 from lmbench.errors import LMBenchError
 from neural.networks.nplm import NPLMShape
-from neural.lm import NPLMLanguageModel, StreamWindows, context_windows
+from neural.scoring import WindowLanguageModel, StreamWindows, context_windows
 from neural.networks.nplm import dropout, NPLM, PAD_ID, parameter_count
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
 
@@ -96,7 +96,7 @@ def test_context_windows_left_pad():
 def test_score_is_exact_log_softmax():
     torch.manual_seed(4)
     net = NPLM(NPLMShape(n=4, m=3, h=5, direct=True), len(CORPUS.vocab))
-    model = NPLMLanguageModel(net)
+    model = WindowLanguageModel(net)
     stream, start = CORPUS.stream_for("test", history=3)
     got = model.score(stream, start)
     assert got.dtype == np.float64
@@ -147,7 +147,7 @@ def test_bag_is_the_mean_feature_vector_of_the_words_before_the_nearest():
 
 def test_a_network_with_a_bag_is_normalised_and_scores_its_distributions():
     torch.manual_seed(1)
-    model = NPLMLanguageModel(NPLM(NPLMShape(n=3, m=4, h=5, direct=True, bag=4), len(CORPUS.vocab)).double())
+    model = WindowLanguageModel(NPLM(NPLMShape(n=3, m=4, h=5, direct=True, bag=4), len(CORPUS.vocab)).double())
     assert_normalised(model, CORPUS)  # seen contexts and unseen ones, short ones (the stream's start) too
     assert_scores_match_distribution(model, CORPUS)
 

@@ -15,9 +15,9 @@ from neural import oov
 from neural.networks.energy import EnergyNetwork
 from neural.networks.energy import EnergyShape
 from neural.networks.nplm import NPLMShape
-from neural.lm import NPLMLanguageModel, context_windows
+from neural.scoring import WindowLanguageModel, context_windows
 from neural.networks.nplm import NPLM
-from neural.training.train import train_nplm
+from neural.training.trainer import train_network
 from tests.helpers import corpus_args, write_splits
 from tests.lm_checks import make_corpus
 from tests.test_nplm_train import TEXT, tiny
@@ -75,7 +75,7 @@ def test_grown_distribution_sums_to_one_and_scores_are_its_log(kind):
         assert scores[position - grown.start] == pytest.approx(np.log(p[grown.stream[position]]), abs=1e-12)
     # before the first new word the vocabulary is V: the scores are the <unk> convention's
     before = grown.first[0] - grown.start
-    unk = split_logprobs(NPLMLanguageModel(net), CORPUS, "valid")
+    unk = split_logprobs(WindowLanguageModel(net), CORPUS, "valid")
     np.testing.assert_allclose(scores[:before], unk[:before], rtol=0, atol=1e-12)
 
 
@@ -113,7 +113,7 @@ def test_cli_reports_both_conventions_and_the_neighbours_of_a_new_word(tmp_path,
     args = corpus_args(write_splits(tmp_path, train=TEXT, valid="the zebra sat on the mat . a yak saw the zebra .",
                                     test="a dog sat on a zebra ."))
     out = tmp_path / "run"
-    train_nplm(make_corpus(TEXT, "x", "y"), tiny(model="energy", epochs=1), out, progress=False, evaluate=False)
+    train_network(make_corpus(TEXT, "x", "y"), tiny(model="energy", epochs=1), out, progress=False, evaluate=False)
     assert main(["nplm", "eval", str(out), "--split", "valid", "--oov", "init", *args, "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["oov_words"] == 2 and result["oov_tokens"] == 3 and result["oov_frequent"]["zebra"] == 2

@@ -21,11 +21,12 @@ from lmbench.errors import LMBenchError
 from lmbench.model import perplexity, split_perplexity
 from neural.outputs.classes import word_classes
 from neural.config import NPLMConfig
-from neural.lm import context_windows
+from neural.scoring import context_windows
 from neural.outputs.objectives import make_objective
 from neural.parallel.teams import LAUNCH_ENV, blocks, connect, leave_process_group
 from neural.training.team import Team
-from neural.training.train import BEST, CHECKPOINT, load_nplm, train_nplm
+from neural.training.checkpoint import BEST, CHECKPOINT, load_network
+from neural.training.trainer import train_network
 from tests.lm_checks import make_corpus
 
 TEXT = ("the cat sat on the mat . the dog sat on the log . a cat and a dog saw the mat . "
@@ -84,7 +85,7 @@ def spawn(worker, directory: Path, *args) -> list:
 
 def batch_gradients(team: Team, objective_name: str) -> tuple[float, dict]:
     """The loss of one minibatch and every parameter's gradient (dense, whole) through the team's hooks,
-    for a network and sampler started from the same seeds as `train_nplm` starts them."""
+    for a network and sampler started from the same seeds as `train_network` starts them."""
     config = tiny(objective=objective_name)
     torch.manual_seed(0)
     classes = objective_name == "class"
@@ -109,12 +110,12 @@ def batch_gradients(team: Team, objective_name: str) -> tuple[float, dict]:
 
 def gradient_worker(rank, directory, scheme, objectives):
     """Per objective: the minibatch's loss and gradients, and the network after a few updates of
-    train_nplm (rank 0's checkpoint)."""
+    train_network (rank 0's checkpoint)."""
     team = connect(scheme, V, device="cpu", threads=1)
     results = {}
     for name in objectives:
         loss, grads = batch_gradients(team, name)
-        train_nplm(CORPUS, tiny(objective=name, parallel=scheme, max_steps=4), directory / name,
+        train_network(CORPUS, tiny(objective=name, parallel=scheme, max_steps=4), directory / name,
                    progress=False, team=team)
         results[name] = loss, grads
     return results
@@ -139,7 +140,7 @@ def test_loss_gradients_and_updates_equal_one_process(tmp_path, scheme, objectiv
             for param, grad in grads.items():
                 assert_close(parallel_grads[param], grad, f"{scheme} {name} grad {param} rank {rank}")
         single = tmp_path / f"single-{name}"
-        train_nplm(CORPUS, tiny(objective=name, max_steps=4), single, progress=False)
+        train_network(CORPUS, tiny(objective=name, max_steps=4), single, progress=False)
         expected = torch.load(single / CHECKPOINT, weights_only=False)
         trained = torch.load(tmp_path / name / CHECKPOINT, weights_only=False)
         assert trained["state"]["step"] == 4 and trained["batch"] == BATCH
@@ -159,11 +160,11 @@ def run_worker(rank, directory, scheme):
     the distributed evaluation of the resumed run's best model."""
     team = connect(scheme, V, device="cpu", threads=1)
     config = tiny(objective="softmax", parallel=scheme, epochs=RUN_EPOCHS)
-    whole = train_nplm(CORPUS, config, directory / "whole", progress=False, team=team)
-    stopped = train_nplm(CORPUS, dataclasses.replace(config, max_steps=100), directory / "split",
+    whole = train_network(CORPUS, config, directory / "whole", progress=False, team=team)
+    stopped = train_network(CORPUS, dataclasses.replace(config, max_steps=100), directory / "split",
                          progress=False, team=team)
-    resumed = train_nplm(CORPUS, config, directory / "split", resume=True, progress=False, team=team)
-    net = load_nplm(directory / "split", CORPUS, team=team).net
+    resumed = train_network(CORPUS, config, directory / "split", resume=True, progress=False, team=team)
+    net = load_network(directory / "split", CORPUS, team=team).net
     stream, start = CORPUS.stream_for("valid", history=2)
     return {"whole": whole, "stopped": stopped, "resumed": resumed,
             "distributed_valid": perplexity(team.score_stream(net, stream, start)),
@@ -181,7 +182,7 @@ def test_run_learns_stops_resumes_and_evaluates_like_one_process(tmp_path, schem
     assert first["resumed"]["valid_perplexity"] == pytest.approx(first["whole"]["valid_perplexity"], rel=1e-6)
     for result in results:  # every process reports the same figures
         assert result["resumed"]["valid_perplexity"] == first["resumed"]["valid_perplexity"]
-    start = load_nplm(tmp_path / "split", CORPUS, device="cpu")  # the unigram network it started from
+    start = load_network(tmp_path / "split", CORPUS, device="cpu")  # the unigram network it started from
     torch.manual_seed(0)
     start.net.reset_parameters()
     counts = np.bincount(CORPUS.train, minlength=V) + 1.0
@@ -189,17 +190,17 @@ def test_run_learns_stops_resumes_and_evaluates_like_one_process(tmp_path, schem
     assert first["resumed"]["valid_perplexity"] < 0.7 * split_perplexity(start, CORPUS, "valid")
     # one checkpoint, in the single-process format: it loads, scores and resumes on one process
     run = tmp_path / "split"
-    assert sorted(p.name for p in run.iterdir()) == [BEST, CHECKPOINT, "log.jsonl", "result.json"]
+    assert sorted(p.name for p in run.iterdir()) == [BEST, CHECKPOINT, "log.jsonl", "logprobs.npz", "result.json"]
     written = json.loads((run / "result.json").read_text())
     assert written["valid_perplexity"] == first["resumed"]["valid_perplexity"]
-    single = load_nplm(run, CORPUS, device="cpu")
+    single = load_network(run, CORPUS, device="cpu")
     assert split_perplexity(single, CORPUS, "valid") == pytest.approx(first["distributed_valid"], rel=1e-6)
     assert split_perplexity(single, CORPUS, "valid") == pytest.approx(first["resumed"]["valid_perplexity"], rel=1e-6)
     stream, start_at = CORPUS.stream_for("valid", history=2)
     expected = single.net(torch.from_numpy(context_windows(stream, 2, start_at).copy())).detach()
     for result in results:
         assert_close(result["full_scores"], expected, "the gathered scores y")
-    more = train_nplm(CORPUS, tiny(objective="softmax", epochs=RUN_EPOCHS + 1), run, resume=True, progress=False)
+    more = train_network(CORPUS, tiny(objective="softmax", epochs=RUN_EPOCHS + 1), run, resume=True, progress=False)
     assert more["epochs"] == RUN_EPOCHS + 1
     assert more["valid_perplexity"] < 0.7 * split_perplexity(start, CORPUS, "valid")
 
@@ -215,7 +216,7 @@ def test_parallel_without_torchrun_is_refused(tmp_path, monkeypatch, capsys):
     for key in LAUNCH_ENV:
         monkeypatch.delenv(key, raising=False)
     with pytest.raises(LMBenchError, match="runs under torchrun, which sets RANK"):
-        train_nplm(CORPUS, tiny(parallel="data"), tmp_path, progress=False)
+        train_network(CORPUS, tiny(parallel="data"), tmp_path, progress=False)
     from lmbench_cli import main
     assert main(["nplm", "train", "--corpus", "brown", "--parallel", "vocab", "--out", str(tmp_path)]) == 2
     assert "--parallel vocab runs under torchrun" in capsys.readouterr().err  # before Brown is loaded
@@ -233,7 +234,7 @@ def test_bad_setups_are_named(tmp_path, monkeypatch, overrides, message):
         if key != "WORLD_SIZE":
             monkeypatch.setenv(key, value)
     with pytest.raises(LMBenchError, match=message):
-        train_nplm(CORPUS, tiny(**overrides), tmp_path, progress=False)
+        train_network(CORPUS, tiny(**overrides), tmp_path, progress=False)
 
 
 def test_class_objective_with_vocab_parallel_is_refused():

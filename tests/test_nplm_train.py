@@ -18,9 +18,10 @@ from lmbench.errors import LMBenchError
 from lmbench.model import split_perplexity
 from neural.networks.nplm import NPLMShape
 from neural.networks.nplm import NPLM
-from neural.training.team import Team
 from neural.training.recipe import anneal_threshold, apply_weight_decay, learning_rate, next_epoch_rate, resolve_device
-from neural.training.train import CHECKPOINT, NPLMConfig, load_nplm, train_nplm
+from neural.training.checkpoint import CHECKPOINT, load_network
+from neural.config import NPLMConfig
+from neural.training.trainer import train_network
 from tests.helpers import corpus_args, random_text, run_cli, write_splits
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
 
@@ -74,7 +75,7 @@ def test_paper_recipe_decay_is_sgd_coupled_decay(tmp_path):
     """One paper update equals torch's SGD with weight_decay on the weights and none on the biases."""
     config = tiny(recipe="paper", batch_size=None, lr=0.05, weight_decay=0.01, max_steps=1, epochs=1,
                   objective="softmax")
-    train_nplm(CORPUS, config, tmp_path, progress=False)
+    train_network(CORPUS, config, tmp_path, progress=False)
     trained = torch.load(tmp_path / CHECKPOINT, weights_only=False)["model"]
     torch.manual_seed(config.seed)
     net = NPLM(NPLMShape(n=3, m=4, h=5, direct=True), len(CORPUS.vocab))
@@ -82,7 +83,7 @@ def test_paper_recipe_decay_is_sgd_coupled_decay(tmp_path):
     with torch.no_grad():
         net.output.b.copy_(torch.from_numpy(np.log(counts / counts.sum())))
     first = int(np.random.default_rng([config.seed, 0]).permutation(len(CORPUS.train))[0])
-    from neural.lm import context_windows
+    from neural.scoring import context_windows
     context = torch.from_numpy(context_windows(CORPUS.train, 2)[first:first + 1].copy())
     loss = torch.nn.functional.cross_entropy(net(context), torch.tensor([int(CORPUS.train[first])]))
     groups = [{"params": net.decay_parameters(), "weight_decay": 0.01},
@@ -135,13 +136,13 @@ def test_the_linear_schedule_falls_to_zero_over_the_budget_and_never_halves_or_s
         [1.0, 0.75, 0.5, 0.0025, 0.0], abs=1e-15)
     assert next_epoch_rate(config, 1.0, False, -0.5, 800_000) == (1.0, False, False)  # worse: still no stop
     assert next_epoch_rate(config, 1.0, False, 0.0, 14_000_000) == (1.0, False, False)
-    with pytest.raises(LMBenchError, match="--schedule linear is a schedule of the sgd recipe"):
+    with pytest.raises(LMBenchError, match="--schedule linear is not a schedule of the paper recipe"):
         NPLMConfig(recipe="paper", schedule="linear")
 
 
 def test_a_linear_run_trains_every_epoch_of_its_budget_and_ends_at_rate_zero(tmp_path):
     config = tiny(schedule="linear", epochs=3)
-    result = train_nplm(CORPUS, config, tmp_path, progress=False)
+    result = train_network(CORPUS, config, tmp_path, progress=False)
     log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert result["epochs"] == 3 and result["stopped"] == "epochs"
     steps = math.ceil(len(CORPUS.train) / config.batch)
@@ -150,7 +151,7 @@ def test_a_linear_run_trains_every_epoch_of_its_budget_and_ends_at_rate_zero(tmp
 
 
 def test_paper_recipe_updates_with_one_example(tmp_path):
-    result = train_nplm(CORPUS, tiny(recipe="paper", batch_size=None, lr=0.05, epochs=1), tmp_path,
+    result = train_network(CORPUS, tiny(recipe="paper", batch_size=None, lr=0.05, epochs=1), tmp_path,
                         progress=False)
     assert result["updates"] == len(CORPUS.train)  # one example per update
     assert math.isfinite(result["valid_perplexity"])
@@ -161,78 +162,78 @@ def test_paper_recipe_updates_with_one_example(tmp_path):
 def test_resume_equals_uninterrupted(tmp_path, recipe, objective):
     config = tiny(recipe=recipe, objective=objective, batch_size=8 if recipe == "paper" else 16,
                   lr=0.05 if recipe == "paper" else 0.5, min_gain=0.05)
-    whole = train_nplm(CORPUS, config, tmp_path / "whole", progress=False)
+    whole = train_network(CORPUS, config, tmp_path / "whole", progress=False)
     steps_per_epoch = math.ceil(len(CORPUS.train) / config.batch)
-    killed = train_nplm(CORPUS, dataclasses.replace(config, max_steps=steps_per_epoch + 3),
+    killed = train_network(CORPUS, dataclasses.replace(config, max_steps=steps_per_epoch + 3),
                         tmp_path / "split", progress=False)
     assert killed["stopped"] == "max_steps" and killed["updates"] == steps_per_epoch + 3
-    resumed = train_nplm(CORPUS, config, tmp_path / "split", resume=True, progress=False)
+    resumed = train_network(CORPUS, config, tmp_path / "split", resume=True, progress=False)
     assert resumed["updates"] == whole["updates"]
     assert resumed["valid_perplexity"] == pytest.approx(whole["valid_perplexity"], rel=1e-6)
     log = [json.loads(line) for line in (tmp_path / "split" / "log.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in log] == [1, 2, 3]
 
 
-# The run state as train_nplm kept it before the typed state (neural.training.train.NPLMState): a plain dict
+# The run state as train_network kept it before the typed state (neural.training.trainer.TrainState): a plain dict
 # with these keys, in every checkpoint written since.
 DICT_STATE_KEYS = ("epoch", "position", "step", "loss_sum", "tokens", "seconds", "best_valid", "bad_epochs",
                    "history", "stopped", "rate", "annealing", "decay_pending")
 
 
 def test_a_checkpoint_with_the_dict_state_resumes_exactly(tmp_path):
-    """A checkpoint whose state is the string-keyed dict of the trainer before NPLMState (written here
+    """A checkpoint whose state is the string-keyed dict of the trainer before TrainState (written here
     by hand from the killed run's) resumes into the uninterrupted run."""
     config = tiny(objective="importance", min_gain=0.05)
-    whole = train_nplm(CORPUS, config, tmp_path / "whole", progress=False)
+    whole = train_network(CORPUS, config, tmp_path / "whole", progress=False)
     steps_per_epoch = math.ceil(len(CORPUS.train) / config.batch)
-    train_nplm(CORPUS, dataclasses.replace(config, max_steps=steps_per_epoch + 3), tmp_path / "split", progress=False)
+    train_network(CORPUS, dataclasses.replace(config, max_steps=steps_per_epoch + 3), tmp_path / "split", progress=False)
     path = tmp_path / "split" / CHECKPOINT
     saved = torch.load(path, weights_only=False)
     saved["state"] = {key: saved["state"][key] for key in DICT_STATE_KEYS}  # exactly the old dict's keys
     torch.save(saved, path)
-    resumed = train_nplm(CORPUS, config, tmp_path / "split", resume=True, progress=False)
+    resumed = train_network(CORPUS, config, tmp_path / "split", resume=True, progress=False)
     assert resumed["updates"] == whole["updates"] and resumed["epochs"] == whole["epochs"]
     assert resumed["valid_perplexity"] == whole["valid_perplexity"]
     saved["state"]["temperature"] = 1.0  # a field no trainer has: refused in one line
     torch.save(saved, path)
     with pytest.raises(LMBenchError, match=r"unknown fields \['temperature'\]"):
-        train_nplm(CORPUS, config, tmp_path / "split", resume=True, progress=False)
+        train_network(CORPUS, config, tmp_path / "split", resume=True, progress=False)
 
 
 def test_existing_run_needs_resume(tmp_path):
-    train_nplm(CORPUS, tiny(epochs=1), tmp_path, progress=False)
+    train_network(CORPUS, tiny(epochs=1), tmp_path, progress=False)
     with pytest.raises(LMBenchError, match="--resume"):
-        train_nplm(CORPUS, tiny(epochs=1), tmp_path, progress=False)
+        train_network(CORPUS, tiny(epochs=1), tmp_path, progress=False)
 
 
 def test_nan_stops_and_keeps_last_good_checkpoint(tmp_path):
-    train_nplm(CORPUS, tiny(max_steps=4), tmp_path, progress=False)
+    train_network(CORPUS, tiny(max_steps=4), tmp_path, progress=False)
     good = (tmp_path / CHECKPOINT).read_bytes()
     with pytest.raises(LMBenchError, match=r"at update \d+: lower the learning rate") as caught:
-        train_nplm(CORPUS, tiny(lr=1e30), tmp_path, resume=True, progress=False)
+        train_network(CORPUS, tiny(lr=1e30), tmp_path, resume=True, progress=False)
     assert "last good checkpoint" in str(caught.value)
     assert (tmp_path / CHECKPOINT).read_bytes() == good
-    model = load_nplm(tmp_path, CORPUS, device="cpu", which=CHECKPOINT)
+    model = load_network(tmp_path, CORPUS, device="cpu", which=CHECKPOINT)
     assert np.isfinite(split_perplexity(model, CORPUS, "valid"))
 
 
 def test_mismatched_checkpoints_refused(tmp_path):
-    train_nplm(CORPUS, tiny(epochs=1), tmp_path, progress=False)
+    train_network(CORPUS, tiny(epochs=1), tmp_path, progress=False)
     other = make_corpus(TEXT + " zebra zebra", "the zebra", "a zebra")
     with pytest.raises(LMBenchError, match="another vocabulary"):
-        load_nplm(tmp_path, other, device="cpu")
+        load_network(tmp_path, other, device="cpu")
     with pytest.raises(LMBenchError, match="another vocabulary"):
-        train_nplm(other, tiny(epochs=2), tmp_path, resume=True, progress=False)
-    with pytest.raises(LMBenchError, match="another network shape: h=5"):
-        train_nplm(CORPUS, tiny(epochs=2, h=7), tmp_path, resume=True, progress=False)
+        train_network(other, tiny(epochs=2), tmp_path, resume=True, progress=False)
+    with pytest.raises(LMBenchError, match="another network: h=5"):
+        train_network(CORPUS, tiny(epochs=2, h=7), tmp_path, resume=True, progress=False)
     with pytest.raises(LMBenchError, match="recipe"):
-        train_nplm(CORPUS, tiny(epochs=2, recipe="paper"), tmp_path, resume=True, progress=False)
+        train_network(CORPUS, tiny(epochs=2, recipe="paper"), tmp_path, resume=True, progress=False)
     with pytest.raises(LMBenchError, match="objective 'importance', not 'softmax'"):
-        train_nplm(CORPUS, tiny(epochs=2, objective="softmax"), tmp_path, resume=True, progress=False)
+        train_network(CORPUS, tiny(epochs=2, objective="softmax"), tmp_path, resume=True, progress=False)
 
 
 def test_saved_best_scores_like_the_trained_network(tmp_path):
-    result = train_nplm(CORPUS, tiny(epochs=4), tmp_path, progress=False)
+    result = train_network(CORPUS, tiny(epochs=4), tmp_path, progress=False)
     log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     best = min(r["valid_perplexity"] for r in log)  # measured on the in-memory network
     assert result["valid_perplexity"] == best  # measured on the network loaded from best.pt
@@ -262,15 +263,15 @@ def test_cli_train_eval_neighbors(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.parametrize("objective", ["importance", "nce"])
 def test_network_trained_by_sampling_is_normalised(tmp_path, objective):
-    result = train_nplm(CORPUS, tiny(objective=objective, epochs=2), tmp_path, progress=False)
+    result = train_network(CORPUS, tiny(objective=objective, epochs=2), tmp_path, progress=False)
     assert result["valid_perplexity"] < len(CORPUS.vocab)  # it learned something
-    model = load_nplm(tmp_path, CORPUS, device="cpu")
+    model = load_network(tmp_path, CORPUS, device="cpu")
     assert_normalised(model, CORPUS)
     assert_scores_match_distribution(model, CORPUS)
 
 
 def test_run_stopped_inside_its_first_epoch_reports_its_speed(tmp_path):
-    result = train_nplm(CORPUS, tiny(max_steps=3), tmp_path, progress=False)
+    result = train_network(CORPUS, tiny(max_steps=3), tmp_path, progress=False)
     assert result["epochs"] == 0 and result["updates"] == 3 and result["stopped"] == "max_steps"
     assert result["seconds"] > 0 and result["tokens_per_s"] == pytest.approx(3 * 16 / result["seconds"])
 
@@ -278,14 +279,14 @@ def test_run_stopped_inside_its_first_epoch_reports_its_speed(tmp_path):
 def test_valid_tokens_validates_the_epochs_on_a_prefix_and_the_final_figures_on_all_of_valid(tmp_path):
     """--valid-tokens 5: each epoch's perplexity is that of the first 5 valid tokens (the same network
     scored on the prefix after the run agrees for the last epoch); the result scores the whole split."""
-    result = train_nplm(CORPUS, tiny(epochs=2, valid_tokens=5), tmp_path, progress=False)
+    result = train_network(CORPUS, tiny(epochs=2, valid_tokens=5), tmp_path, progress=False)
     log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert [r["valid_tokens"] for r in log] == [5, 5] and len(CORPUS.valid) > 5
-    model = load_nplm(tmp_path, CORPUS, device="cpu", which=CHECKPOINT)
+    model = load_network(tmp_path, CORPUS, device="cpu", which=CHECKPOINT)
     stream, start = CORPUS.stream_for("valid", history=2)
     prefix = model.score(stream[:start + 5], start)
     assert log[-1]["valid_perplexity"] == pytest.approx(math.exp(-prefix.mean()), rel=1e-6)
-    best = load_nplm(tmp_path, CORPUS, device="cpu")
+    best = load_network(tmp_path, CORPUS, device="cpu")
     assert result["valid_perplexity"] == pytest.approx(split_perplexity(best, CORPUS, "valid"), rel=1e-6)
     assert result["valid_perplexity"] != pytest.approx(log[result["best_epoch"] - 1]["valid_perplexity"])
     with pytest.raises(LMBenchError, match="--valid-tokens 0: must be >= 1"):
@@ -320,22 +321,22 @@ def test_a_best_model_whose_exact_perplexity_overflows_is_a_diverged_run(tmp_pat
     tokens e^-709 or less on average (hypothesis once drew such a run: NCE one window at a time at the full
     rate; whether it overflows depends on the machine's arithmetic, so here the overflow is planted in the
     first split scored after the best model is loaded): one line naming the fix, the files kept."""
-    import neural.training.train as train_module
-    loaded, real_load, real_score = [], train_module.load_nplm, Team.score_stream
+    import neural.training.trainer as train_module
+    loaded, real_load, real_score = [], train_module.load_network, train_module.score_split
 
     def load_nplm_after_training(*args, **kwargs):
         loaded.append(True)
         return real_load(*args, **kwargs)
 
-    def score_stream(self, net, stream, start, **options):
-        logprobs = real_score(self, net, stream, start, **options)
+    def score_split(model, corpus, split, team=None):
+        logprobs = real_score(model, corpus, split, team)
         if loaded and len(loaded) == 1:  # the train split, the first scored after training
             loaded.append(True)
             return logprobs - 800.0
         return logprobs
 
-    monkeypatch.setattr(train_module, "load_nplm", load_nplm_after_training)
-    monkeypatch.setattr(Team, "score_stream", score_stream)
+    monkeypatch.setattr(train_module, "load_network", load_nplm_after_training)
+    monkeypatch.setattr(train_module, "score_split", score_split)
     files = write_splits(tmp_path, **{split: random_text(seed, length, "abcdefgh") for split, length, seed
                                       in (("train", 200, 1), ("valid", 40, 2), ("test", 40, 3))})
     out = tmp_path / "run"

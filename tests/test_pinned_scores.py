@@ -2,7 +2,7 @@
 pinned (tests/data/pinned_scores.json, written by `python -m tests.test_pinned_scores` at commit
 2eb1c68, before the trainers and families were reorganised; the GRU, added after, at its own later
 commit): a refactoring that moves code must not move a number. Each case trains a tiny network for two epochs on the tests' corpus through the one entry
-point (`neural.training.train.train_nplm`), then scores test through the one loader (`neural.training.train.load_nplm`)."""
+point (`neural.training.trainer.train_network`), then scores test through the one loader (`neural.training.checkpoint.load_network`)."""
 
 from __future__ import annotations
 
@@ -46,12 +46,13 @@ def corpus():
 
 def scores(case: str, out: Path) -> list[float]:
     from neural.config import NPLMConfig
-    from neural.training.train import load_nplm, train_nplm
+    from neural.training.checkpoint import load_network
+    from neural.training.trainer import train_network
 
     data = corpus()
     config = NPLMConfig(**CASES[case], epochs=2, seed=3, device="cpu", threads=1)
-    train_nplm(data, config, out, progress=False, evaluate=False)
-    model = load_nplm(out, data, device="cpu")
+    train_network(data, config, out, progress=False, evaluate=False)
+    model = load_network(out, data, device="cpu")
     return [float(x) for x in model.score(*data.stream_for("test"))[:TOKENS]]
 
 

@@ -33,7 +33,7 @@ def test_without_a_terminal_progress_is_a_plain_line_every_tenth(caplog):
 
 
 def test_the_exact_scoring_shows_its_progress(caplog):
-    from neural.lm import score_stream
+    from neural.scoring import score_stream
     from neural.networks.nplm import NPLM
     from neural.networks.nplm import NPLMShape
     net = NPLM(NPLMShape(n=3, m=4, h=5, direct=True), 20)
@@ -48,9 +48,9 @@ def test_the_exact_scoring_shows_its_progress(caplog):
 
 def test_a_stream_network_shows_its_scoring_progress(caplog):
     from neural.families import FAMILIES
-    from neural.training.stream_train import build_stream_network
+    from neural.training.team import build_network
     torch.manual_seed(0)
-    net = build_stream_network("lstm", 20, FAMILIES["lstm"].shape(m=4, h=4))
+    net = build_network(FAMILIES["lstm"], FAMILIES["lstm"].shape(m=4, h=4), 20)
     stream = np.random.default_rng(0).integers(0, 20, 3000)
     with caplog.at_level(logging.INFO):
         net.score_stream(stream, 100, progress=True)

@@ -1,5 +1,5 @@
 """The stream networks (every family `neural.families` registers with context "stream": the LSTM, the
-Transformer, ...) and their trainer (`neural.training.stream_train`): the contract of `tests/lm_checks.py`,
+Transformer, ...) and their trainer (`neural.training.trainer`): the contract of `tests/lm_checks.py`,
 training, exact resume and the options, over every registered stream family in its quick shape."""
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from neural.networks.lstm import LSTMShape
 from neural.networks.transformer import TransformerShape
 from neural.networks.stream import RecurrentNetwork
 from neural.config import NPLMConfig
-from neural.training.stream_train import CHECKPOINT, LOG, lane_layout, load_stream, train_stream
+from neural.training.checkpoint import CHECKPOINT, LOG, load_network
+from neural.training.batches import lane_layout
+from neural.training.trainer import train_network
 
 SHAPES = {name: entry.shape(**entry.quick) for name, entry in FAMILIES.items() if entry.context == "stream"}
 
@@ -55,12 +57,12 @@ def corpus():
 def trained(request, corpus, tmp_path_factory):
     """(family, run directory) of a network trained for two epochs with the full softmax."""
     out = tmp_path_factory.mktemp(request.param)
-    train_stream(corpus, tiny_config(request.param), out, progress=False)
+    train_network(corpus, tiny_config(request.param), out, progress=False)
     return request.param, out
 
 
 def double_model(out, corpus):
-    model = load_stream(out, corpus, device="cpu")
+    model = load_network(out, corpus, device="cpu")
     model.net.double()  # float64, so that a batch's rounding does not blur the comparisons
     return model
 
@@ -104,7 +106,7 @@ def test_recurrent_lanes_read_no_more_warm_up_than_they_score(trained, corpus, m
     family, out = trained
     if not recurrent(family):
         pytest.skip("lanes are the recurrent networks'")
-    net = load_stream(out, corpus, device="cpu").net
+    net = load_network(out, corpus, device="cpu").net
     read = []
     encode = type(net).encode
     monkeypatch.setattr(type(net), "encode", lambda self, inputs, state=None: read.append(inputs.numel())
@@ -131,12 +133,12 @@ def test_resume_mid_epoch_gives_the_uninterrupted_run(corpus, tmp_path):
     for family in sorted(SHAPES):
         config = tiny_config(family, objective="importance")  # the sampler's draws resumed too
         whole, parts = tmp_path / f"{family}-whole", tmp_path / f"{family}-parts"
-        train_stream(corpus, config, whole, progress=False, evaluate=False)
+        train_network(corpus, config, whole, progress=False, evaluate=False)
         inside_second_epoch = lane_layout(len(corpus.train), config.batch, config.steps, 0)[1] + 2
-        stopped = train_stream(corpus, dataclasses.replace(config, max_steps=inside_second_epoch), parts,
+        stopped = train_network(corpus, dataclasses.replace(config, max_steps=inside_second_epoch), parts,
                                progress=False, evaluate=False)
         assert stopped["stopped"] == "max_steps" and stopped["epochs"] == 1  # inside the second epoch
-        train_stream(corpus, config, parts, resume=True, progress=False, evaluate=False)
+        train_network(corpus, config, parts, resume=True, progress=False, evaluate=False)
         assert (parts / LOG).read_text().count("\n") == 2
         for name in ("valid_perplexity", "train_loss"):
             assert [json.loads(r)[name] for r in (whole / LOG).read_text().splitlines()] == \
@@ -144,27 +146,27 @@ def test_resume_mid_epoch_gives_the_uninterrupted_run(corpus, tmp_path):
 
 
 def test_an_existing_run_needs_resume_and_the_same_network(corpus, tmp_path):
-    train_stream(corpus, tiny_config("lstm", max_steps=2), tmp_path, progress=False)
+    train_network(corpus, tiny_config("lstm", max_steps=2), tmp_path, progress=False)
     with pytest.raises(LMBenchError, match="--resume"):
-        train_stream(corpus, tiny_config("lstm"), tmp_path, progress=False)
-    with pytest.raises(LMBenchError, match="holds a lstm network"):
-        train_stream(corpus, tiny_config("lstm", LSTMShape(layers=1, m=12, h=12)), tmp_path, resume=True,
+        train_network(corpus, tiny_config("lstm"), tmp_path, progress=False)
+    with pytest.raises(LMBenchError, match="has another network: layers=2"):
+        train_network(corpus, tiny_config("lstm", LSTMShape(layers=1, m=12, h=12)), tmp_path, resume=True,
                      progress=False)
 
 
 def test_a_diverging_run_stops_in_one_line_and_keeps_its_last_good_checkpoint(corpus, tmp_path, monkeypatch):
-    train_stream(corpus, tiny_config("lstm", objective="importance", max_steps=3), tmp_path, progress=False)
+    train_network(corpus, tiny_config("lstm", objective="importance", max_steps=3), tmp_path, progress=False)
     good = torch.load(tmp_path / CHECKPOINT, weights_only=False)["model"]
     from neural.outputs.objectives import ImportanceSampling
     monkeypatch.setattr(ImportanceSampling, "loss_with", lambda self, net, z, target, sample: z.sum() * np.nan)
     with pytest.raises(LMBenchError, match="became nan at update 3.*last good checkpoint"):
-        train_stream(corpus, tiny_config("lstm", objective="importance"), tmp_path, resume=True, progress=False)
+        train_network(corpus, tiny_config("lstm", objective="importance"), tmp_path, resume=True, progress=False)
     kept = torch.load(tmp_path / CHECKPOINT, weights_only=False)["model"]
     assert all(torch.equal(good[k], kept[k]) for k in good)
 
 
 def test_importance_sampling_trains_too(corpus, tmp_path):
-    result = train_stream(corpus, tiny_config("transformer", objective="importance", epochs=1), tmp_path,
+    result = train_network(corpus, tiny_config("transformer", objective="importance", epochs=1), tmp_path,
                           progress=False)
     assert np.isfinite(result["valid_perplexity"]) and result["valid_perplexity"] < len(corpus.vocab)
 
@@ -176,8 +178,8 @@ def test_importance_sampling_trains_too(corpus, tmp_path):
     (lambda: TransformerShape(positions="sinusoid"), "unknown positions"),
     (lambda: NPLMConfig(model="lstm", objective="class"), "no class output layer"),
     (lambda: NPLMConfig(model="nplm", clip=0.5), "--model nplm has no use for --clip"),
-    (lambda: NPLMConfig(model="transformer", schedule="halving"), "cosine schedule.*drop --schedule halving"),
-    (lambda: NPLMConfig(model="nplm", schedule="cosine"), "the stream networks' schedule")])
+    (lambda: NPLMConfig(model="transformer", schedule="halving"), "not a schedule of the adamw recipe: give cosine"),
+    (lambda: NPLMConfig(model="nplm", schedule="cosine"), "not a schedule of the sgd recipe")])
 def test_bad_options_are_refused_in_one_line(make, message):
     with pytest.raises(LMBenchError, match=message):
         make()
@@ -198,8 +200,8 @@ def test_the_command_line_trains_an_lstm_and_refuses_a_missing_cuda(tmp_path, mo
         assert "CUDA is not available" in capsys.readouterr().err
         assert not (tmp_path / "cuda").exists()
     for window_option, refusal in ((["--recipe", "paper"], "no use for --recipe: drop it"),
-                                   (["--schedule", "halving"], "cosine schedule (a linear warm-up, then a cosine "
-                                                               "decay over all --epochs): drop --schedule halving"),
+                                   (["--schedule", "halving"], "--schedule halving is not a schedule of the adamw "
+                                                               "recipe: give cosine"),
                                    (["--patience", "3"], "no use for --patience: drop it"),
                                    (["--min-gain", "0.01"], "no use for --min-gain: drop it")):
         # the window networks' recipe options: refused in one line, never dropped without a word
@@ -232,12 +234,13 @@ def test_a_stream_family_trains_by_its_own_recipe_unless_told_otherwise():
 
 
 def test_a_reproduction_loads_a_stream_run_as_any_network(corpus, tmp_path):
-    """`neural.training.train.train_nplm` and `load_nplm`, the pipeline's two calls, go to the family's own trainer
-    and loader: the loaded model scores as `load_stream`'s."""
+    """`neural.training.trainer.train_network` and `load_network`, the pipeline's two calls, go to the family's own trainer
+    and loader: the loaded model scores as `load_network`'s."""
     from neural.config import NPLMConfig
-    from neural.training.train import load_nplm, train_nplm
+    from neural.training.checkpoint import load_network
+    from neural.training.trainer import train_network
     config = NPLMConfig(model="lstm", layers=1, m=8, h=8, epochs=1, batch_size=4, objective="softmax", device="cpu",
                         threads=1)
-    train_nplm(corpus, config, tmp_path, evaluate=False, progress=False)
-    assert np.array_equal(split_logprobs(load_nplm(tmp_path, corpus, device="cpu"), corpus, "valid"),
-                          split_logprobs(load_stream(tmp_path, corpus, device="cpu"), corpus, "valid"))
+    train_network(corpus, config, tmp_path, evaluate=False, progress=False)
+    assert np.array_equal(split_logprobs(load_network(tmp_path, corpus, device="cpu"), corpus, "valid"),
+                          split_logprobs(load_network(tmp_path, corpus, device="cpu"), corpus, "valid"))

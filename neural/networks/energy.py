@@ -14,7 +14,7 @@ candidate j and cancel in the normalisation: only b_{w_t} remains. So a candidat
 
 with H = [H_ctx, H_out] (h x (n-1)m, h x m) and x_ctx = (C(w_{t-n+1}), ..., C(w_{t-1})), and
 P(. | context) = softmax(y), the `NPLM`'s form: the two networks share the sampled objectives of
-`neural.outputs.objectives`, the exact scoring of `neural.lm` and the loop of `neural.training.train`. The features
+`neural.outputs.objectives`, the exact scoring of `neural.scoring` and the loop of `neural.training.trainer`. The features
 z of a context (`features`) hold the pre-activation a (not a tanh: the candidate part is added first).
 
 Direct connections (optional, as in the ordinary network): W (V x (n-1)m) adds the output word's

@@ -20,7 +20,7 @@ Exact scoring (`StreamLanguageModel`): every token of a split is scored once, gi
 train | valid | test before it (`LanguageModel.logprobs` hands over the whole stream). Each family says
 how in its `score_stream`: the LSTM carries its state from the start of the stream (in lanes, each
 warmed on the tokens before its start), the Transformer slides a window of its context. The log-softmax
-is finished in float64 from the network's scores (`neural.networks.nplm.softmax_parts`), as `neural.lm` does.
+is finished in float64 from the network's scores (`neural.networks.nplm.softmax_parts`), as `neural.scoring` does.
 """
 
 from __future__ import annotations
@@ -44,22 +44,20 @@ from neural.outputs.layers import SoftmaxNLL, at_least_fp32, softmax_parts
 # The stream networks' recipe (docs/networks.md, "Beyond 2003"): 6 epochs of AdamW at 2e-3 under the cosine
 # schedule, 32 lanes, k = 1,000 sampled words per update, decoupled weight decay 0.01 on the matrices,
 # validated on the first 50,000 tokens of valid; each family adds its dropout.
-STREAM_RUN_DEFAULTS = {"epochs": 6, "samples": 1000, "weight_decay": 0.01, "schedule": "cosine", "lr": 2e-3,
+STREAM_RUN_DEFAULTS = {"recipe": "adamw", "epochs": 6, "samples": 1000, "weight_decay": 0.01, "schedule": "cosine", "lr": 2e-3,
                        "batch_size": 32, "valid_tokens": 50_000}
 # The options of the window networks' recipes that the stream networks' trainer (AdamW, a linear
-# warm-up then a cosine rate over all its epochs, neural/training/stream_train.py) has no use for.
+# warm-up then a cosine rate over all its epochs, neural/training/trainer.py) has no use for.
 STREAM_UNUSED = ("recipe", "min_gain", "anneal_gain", "patience", "lr_decay", "classes", "class_source",
                  "eval_batch")
-# The registration keywords of a stream family: its context, trainer, scorer and loader.
-STREAM = dict(context="stream", trainer="neural.training.stream_train:train_stream",
-              scorer="neural.networks.stream:score_family", loader="neural.training.stream_train:load_stream",
-              beyond_2003=True)
+# The registration keywords of a stream family: its context, and a row of ours in every comparison.
+STREAM = dict(context="stream", beyond_2003=True)
 
 
 @dataclass(frozen=True)
 class RecurrentShape(NetworkShape):
     """The shape of a recurrent family (`neural.networks.stream.RecurrentNetwork`): stacked layers of h units over
-    word vectors of m; trained by `neural.training.stream_train`, which takes --dropout as Zaremba et al.'s
+    word vectors of m; trained by `neural.training.trainer`, which takes --dropout as Zaremba et al.'s
     (embeddings, between layers, output). Each recurrent family subclasses it (its own dataclass)."""
     layers: int = field(default=2, metadata={"help": "stacked layers (recurrent: 1 or 2; transformer: blocks)"})
     m: int = field(default=256, metadata={"help": "word feature size"})
@@ -81,7 +79,7 @@ class RecurrentShape(NetworkShape):
 
 def stream_refusal(name: str, given: list[str]) -> str:
     """The line refusing window-recipe options for a stream family."""
-    return (f"--model {name} trains with its own recipe (neural/training/stream_train.py: AdamW, a linear warm-up then "
+    return (f"--model {name} trains with its own recipe (neural/training/trainer.py: AdamW, a linear warm-up then "
             f"a cosine rate over all --epochs), which has no use for {', '.join('--' + option_name(k) for k in given)}: "
             f"drop {'it' if len(given) == 1 else 'them'}")
 
@@ -220,7 +218,7 @@ EVAL_CHUNK = 256  # time steps per call of the recurrent encoder when scoring
 class RecurrentNetwork(StreamNetwork):
     """Base of the recurrent families (`neural.networks.lstm`, `neural.networks.gru`): a state carried along the stream.
 
-    Training reads the stream in lanes (`neural.training.stream_train`), truncating back-propagation at `steps`
+    Training reads the stream in lanes (`neural.training.trainer`), truncating back-propagation at `steps`
     and carrying the state, detached, from one update to the next. Exact scoring (`score_stream`)
     carries it too: a split is cut into `lanes` contiguous pieces scored side by side (one batch row
     each) for speed, and each piece is first warmed on the `warmup` tokens before its start (all of them
@@ -297,16 +295,9 @@ class RecurrentNetwork(StreamNetwork):
         return self.log_probs(z[0, -1:])[0]
 
 
-def score_family(net: StreamNetwork, stream: np.ndarray, start: int, *, batch_size: int | None = None,
-                 bf16: bool = False, progress: bool = False, factored: bool = True) -> np.ndarray:
-    """The scorer of the stream families (`neural.families`): `net.score_stream` (its batches are its
-    own: batch_size and factored, the window networks' options, do not apply)."""
-    return net.score_stream(stream, start, bf16=bf16, progress=progress)
-
-
 class StreamLanguageModel(LanguageModel):
     """A trained stream network behind the suite's interface (order None: the whole history). It is
-    made by `neural.training.stream_train.train_stream` and loaded by `neural.training.stream_train.load_stream`."""
+    made by `neural.training.trainer.train_network` and loaded by `neural.training.checkpoint.load_network`."""
 
     order = None
 
@@ -317,9 +308,9 @@ class StreamLanguageModel(LanguageModel):
         self.bf16 = bf16
 
     def _fit(self, corpus) -> None:
-        raise LMBenchError(f"a {self.net.family} network is trained with neural.training.stream_train.train_stream "
-                           f"(or `lmbench nplm train --model {self.net.family}`), not fit(): train it, then "
-                           "load it with neural.training.stream_train.load_stream")
+        raise LMBenchError(f"a {self.net.family} network is trained with neural.training.trainer.train_network "
+                           f"(or `lmbench train --model {self.net.family}`), not fit(): train it, then "
+                           "load it with neural.training.checkpoint.load_network")
 
     def score(self, stream: np.ndarray, start: int) -> np.ndarray:
         return self.net.score_stream(stream, start, bf16=self.bf16, progress=self.progress)

@@ -13,7 +13,7 @@ offsets. MLP = W_2 GELU(W_1 .), 4d wide by default. Dropout on the attention wei
 attention and MLP projections, and on the embeddings.
 
 A window holds `context` = L inputs. Training reads the stream in lanes of windows of L tokens
-(`neural.training.stream_train`), nothing carried between them. Exact scoring (`score_stream`) slides the window
+(`neural.training.trainer`), nothing carried between them. Exact scoring (`score_stream`) slides the window
 with stride S = L / 2, aligned on the stream's start: target t is scored in the window that ends at
 the end of its block of S, v = S (floor(t / S) + 1), and starts at u = max(0, v - L), so it sees the
 t - u >= L - S = L / 2 tokens before it (all of them near the stream's start). Every token is scored
@@ -44,7 +44,7 @@ from neural.networks.stream import (STREAM, STREAM_RUN_DEFAULTS, STREAM_UNUSED, 
 @dataclass(frozen=True)
 class TransformerShape(NetworkShape):
     """A causal pre-norm decoder over windows of the stream (`neural.networks.transformer.TransformerNetwork`);
-    trained by `neural.training.stream_train` (--dropout on attention, residual branches and embeddings)."""
+    trained by `neural.training.trainer` (--dropout on attention, residual branches and embeddings)."""
     layers: int = field(default=4, metadata={"help": "stacked layers (recurrent: 1 or 2; transformer: blocks)"})
     d: int = field(default=256, metadata={"help": "transformer: model width"})
     heads: int = field(default=4, metadata={"help": "transformer: attention heads"})

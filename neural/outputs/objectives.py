@@ -3,7 +3,7 @@
 
 Every objective maps the features z of a minibatch (B, K) (the NPLM's z = [tanh(d + Hx), x]) and its
 targets (B,) to a scalar loss whose gradient trains the network. Evaluation never uses them: it is
-the exact distribution of the network's output layer (`neural.lm`).
+the exact distribution of the network's output layer (`neural.scoring`).
 
 The exact objectives ("softmax", "class", "tree") are the losses of their output layers (`ExactLoss`
 calls the network's `loss`; the layers are in `neural.outputs.layers` and `neural.outputs.tree`); the sampled ones

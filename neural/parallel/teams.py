@@ -4,7 +4,7 @@ Launch: `torchrun --nproc-per-node P -m lmbench_cli -- nplm train ... --parallel
 keeps torchrun from taking --n, --m and --h for abbreviations of its own options). torchrun starts P
 processes and gives each its RANK, WORLD_SIZE, LOCAL_RANK and the rendezvous address; `connect` joins
 them into one process group (gloo on the CPU, NCCL on CUDA, one GPU per process: cuda:LOCAL_RANK) and
-returns the team through which `neural.training.train` does everything that crosses processes: one subclass of
+returns the team through which `neural.training.trainer` does everything that crosses processes: one subclass of
 the one-process `neural.training.team.Team` per scheme, with the same hooks: "data" a `DataTeam`, "vocab" a
 `VocabTeam`. A run without --parallel never imports this module (`neural.training.team.join`).
 
@@ -54,7 +54,7 @@ from torch.nn import functional as F
 
 from lmbench.errors import LMBenchError
 from neural.families import load
-from neural.lm import score_stream
+from neural.scoring import score_stream
 from neural.networks.nplm import NPLM, upgraded
 from neural.outputs.layers import SoftmaxLayer, SoftmaxNLL, at_least_fp32
 from neural.training.recipe import resolve_device

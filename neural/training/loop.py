@@ -1,4 +1,4 @@
-"""The epoch loop that every trainer runs (`neural.training.train` for the window networks, `neural.training.stream_train`
+"""The epoch loop that every trainer runs (`neural.training.trainer` for the window networks, `neural.training.trainer`
 for the stream networks), and the typed state of a run that its checkpoints keep.
 
 A trainer says how to start an epoch (its data order: a permutation of the windows, an offset of the

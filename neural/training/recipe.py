@@ -1,7 +1,13 @@
-"""How a network is trained: the two recipes of `neural.config` carried out (the learning rate, the
-weight decay, the optimizer) and the device.
+"""How a network is trained: the three recipes of `neural.config` carried out (the learning rate, the
+weight decay, the optimizer) and the device. The trainer (`neural.training.trainer`) asks this file
+for the rate of every update (`learning_rate`, every schedule's) and for the recipe's optimizer
+(`make_optimizer`), whose `step` and `settle` do the rest.
 
-Both recipes are plain stochastic gradient descent on the chosen objective (`neural.outputs.objectives`), with
+"adamw" (the stream networks'): AdamW (betas 0.9, 0.99) with decoupled weight decay on the matrices
+only, the gradient's norm clipped at `clip`, and the "cosine" schedule: a linear warm-up over
+`warmup_steps` updates, then a cosine decay to `final_lr_fraction` of the peak at the last update.
+
+The window networks' two recipes are plain stochastic gradient descent on the chosen objective (`neural.outputs.objectives`), with
 the paper's weight decay coupled to the gradient: p <- p - eps (dL/dp + lambda p) on the weights H, U, W
 and the features C, never on the biases b and d (section 4 of the paper). They differ in the batch and
 in how the learning rate moves:
@@ -31,6 +37,7 @@ update, exactly SGD's coupled decay.
 
 from __future__ import annotations
 
+import math
 import os
 
 import torch
@@ -38,16 +45,23 @@ import torch
 from lmbench.errors import LMBenchError
 from lmbench.threads import free_cores
 from neural.config import NPLMConfig
-from neural.networks.nplm import NPLM
 
 
 def learning_rate(config: NPLMConfig, step: int, epoch_rate: float, total_steps: int) -> float:
-    """paper: eps0 / (1 + r t); sgd, halving: the epoch's rate (see `next_epoch_rate`); sgd, linear:
-    eps0 (1 - t / total_steps), `total_steps` the updates of all `epochs` epochs."""
+    """The rate of update `step` (0-based) of a run of `total_steps` updates in all. paper: eps0 / (1 + r t);
+    sgd, halving: the epoch's rate (see `next_epoch_rate`); sgd, linear: eps0 (1 - t / total_steps);
+    cosine: eps0 (t + 1) / warmup_steps during the warm-up, then eps0 (f + (1 - f)(1 + cos(pi p)) / 2),
+    p the fraction of the updates after the warm-up done, f = final_lr_fraction."""
     if config.recipe == "paper":
         return config.peak_lr / (1.0 + config.lr_decay * step)
     if config.schedule == "linear":
         return config.peak_lr * max(0.0, 1.0 - step / total_steps)
+    if config.schedule == "cosine":
+        if step < config.warmup_steps:
+            return config.peak_lr * (step + 1) / config.warmup_steps
+        done = min(1.0, (step - config.warmup_steps) / max(1, total_steps - config.warmup_steps))
+        fraction = config.final_lr_fraction
+        return config.peak_lr * (fraction + (1 - fraction) * 0.5 * (1 + math.cos(math.pi * done)))
     return epoch_rate
 
 
@@ -75,14 +89,59 @@ def next_epoch_rate(config: NPLMConfig, rate: float, annealing: bool, gain: floa
     return (rate * 0.5 if annealing else rate), annealing, False
 
 
-def make_optimizer(net: NPLM, config: NPLMConfig) -> torch.optim.Optimizer:
-    """Plain SGD (sparse gradients for C and the sampled rows of [U, W]); the weight decay is applied
-    by `apply_weight_decay`, never to the biases b and d."""
-    return torch.optim.SGD(net.parameters(), lr=config.peak_lr)
+class CoupledSGD:
+    """The paper and sgd recipes' optimizer: plain SGD (sparse gradients for C and the sampled rows of
+    [U, W]), the weight decay coupled to the rate and applied by `apply_weight_decay`, compounded over
+    `decay_every` updates (`TrainState.decay_pending`) and settled at every epoch's end; never on the
+    biases b and d."""
+
+    def __init__(self, net, config: NPLMConfig):
+        self.net, self.config = net, config
+        self.optimizer = torch.optim.SGD(net.parameters(), lr=config.peak_lr)
+
+    def step(self, state, rate: float) -> None:
+        """After backward(): the decay due (every `decay_every` updates), then the step."""
+        state.decay_pending += 1  # p <- p (1 - lr lambda) - lr grad, the decay compounded
+        if state.decay_pending >= self.config.decay_every:
+            self.settle(state, rate)
+        self.optimizer.step()
+
+    def settle(self, state, rate: float) -> None:
+        """The decay of the updates not yet decayed, at `rate` (the end of an epoch)."""
+        apply_weight_decay(self.net, rate, self.config.weight_decay, state.decay_pending)
+        state.decay_pending = 0
+
+
+class ClippedAdamW:
+    """The adamw recipe's optimizer: AdamW (betas 0.9, 0.99), decoupled weight decay on the network's
+    `decay_parameters` only, the gradient's norm clipped at `clip` before every step."""
+
+    def __init__(self, net, config: NPLMConfig):
+        self.net, self.config = net, config
+        self.optimizer = torch.optim.AdamW([{"params": net.decay_parameters(), "weight_decay": config.weight_decay},
+                                            {"params": net.bias_parameters(), "weight_decay": 0.0}],
+                                           lr=config.peak_lr, betas=(0.9, 0.99))
+
+    def step(self, state, rate: float) -> None:
+        torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.config.clip)
+        self.optimizer.step()
+
+    def settle(self, state, rate: float) -> None:
+        """Nothing left over at an epoch's end (the decay is AdamW's own, every step)."""
+
+
+OPTIMIZERS = {"sgd": CoupledSGD, "adamw": ClippedAdamW}
+
+
+def make_optimizer(net, config: NPLMConfig):
+    """The optimizer of config's recipe (`neural.config.Recipe.optimizer`): `step(state, rate)` after each
+    backward(), `settle(state, rate)` at each epoch's end, `optimizer` the torch optimizer (its state
+    is checkpointed, its rate set before each update)."""
+    return OPTIMIZERS[config.recipe_entry.optimizer](net, config)
 
 
 @torch.no_grad()
-def apply_weight_decay(net: NPLM, rate: float, weight_decay: float, updates: int) -> None:
+def apply_weight_decay(net, rate: float, weight_decay: float, updates: int) -> None:
     """(1 - rate * lambda)^updates on the weights and C: `updates` SGD steps' worth of coupled decay."""
     if weight_decay and updates:
         factor = (1.0 - rate * weight_decay) ** updates

@@ -1,7 +1,7 @@
 """The processes of one run, and the builder of its networks: `Team` is the one-process run, whose every
 hook is the single-process code path itself (it returns its input, or calls the function given);
-`neural.training.train` trains and scores through these hooks, and under --parallel data|vocab the subclasses of
-`neural.parallel.teams` split the minibatch or the output layer behind the same ones (`neural.training.train.join`
+`neural.training.trainer` trains and scores through these hooks, and under --parallel data|vocab the subclasses of
+`neural.parallel.teams` split the minibatch or the output layer behind the same ones (`neural.training.trainer.join`
 gives a run its team: a scheme is the only way into `neural.parallel.teams`).
 """
 
@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from neural.families import family
-from neural.lm import score_stream
+from neural.scoring import score_stream
 from neural.networks.nplm import NPLM
 
 T = TypeVar("T")
@@ -29,7 +29,7 @@ def build_network(entry, shape, vocab_size: int, *, output: str = "softmax", str
 class Team:
     """The processes of one run and what crosses between them; this base class is the one-process run,
     whose every hook is the single-process code path (it returns its input or calls the function
-    given). `neural.training.train.join` returns it, or the team of the --parallel scheme (`neural.parallel.teams`)."""
+    given). `neural.training.trainer.join` returns it, or the team of the --parallel scheme (`neural.parallel.teams`)."""
 
     mode: str | None = None  # the --parallel scheme
     rank, world = 0, 1
@@ -90,6 +90,6 @@ class Team:
         return loss.item()
 
     def score_stream(self, net: NPLM, stream: np.ndarray, start: int, **options) -> np.ndarray:
-        """`neural.lm.score_stream` on the processes of the run: the same float64 log-probabilities on
+        """`neural.scoring.score_stream` on the processes of the run: the same float64 log-probabilities on
         every process."""
         return score_stream(net, stream, start, **options)

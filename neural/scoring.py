@@ -1,12 +1,18 @@
-"""Any trained window network (`neural.families`) as a `lmbench.model.LanguageModel`: exact scoring
-in large batches.
+"""The one exact scorer of every network: per-token log-probabilities of a stream, each token given the
+stream before it, for the trainer's validation, the final figures, the rows of `reproduce` and
+`lmbench eval` alike (`score_stream`, and `score_split` for a split of a corpus).
 
-Every log-probability is the network's `log_probs`: its output layer's exact distribution, finished in
-float64 (the full softmax: log P(w_t | context) = y[w_t] - max(y) - log(sum_j exp(y_j - max(y))) with
-y, max and the sum from fp32 (or bf16) GEMMs; the class-factored and tree layers from the scores of the
-classes and words, or nodes, they need only). factored=False scores a class layer by the full softmax
-of its y instead. `distribution` runs the same code on the same kind of batch, so log
-distribution(context)[w] equals score to float64 rounding."""
+A window network (`neural.families`: the NPLM, the energy network) is scored here, in large batches of
+windows: every log-probability is the network's `log_probs`, its output layer's exact distribution,
+finished in float64 (the full softmax: log P(w_t | context) = y[w_t] - max(y) - log(sum_j exp(y_j -
+max(y))) with y, max and the sum from fp32 (or bf16) GEMMs; the class-factored and tree layers from the
+scores of the classes and words, or nodes, they need only). factored=False scores a class layer by the
+full softmax of its y instead. A stream network scores itself (`StreamingNetwork.score_stream`: its
+lanes warmed, or a window sliding by half its length). `WindowLanguageModel` puts a window network
+behind the suite's interface (`distribution` runs the same code on the same kind of batch, so log
+distribution(context)[w] equals score to float64 rounding); `language_model` picks the interface of
+either context.
+"""
 
 from __future__ import annotations
 
@@ -15,10 +21,9 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from lmbench.model import LanguageModel
+from lmbench.model import LanguageModel, split_logprobs
 from lmbench.progress import progress_bar
-from neural.families import family_of, load
-from neural.networks.nplm import NPLM, PAD_ID
+from neural.networks.nplm import PAD_ID
 
 EVAL_BATCH = 2048  # contexts per GEMM when scoring
 MIN_ROWS = 64  # distribution() pads its one context to this many rows so the GEMM is the batched kind
@@ -48,7 +53,7 @@ class StreamWindows:
         return self.padded[positions[:, None] + self.offsets]  # padded[p + j] = stream[p + j - history]
 
 
-def log_probs(net: NPLM, context: torch.Tensor, target: torch.Tensor | None, *, bf16: bool = False,
+def log_probs(net, context: torch.Tensor, target: torch.Tensor | None, *, bf16: bool = False,
               factored: bool = True) -> torch.Tensor:
     """float64 log P(target | context) (B,), or log P(. | context) (B, V) when target is None: the
     class-factored distribution of a network with a class layer when `factored`, else the full
@@ -56,13 +61,12 @@ def log_probs(net: NPLM, context: torch.Tensor, target: torch.Tensor | None, *, 
     return net.log_probs(context, target, bf16=bf16, full_softmax=not factored)
 
 
-def score_stream(net: NPLM, stream: np.ndarray, start: int, *, batch_size: int = EVAL_BATCH,
+def score_stream(net, stream: np.ndarray, start: int, *, batch_size: int = EVAL_BATCH,
                  bf16: bool = False, progress: bool = False, factored: bool = True) -> np.ndarray:
-    """Natural-log P(stream[t] | stream[t-n+1:t]) for t >= start, float64, shape (len - start,), by
-    `log_probs`."""
-    if net.history is None:  # a stream network: its family's scorer (`neural.families`)
-        return load(family_of(net.shape).scorer)(net, stream, start, batch_size=batch_size, bf16=bf16,
-                                                 progress=progress, factored=factored)
+    """Natural-log P(stream[t] | stream[:t]) for t >= start, float64, shape (len - start,): a window
+    network's by `log_probs` over the n-1 (or `history`) tokens before each, in batches of `batch_size`."""
+    if net.history is None:  # a stream network scores itself (its batches are its own)
+        return net.score_stream(stream, start, bf16=bf16, progress=progress)
     device = next(net.parameters()).device
     contexts = StreamWindows(stream, net.history, device)
     targets = torch.from_numpy(np.asarray(stream[start:], dtype=np.int64)).to(device)
@@ -80,12 +84,32 @@ def score_stream(net: NPLM, stream: np.ndarray, start: int, *, batch_size: int =
     return result.cpu().numpy()
 
 
-class NPLMLanguageModel(LanguageModel):
-    """A trained network behind the suite's interface. `fit` is not how it is made: use
-    neural.training.train.train_nplm, then neural.training.train.load_nplm (which checks it against the corpus). A network with a
-    class layer is its class-factored distribution; factored=False makes it the full softmax of its y."""
+def score_split(model, corpus, split: str, team=None) -> np.ndarray:
+    """The log-probabilities of every token of `split` of `corpus` by a loaded network `model` (a
+    `language_model`): the suite's `split_logprobs`, or under a --parallel team every process's block of
+    the output scoring together (the same float64 figures on every process)."""
+    if team is None or team.mode is None:
+        return split_logprobs(model, corpus, split)
+    stream, start = corpus.stream_for(split, history=model.net.history)
+    return team.score_stream(model.net, stream, start, bf16=model.bf16, progress=model.progress)
 
-    def __init__(self, net: NPLM, bf16: bool = False, factored: bool = True, progress: bool = False):
+
+def language_model(net, *, bf16: bool = False, factored: bool = True, progress: bool = False) -> LanguageModel:
+    """A trained network behind the suite's interface: a window network's `WindowLanguageModel`, a stream
+    network's `neural.networks.stream.StreamLanguageModel`."""
+    if net.history is None:
+        from neural.networks.stream import StreamLanguageModel
+        return StreamLanguageModel(net, bf16=bf16, progress=progress)
+    return WindowLanguageModel(net, bf16=bf16, factored=factored, progress=progress)
+
+
+class WindowLanguageModel(LanguageModel):
+    """A trained window network behind the suite's interface. `fit` is not how it is made: use
+    `neural.training.trainer.train_network`, then `neural.training.checkpoint.load_network` (which checks it
+    against the corpus). A network with a class layer is its class-factored distribution;
+    factored=False makes it the full softmax of its y."""
+
+    def __init__(self, net, bf16: bool = False, factored: bool = True, progress: bool = False):
         self.net = net.eval()
         self.progress = progress  # a bar (or plain lines) while `score` runs
         self.order = net.history + 1
@@ -95,8 +119,8 @@ class NPLMLanguageModel(LanguageModel):
 
     def _fit(self, corpus) -> None:
         from lmbench.errors import LMBenchError
-        raise LMBenchError("an NPLM is trained with neural.training.train.train_nplm (or `lmbench nplm train`), "
-                           "not fit(): train it, then load it with neural.training.train.load_nplm")
+        raise LMBenchError("a network is trained with neural.training.trainer.train_network (or `lmbench train`), "
+                           "not fit(): train it, then load it with neural.training.checkpoint.load_network")
 
     def score(self, stream: np.ndarray, start: int) -> np.ndarray:
         return score_stream(self.net, stream, start, bf16=self.bf16, factored=self.factored, progress=self.progress)
