@@ -93,6 +93,7 @@ def upgraded(state: dict) -> dict:
         state["config"] = {**state["config"], "recipe": "adamw"}
     if "lanes" in state:
         state["batch"] = state.pop("lanes")
+    state["format"] = FORMAT
     return state
 
 
