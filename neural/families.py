@@ -96,8 +96,9 @@ class Family:
     summary: str = ""  # one line for --help
     vocab_slice: str | None = None  # "module:Class" under --parallel vocab
     label: str = ""  # its name in reports ("LSTM": rows "LSTM (ours)", claims "The LSTM (ours) ...")
-    beyond_2003: bool = False  # one of our networks beyond 2003: its row (alone and + KN 5) in every
+    beyond_2003: bool = False  # one of our networks beyond 2003: its row (alone and + KN 5) in
     #   `reproduce text`, an --extra group of brown and ap, a column of the summary, its claims
+    compared: bool = True  # beyond 2003: a row of every `reproduce text` (False: only when --networks names it)
     quick: dict = field(default_factory=dict)  # the shape options a quick run narrows it to (a slice's width)
     order: int = 100  # where its rows and columns sit among the families' (lower first; a new family last)
 

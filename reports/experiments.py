@@ -227,7 +227,8 @@ def text_rows(vocab_size: int, networks: tuple[str, ...] | None = None, only: st
         neural += [mixture(f"{name.lower()}-del-int{suffix}", f"{label} + Del. Int.", how, (name.lower(), "del-int"))
                    for suffix, how in (("", "0.5/0.5"), ("-em", "EM"), ("-bucketed", "EM per bucket"))]
     neural += kn5_mixtures(neural)
-    neural += stream_rows(tuple(name for name in STREAM_NETWORKS if networks is None or name in networks))
+    neural += stream_rows(tuple(name for name in STREAM_NETWORKS
+                                if (FAMILIES[name].compared if networks is None else name in networks)))
     if only == "ngram":
         return ngrams
     if only == "nplm":
