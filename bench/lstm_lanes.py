@@ -18,7 +18,7 @@ import torch
 
 from corpora.named import load_named
 from lmbench.model import perplexity
-from neural.networks.lstm import EVAL_LANES, EVAL_WARMUP
+from neural.networks.stream import EVAL_LANES, EVAL_WARMUP
 from neural.training.checkpoint import load_network
 
 

@@ -9,7 +9,10 @@ import pytest
 from baselines.methods import BOUNDED_METHODS
 from baselines.disk_counts import DiskCounts
 from lmbench_cli import main
+from neural.families import FAMILIES
 from reports.experiments import INFINI_GRAM, STREAM_NETWORKS, WITH_COUNTS, class_counts, text_rows
+
+COMPARED = [name for name in STREAM_NETWORKS if FAMILIES[name].compared]  # every comparison's beyond 2003
 from tests.helpers import chain_text, run_cli, write_splits
 from tests.test_reproduce import assert_mixtures_not_above_their_parts
 
@@ -64,7 +67,7 @@ def test_quick_comparison_end_to_end(corpus_files, tmp_path, capsys):
     table = (tmp_path / "report" / "table.md").read_text()
     assert [line for line in table.splitlines() if "paper" in line] == [] and " test " in table.splitlines()[0]
     claims = {c["claim"]: c for c in json.loads((tmp_path / "report" / "claims.json").read_text())}
-    beyond = len(STREAM_NETWORKS)  # the paper's 6, NPLM (ours)'s 2, 2 per family beyond 2003, 1 per pair of them,
+    beyond = len(COMPARED)  # the paper's 6, NPLM (ours)'s 2, 2 per family beyond 2003, 1 per pair of them,
     assert len(claims) == 6 + 2 + 2 * beyond + beyond * (beyond - 1) // 2 + 2  # and the ∞-gram's 2
     assert all("paper" not in claim for claim in claims.values())
     # recomputed from the rows
@@ -106,8 +109,8 @@ def test_rows_are_chosen_by_only_and_networks():
     nplm_only = [row.id for row in text_rows(10_000, only="nplm")]
     assert nplm_only[:3] == ["del-int", "kn-interp-5", INFINI_GRAM] and all(i.startswith(("mlp", *STREAM_NETWORKS))
                                                                                 for i in nplm_only[3:])
-    beyond = [*STREAM_NETWORKS, *(f"{name}-kn-interp-5-{how}" for name in STREAM_NETWORKS
-                                  for how in ("em", "infini-gram"))]  # ours beyond 2003, on by default
+    beyond = [*COMPARED, *(f"{name}-kn-interp-5-{how}" for name in COMPARED
+                           for how in ("em", "infini-gram"))]  # ours beyond 2003, on by default
     assert {"lstm", "transformer"} <= set(STREAM_NETWORKS)
     assert "mlp9-kn-interp-5-em" in nplm_only and nplm_only[-len(beyond):] == beyond
     assert "lstm" in ids and "transformer" not in [row.id for row in text_rows(10_000, networks=("mlp1", "lstm"))]

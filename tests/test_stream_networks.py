@@ -84,10 +84,15 @@ def test_training_lowers_the_validation_perplexity_below_the_unigram(trained, co
 
 
 def test_recurrent_lanes_equal_one_lane_after_their_warm_up(trained, corpus):
+    """A family whose state does not forget within the warm-up fails here (the Elman RNN under this tiny
+    recipe: spectral radius 3-5 after training): it sets `forgets = False` in its file and is scored in one
+    lane from the stream's start, exactly, whatever its state (`neural.networks.stream.RecurrentNetwork`)."""
     family, out = trained
     if not recurrent(family):
         pytest.skip("lanes are the recurrent networks'")
     net = double_model(out, corpus).net
+    if not net.forgets:
+        pytest.skip(f"{family} is scored in one lane from the stream's start: its state need not forget")
     stream, start = corpus.stream_for("test")
     one = net.score_stream(stream, start, lanes=1, warmup=None)
     # every lane read from the stream's start: the same computation, cut differently

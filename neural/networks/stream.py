@@ -223,11 +223,16 @@ class RecurrentNetwork(StreamNetwork):
     carries it too: a split is cut into `lanes` contiguous pieces scored side by side (one batch row
     each) for speed, and each piece is first warmed on the `warmup` tokens before its start (all of them
     when warmup is None), so its first token is scored from a state that has read its history. With
-    every lane warmed from the stream's start the scores are one lane's (to rounding).
+    every lane warmed from the stream's start the scores are one lane's (to rounding). That the warmed
+    lanes score as one lane rests on the state forgetting what it read `warmup` tokens before; a family
+    whose state may not (an ungated recurrence whose matrix grows past a spectral radius of 1 in
+    training) sets `forgets` False, and is scored in one lane read from the stream's start.
 
     A subclass builds its encoder and implements `initial_state(batch, device)` and `encode(inputs,
     state)`; its state is a tuple of tensors whose dimension 1 is the batch (the trainer detaches,
     saves and restores every tensor of it)."""
+
+    forgets = True  # its state forgets within EVAL_WARMUP tokens, so lanes warmed on them score exactly
 
     def initial_state(self, batch: int, device=None) -> tuple[torch.Tensor, ...]:
         raise NotImplementedError
@@ -246,19 +251,22 @@ class RecurrentNetwork(StreamNetwork):
 
 
     def stream_scores(self, stream: np.ndarray, start: int, *, bf16: bool = False, progress: bool = False,
-                     lanes: int | None = None, warmup: int | None = EVAL_WARMUP) -> np.ndarray:
+                     lanes: int | None = None, warmup: int | None | str = "default") -> np.ndarray:
         """log P(stream[t] | stream[:t]) for t >= start (float64): the targets cut into `lanes`
         contiguous pieces, piece j = targets [a_j, a_{j+1}) read from s_j = a_j - warmup (or from the
         stream's start, when that is nearer or warmup is None) with a fresh state, and scored side by
         side in chunks of EVAL_CHUNK steps, the state carried. lanes None: EVAL_LANES (on CUDA 8 times
         as many, to fill the device), but no more than there are `warmup`-long pieces in the targets, so
         that warming the lanes never reads more tokens than are scored (a split of 800 tokens is one
-        lane: 32 lanes would read 64,000 tokens of warm-up for it)."""
+        lane: 32 lanes would read 64,000 tokens of warm-up for it). warmup "default": EVAL_WARMUP, or None
+        for a network whose state does not forget (`forgets` False: one lane, from the stream's start)."""
+        if warmup == "default":
+            warmup = EVAL_WARMUP if self.forgets else None
         inputs = padded_inputs(stream)  # (N + 1,) inputs[t] predicts stream[t]
         device = self.embedding.device
         count = len(stream) - start
         if lanes is None:
-            lanes = EVAL_LANES * (8 if device.type == "cuda" else 1)
+            lanes = EVAL_LANES * (8 if device.type == "cuda" else 1) if self.forgets else 1
             if warmup:
                 lanes = min(lanes, count // warmup)
         lanes = max(1, min(lanes, count))
