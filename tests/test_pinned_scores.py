@@ -1,7 +1,10 @@
 """Seeded runs of every family and objective score the test split as they did when these figures were
 pinned (tests/data/pinned_scores.json, written by `python -m tests.test_pinned_scores` at commit
 2eb1c68, before the trainers and families were reorganised; the GRU, added after, at its own later
-commit): a refactoring that moves code must not move a number. Each case trains a tiny network for two epochs on the tests' corpus through the one entry
+commit): a refactoring that moves code must not move a number. Every registered family has a case: the
+hand-made ones below, and for a family none of them names, the softmax run of its tiny shape (`TINY`),
+pinned once by `python -m tests.test_pinned_scores --add` at the commit that adds the family. Each case
+trains a tiny network for two epochs on the tests' corpus through the one entry
 point (`neural.training.trainer.train_network`), then scores test through the one loader (`neural.training.checkpoint.load_network`)."""
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from tests.lm_checks import make_corpus
 
 PINNED = Path(__file__).with_name("data") / "pinned_scores.json"
 TOKENS = 8  # the first test tokens pinned per case
-CASES = {  # case: the options of NPLMConfig
+HAND_CASES = {  # case: the options of NPLMConfig
     "nplm-softmax": dict(model="nplm", objective="softmax", n=3, m=6, h=5),
     "nplm-importance": dict(model="nplm", objective="importance", n=3, m=6, h=5, samples=5),
     "nplm-nce": dict(model="nplm", objective="nce", n=3, m=6, h=5, samples=5),
@@ -32,6 +35,25 @@ CASES = {  # case: the options of NPLMConfig
                             samples=5, batch_size=4),
     "gru-nce": dict(model="gru", objective="nce", layers=2, m=6, h=6, samples=5, batch_size=4),  # pinned at 4b90fb4
 }
+TINY = {"n": 3, "m": 6, "h": 6, "layers": 1, "d": 8, "heads": 2, "ff": 12, "length": 8}  # a new family's fields of these
+
+
+def family_case(name: str) -> dict:
+    """The case of a family no hand-made case names: the full softmax over its shape's fields in TINY (its
+    defaults for the rest), 4 lanes for a stream network."""
+    from neural.families import FAMILIES
+    entry = FAMILIES[name]
+    lanes = {"batch_size": 4} if entry.context == "stream" else {}
+    return dict(model=name, objective="softmax", **{k: v for k, v in TINY.items() if k in entry.shape_fields()}, **lanes)
+
+
+def all_cases() -> dict[str, dict]:
+    from neural.families import FAMILIES
+    named = {case["model"] for case in HAND_CASES.values()}
+    return {**HAND_CASES, **{f"{name}-softmax": family_case(name) for name in FAMILIES if name not in named}}
+
+
+CASES = all_cases()
 
 
 def corpus():
@@ -58,13 +80,17 @@ def scores(case: str, out: Path) -> list[float]:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_seeded_run_scores_as_pinned(case, tmp_path):
-    pinned = json.loads(PINNED.read_text())[case]
-    np.testing.assert_allclose(scores(case, tmp_path / case), pinned, rtol=1e-6, atol=1e-9)
+    pinned = json.loads(PINNED.read_text())
+    assert case in pinned, (f"no pinned score for {case}: pin it once, at the commit that adds its family, with "
+                            "`python -m tests.test_pinned_scores --add`")
+    np.testing.assert_allclose(scores(case, tmp_path / case), pinned[case], rtol=1e-6, atol=1e-9)
 
 
-if __name__ == "__main__":  # (re)write the pinned figures: only when a change of numbers is intended
+if __name__ == "__main__":  # --add: pin the cases not yet pinned; no option: re-pin every case (a change of numbers)
     import tempfile
+    adding = "--add" in sys.argv[1:]
+    figures = json.loads(PINNED.read_text()) if adding else {}
     with tempfile.TemporaryDirectory() as folder:
-        figures = {case: scores(case, Path(folder) / case) for case in sorted(CASES)}
-    PINNED.write_text(json.dumps(figures, indent=1) + "\n")
+        figures.update({case: scores(case, Path(folder) / case) for case in sorted(CASES) if case not in figures})
+    PINNED.write_text(json.dumps(dict(sorted(figures.items())), indent=1) + "\n")
     print(json.dumps(figures, indent=1), file=sys.stderr)
