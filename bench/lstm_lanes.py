@@ -24,7 +24,7 @@ from neural.training.checkpoint import load_network
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run", help="the folder of a trained LSTM run (lmbench nplm train --model lstm --out RUN)")
+    parser.add_argument("run", help="the folder of a trained LSTM run (lmbench train --model lstm --out RUN)")
     parser.add_argument("--corpus", default="brown", help="the corpus it was trained on: brown, ap (default brown)")
     parser.add_argument("--split", default="test", choices=("valid", "test"))
     parser.add_argument("--threads", type=int, default=1)

@@ -36,7 +36,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from neural.outputs.classes import frequency_classes  # noqa: E402
-from neural.config import OBJECTIVES, NPLMConfig  # noqa: E402
+from neural.config import OBJECTIVES, RunConfig  # noqa: E402
 from neural.scoring import score_stream  # noqa: E402
 from neural.networks.nplm import NPLM  # noqa: E402
 from neural.outputs.objectives import make_objective  # noqa: E402
@@ -126,8 +126,8 @@ def train_step(variant, config, args, structures, unigram, contexts, targets, de
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vocab", type=int, default=17907, help="|V| (default Brown's 17,907)")
-    parser.add_argument("--batch", type=int, default=NPLMConfig().batch, help="training minibatch")
-    parser.add_argument("--samples", type=int, default=NPLMConfig().samples, help="k of the sampled objectives")
+    parser.add_argument("--batch", type=int, default=RunConfig().batch, help="training minibatch")
+    parser.add_argument("--samples", type=int, default=RunConfig().samples, help="k of the sampled objectives")
     parser.add_argument("--eval-batch", type=int, default=2048)
     parser.add_argument("--seconds", type=float, default=6.0, help="time per measurement (the training "
                                                                      "variants take turns)")
@@ -160,7 +160,7 @@ def main() -> None:
     for name in args.shapes:
         shape = SHAPES[name]
         per_token = flops_per_token(args.vocab, **shape)
-        config = NPLMConfig(**shape)
+        config = RunConfig(**shape)
         contexts = torch.multinomial(unigram, args.batch * (shape["n"] - 1), replacement=True)
         contexts = contexts.view(args.batch, shape["n"] - 1)  # ids drawn from the unigram, like a corpus's
         targets = torch.multinomial(unigram, args.batch, replacement=True)
@@ -212,7 +212,7 @@ def main() -> None:
 def stream_runs(family: str, args, unigram: torch.Tensor, device: torch.device) -> list[dict]:
     """Training tokens/s of one stream network's update per objective, and its exact scoring's."""
     runs = []
-    config = NPLMConfig(model=family, samples=args.samples)  # the family's own recipe
+    config = RunConfig(model=family, samples=args.samples)  # the family's own recipe
     for objective_name, bf16 in [("softmax", False), ("softmax", True), ("importance", False), ("importance", True)]:
         torch.manual_seed(0)
         net = build_network(FAMILIES[family], FAMILIES[family].shape(), args.vocab).to(device)

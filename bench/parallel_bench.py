@@ -44,7 +44,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from neural.config import NPLMConfig  # noqa: E402
+from neural.config import RunConfig  # noqa: E402
 from neural.outputs.objectives import make_objective  # noqa: E402
 from neural.parallel.teams import connect  # noqa: E402
 from neural.training.team import Team  # noqa: E402
@@ -110,7 +110,7 @@ def train_steps(team: Team, scheme_batch: int, objective: str, vocab: int, sampl
     """Run training updates for `seconds` (after two warm-up updates): updates, seconds, and the
     collectives' seconds and bytes over them."""
     torch.manual_seed(0)
-    config = NPLMConfig(**MLP1, objective=objective)
+    config = RunConfig(**MLP1, objective=objective)
     net = team.network(config.model, config.shape, vocab)
     unigram = 1.0 / torch.arange(1, vocab + 1, dtype=torch.float64)  # Zipf's law, as in text
     unigram = (unigram / unigram.sum()).float()
@@ -202,11 +202,11 @@ def projection(scheme: str, objective: str, one_update: float, measured: dict, b
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vocab", type=int, default=17907, help="|V| (default Brown's 17,907)")
-    parser.add_argument("--batch", type=int, default=NPLMConfig().batch,
+    parser.add_argument("--batch", type=int, default=RunConfig().batch,
                         help="windows per update, all processes together (default 128)")
     parser.add_argument("--objective", choices=("softmax", "importance", "nce"), default="softmax",
                         help="default softmax, the paper's (its output layer is what section 3.2 splits)")
-    parser.add_argument("--samples", type=int, default=NPLMConfig().samples, help="k of a sampled objective")
+    parser.add_argument("--samples", type=int, default=RunConfig().samples, help="k of a sampled objective")
     parser.add_argument("--processes", type=int, default=2, help="P (default 2)")
     parser.add_argument("--schemes", nargs="+", choices=("data", "vocab"), default=["data", "vocab"])
     parser.add_argument("--seconds", type=float, default=20.0, help="time per measurement")

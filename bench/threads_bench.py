@@ -65,7 +65,7 @@ def environment(variant: str, checkout: Path, spincount: int) -> tuple[dict, int
 
 
 def command(family: str, updates: int, threads: int | None, out: str) -> list[str]:
-    """`lmbench nplm train` of the family on Brown, stopped after `updates` updates, not scored."""
+    """`lmbench train` of the family on Brown, stopped after `updates` updates, not scored."""
     if family == "ours":
         shape = ["--model", "nplm", "--n", "6", "--m", "100", "--h", "300", "--direct", "--bag", "50",
                  "--weight-decay", "1e-5", "--schedule", "linear", "--dropout", "0.3", "--epochs", "6"]

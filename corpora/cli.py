@@ -1,6 +1,6 @@
 """`lmbench corpus brown|ap|text`, and the corpus options every other subcommand shares; a run folder's
 record of its corpus (corpus.json: the options that name it, each text file by its path and content
-digest), which `lmbench nplm eval`, `neighbors` and `train --resume` read when no corpus is named."""
+digest), which `lmbench eval`, `neighbors` and `train --resume` read when no corpus is named."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""`lmbench nplm train|eval|neighbors`: train the neural probabilistic LM (or the energy network of
-section 5.1), score a split with a trained run (words outside the vocabulary as <unk> or initialised
-from their context, `neural.oov`), list a word's nearest neighbours in the feature table C. A run
-folder records its corpus (corpus.json, `corpora.cli.write_record`): eval, neighbors and train --resume
-load it from there unless corpus options are given."""
+"""`lmbench train|eval` (any family; `lmbench nplm train|eval` under their first names) and `lmbench nplm
+neighbors`: train a network of any registered family, score a split with a trained run (words outside
+the vocabulary as <unk> or initialised from their context, `neural.oov`), list a word's nearest
+neighbours in the feature table C. A run folder records its corpus (corpus.json,
+`corpora.cli.write_record`): eval, neighbors and train --resume load it from there unless corpus
+options are given."""
 
 from __future__ import annotations
 
@@ -33,8 +34,8 @@ def register(subparsers) -> None:
 
 
 def add_train(commands) -> None:
-    from neural.config import BACKENDS, CLASS_SOURCES, OBJECTIVES, PARALLEL, RECIPES, SCHEDULES, NPLMConfig
-    defaults = NPLMConfig()
+    from neural.config import BACKENDS, CLASS_SOURCES, OBJECTIVES, PARALLEL, RECIPES, SCHEDULES, RunConfig
+    defaults = RunConfig()
     train = commands.add_parser("train", help="train a network of any family and report its perplexities")
     add_corpus_options(train, recorded=True)
     _network_options(train.add_argument_group("network"), defaults.model)
@@ -157,7 +158,7 @@ def _network_options(group, default_model: str) -> None:
 
 
 def _shape_options(args: argparse.Namespace) -> dict:
-    """The shape options given on the command line, for NPLMConfig (those not given: the family's)."""
+    """The shape options given on the command line, for RunConfig (those not given: the family's)."""
     from dataclasses import fields
     from neural.families import FAMILIES
     names = {f.name for entry in FAMILIES.values() for f in fields(entry.shape)}
@@ -207,14 +208,14 @@ def _stream_default(option: str) -> str:
 def run_train(args: argparse.Namespace) -> dict | None:
     from dataclasses import asdict, fields
     from neural.training.checkpoint import CHECKPOINT
-    from neural.config import NPLMConfig
+    from neural.config import RunConfig
     from neural.training.trainer import train_network
     if args.nproc_per_node:
         from neural.parallel.launch import launch
         return launch(args)
-    run_options = {f.name: getattr(args, f.name) for f in fields(NPLMConfig)[2:]
+    run_options = {f.name: getattr(args, f.name) for f in fields(RunConfig)[2:]
                    if getattr(args, f.name, None) is not None}  # not given: the config's (or the family's) default
-    config = NPLMConfig(model=args.model, **_shape_options(args), **run_options)
+    config = RunConfig(model=args.model, **_shape_options(args), **run_options)
     _check_launch(args)
     options = corpus_options(args, args.out if args.resume and args.out else None)
     corpus = load_options(options, use_cache=not args.no_cache)

@@ -1,4 +1,4 @@
-"""What a training run is, for every family: one configuration (`NPLMConfig`), the objectives and the
+"""What a training run is, for every family: one configuration (`RunConfig`), the objectives and the
 window networks' two recipes (no torch here, so that the command line can offer the choices without
 importing it). `neural.training.recipe` carries the recipes out; the stream networks' trainer
 (`neural.training.trainer`) reads the same configuration, with its family's defaults (its shape's
@@ -65,9 +65,9 @@ RECIPES = {"paper": Recipe(batch=1, lr=1e-3, decay_every=1, optimizer="sgd", sch
 
 
 @dataclass(init=False)
-class NPLMConfig:
+class RunConfig:
     """A training run: the network (its family `model` and its `shape`, `neural.families`) and how it is
-    trained. Built as NPLMConfig(model="energy", n=3, h=20, objective="nce", ...): the keywords that are
+    trained. Built as RunConfig(model="energy", n=3, h=20, objective="nce", ...): the keywords that are
     fields of the family's shape dataclass go into `shape` (the others keep its defaults), the rest are
     the run's own fields below (those not given: the family's `run_defaults`, else the defaults below)."""
 

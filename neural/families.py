@@ -59,7 +59,7 @@ class NetworkShape:
     unused_options: ClassVar[tuple[str, ...]] = ("steps", "warmup_steps", "clip", "final_lr_fraction")
 
     def refuse(self, run) -> str | None:
-        """One line naming an option of the training run `run` (a `neural.config.NPLMConfig`) that this
+        """One line naming an option of the training run `run` (a `neural.config.RunConfig`) that this
         network cannot take, and what to do instead; None when it takes them all. (An objective whose
         output layer is not in `outputs` is refused by the run itself.) The base refuses a scheme
         outside `parallel`."""
@@ -205,7 +205,7 @@ class Network(Protocol):
         tree; None for the softmax), and dropout on its features while training where it has a place
         for it (its shape's `refuse` refuses what it cannot take, in one line, before anything is built).
       shape, vocab_size: what it was built from. The checkpoint keeps the family name, the run's
-        configuration (`neural.config.NPLMConfig`, with `dataclasses.asdict(shape)` and the objective),
+        configuration (`neural.config.RunConfig`, with `dataclasses.asdict(shape)` and the objective),
         |V| and the state_dict.
       saved_structure(state) (staticmethod): the output layer's word structure a saved state holds
         (None without), so that family + shape + objective + |V| + state rebuild the network.

@@ -22,7 +22,7 @@ of the stream before it keep `<unk>`. A literal `<unk>` in a text corpus stays `
 
 Perplexity under this convention measures something else than under `<unk>`: a word outside V
 is no longer one frequent symbol but its own word, with a probability of its own, among a
-vocabulary that grows. The two are reported side by side (`lmbench nplm eval --oov init`) and
+vocabulary that grows. The two are reported side by side (`lmbench eval --oov init`) and
 must not be compared with each other, nor with a model that maps to `<unk>`.
 """
 

@@ -80,7 +80,7 @@ class CostModel:
 
     def seconds(self, row: dict, config, tokens: dict) -> float | None:
         """The expected seconds of a row (its dict, with the objective of its training `config`, a
-        `neural.config.NPLMConfig`, for a network; None otherwise); None: no committed row of its kind
+        `neural.config.RunConfig`, for a network; None otherwise); None: no committed row of its kind
         to go by."""
         if config is not None:
             row = {**row, "config": {"objective": config.objective}}

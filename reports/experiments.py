@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from functools import partial
 
-from neural.config import NPLMConfig
+from neural.config import RunConfig
 from neural.families import FAMILIES
 from neural.ours import ours_options
 
@@ -94,7 +94,7 @@ def infini_gram_row() -> Row:
 # full softmax gets one epoch only (about 3.5 minutes on 2 cores, where a sampled epoch takes seconds):
 # its point shows where it stands at equal time, not where it converges.
 OBJECTIVE_ROWS = {objective: 1 if objective == "softmax" else None  # objective: epochs (None: the schedule's)
-                  for objective in ("importance", "nce", "class", "tree", "softmax") if objective != NPLMConfig().objective}
+                  for objective in ("importance", "nce", "class", "tree", "softmax") if objective != RunConfig().objective}
 CLUSTER_PASSES = 10  # exchange passes for the table's clusterings (the objective has all but settled)
 SRILM_CUTOFF = 2  # SRILM's ngram-count keeps trigrams and longer seen at least twice (-gt3min 2 ...)
 

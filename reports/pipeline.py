@@ -55,7 +55,7 @@ class Settings:
     corpus: str = "brown"
     quick: bool = False                # a small slice of the corpus, for a run of a few minutes
     seed: int = 0
-    nplm: dict = field(default_factory=dict)   # options of neural.training.trainer.NPLMConfig for every network
+    nplm: dict = field(default_factory=dict)   # options of neural.training.trainer.RunConfig for every network
     slice: dict | None = None          # quick: tokens per split and min count of the sliced vocabulary
 
 
@@ -199,7 +199,7 @@ class Reproduction:
         are the recipe of the networks `neural.training.trainer` trains (the window families: AP's decay and epoch
         budget are the paper's network's); a stream family keeps its own recipe, but in a quick run (which narrows its shape too,
         its family's `quick` shape)."""
-        from neural.config import NPLMConfig
+        from neural.config import RunConfig
         from neural.families import family
         own = {key: value for key, value in row.config.items() if not (self.settings.quick and key in QUICK_IGNORED)}
         common = self.settings.nplm if self.settings.quick or family(row.family).context == "window" else {}
@@ -207,7 +207,7 @@ class Reproduction:
         # their own widths one update of the stream networks takes seconds on a core, and a quick run only
         # checks that every row runs, scores and mixes. The window networks keep their shapes.
         narrowed = family(row.family).quick if self.settings.quick else {}
-        return NPLMConfig(model=row.family, threads=self.threads,  # (a seed copy's config names its seed)
+        return RunConfig(model=row.family, threads=self.threads,  # (a seed copy's config names its seed)
                           **{"seed": self.settings.seed, **common, **narrowed, **own})
 
     def _row_path(self, row: Row) -> Path:
@@ -433,7 +433,7 @@ class Reproduction:
 def seed_copies(rows: list[Row], seeds: list[int], networks: tuple[str, ...] = ()) -> dict[str, list[Row]]:
     """The copies of each row with a network in it (of those whose ids `networks` names, when it names
     any) for `seeds` (the seeds after the run's first), by the row's id: a network's copy `<id>-seed<s>`
-    names its seed in its config (neural.config.NPLMConfig.seed) and keeps no word features; a mixture's
+    names its seed in its config (neural.config.RunConfig.seed) and keeps no word features; a mixture's
     mixes the copies of its network parts of the same seed (and the one run of a part not copied)."""
     unknown = [name for name in networks if name not in [row.id for row in rows if row.family]]
     if unknown:

@@ -139,7 +139,7 @@ def shape(record: dict, rows: dict[str, dict]) -> dict:
     """n, h, m, direct of a row: an n-gram model's n; a network's (or a mixture's network part's) shape."""
     network = network_of(record, rows)
     config = network["config"] if network else {}
-    values = config.get("shape") or config  # a run's config (NPLMConfig) nests it; a row's own is flat
+    values = config.get("shape") or config  # a run's config (RunConfig) nests it; a row's own is flat
     found = {key: values.get(key) for key in SHAPE}
     if record.get("n") is not None:
         found["n"] = record["n"]

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from neural.config import NPLMConfig
+from neural.config import RunConfig
 from neural.training.checkpoint import FORMAT, load_network, read_checkpoint
 from neural.training.trainer import train_network
 from tests.test_pinned_scores import corpus
@@ -37,7 +37,7 @@ def test_saved_files_are_of_the_older_format():
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_an_older_best_model_loads_and_an_older_checkpoint_resumes_bit_for_bit(name, tmp_path):
     data = corpus()
-    config = NPLMConfig(**RUNS[name], epochs=2, seed=3, device="cpu", threads=1)
+    config = RunConfig(**RUNS[name], epochs=2, seed=3, device="cpu", threads=1)
     train_network(data, config, tmp_path / "now", progress=False, evaluate=False)
     now = load_network(tmp_path / "now", data, device="cpu").score(*data.stream_for("test"))
     shutil.copytree(SAVED / name, tmp_path / "old")

@@ -15,7 +15,7 @@ from lmbench_cli import main
 from neural.networks.energy import EnergyNetwork
 from neural.networks.energy import EnergyShape
 from neural.training.checkpoint import BEST, load_network
-from neural.config import NPLMConfig
+from neural.config import RunConfig
 from neural.training.trainer import train_network
 from tests.test_nplm_train import CORPUS, text_corpus_args, tiny
 
@@ -155,7 +155,7 @@ def test_checkpoint_without_a_model_field_is_an_nplm(tmp_path):
     (dict(bf16=True), "--bf16"), (dict(h=0), "--h >= 1"), (dict(model="rbm"), "unknown model 'rbm'")])
 def test_options_the_energy_network_has_no_use_for_are_refused(overrides, message):
     with pytest.raises(LMBenchError, match=message):
-        NPLMConfig(**{"model": "energy", **overrides})
+        RunConfig(**{"model": "energy", **overrides})
 
 
 def test_cli_trains_scores_and_mixes_an_energy_network(tmp_path, monkeypatch, capsys):

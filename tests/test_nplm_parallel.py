@@ -20,7 +20,7 @@ import torch.multiprocessing as mp
 from lmbench.errors import LMBenchError
 from lmbench.model import perplexity, split_perplexity
 from neural.outputs.classes import word_classes
-from neural.config import NPLMConfig
+from neural.config import RunConfig
 from neural.scoring import context_windows
 from neural.outputs.objectives import make_objective
 from neural.parallel.teams import LAUNCH_ENV, blocks, connect, leave_process_group
@@ -37,13 +37,13 @@ WORLD = 2
 BATCH = 16  # windows per update, all processes together
 
 
-def tiny(**overrides) -> NPLMConfig:
+def tiny(**overrides) -> RunConfig:
     settings = dict(n=3, m=4, h=5, direct=True, epochs=2, batch_size=BATCH, lr=0.5, samples=8,
                     threads=1, device="cpu", min_gain=-1.0, weight_decay=1e-3)
     settings.update(overrides)
     if settings.get("parallel") == "data":
         settings["batch_size"] //= WORLD  # per process
-    return NPLMConfig(**settings)
+    return RunConfig(**settings)
 
 
 # -- the harness: WORLD processes, each running `worker(rank, directory, *args)` ---------------------
@@ -239,4 +239,4 @@ def test_bad_setups_are_named(tmp_path, monkeypatch, overrides, message):
 
 def test_class_objective_with_vocab_parallel_is_refused():
     with pytest.raises(LMBenchError, match="--objective class does not compose with --parallel vocab"):
-        NPLMConfig(objective="class", parallel="vocab")
+        RunConfig(objective="class", parallel="vocab")

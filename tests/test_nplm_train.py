@@ -20,7 +20,7 @@ from neural.networks.nplm import NPLMShape
 from neural.networks.nplm import NPLM
 from neural.training.recipe import anneal_threshold, apply_weight_decay, learning_rate, next_epoch_rate, resolve_device
 from neural.training.checkpoint import CHECKPOINT, load_network
-from neural.config import NPLMConfig
+from neural.config import RunConfig
 from neural.training.trainer import train_network
 from tests.helpers import corpus_args, random_text, run_cli, write_splits
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution, make_corpus
@@ -29,11 +29,11 @@ TEXT = "the cat sat on the mat . the dog sat on the log . a cat and a dog saw th
 CORPUS = make_corpus(TEXT, "the cat sat on the log . a dog saw a cat .", "a dog sat on the mat .")
 
 
-def tiny(**overrides) -> NPLMConfig:
+def tiny(**overrides) -> RunConfig:
     settings = dict(n=3, m=4, h=5, direct=True, epochs=3, batch_size=16, lr=0.5, samples=8,
                     threads=1, device="cpu", patience=5, min_gain=-1.0)
     settings.update(overrides)
-    return NPLMConfig(**settings)
+    return RunConfig(**settings)
 
 
 @pytest.mark.parametrize("omp, expected", [("1", 1), ("3", 3), (None, 3), ("", 3), ("x", 3)])
@@ -98,7 +98,7 @@ def test_paper_recipe_decay_is_sgd_coupled_decay(tmp_path):
 
 
 def test_paper_learning_rate_schedule():
-    config = NPLMConfig(recipe="paper")
+    config = RunConfig(recipe="paper")
     assert config.batch == 1 and config.peak_lr == 1e-3 and config.weight_decay == 1e-4
     for t in (0, 1, 10 ** 6, 10 ** 8):
         assert learning_rate(config, t, 123.0, 10) == pytest.approx(1e-3 / (1 + 1e-8 * t), rel=1e-15)
@@ -106,7 +106,7 @@ def test_paper_learning_rate_schedule():
 
 
 def test_sgd_rate_halves_on_a_plateau_then_stops():
-    config = NPLMConfig(recipe="sgd", min_gain=0.01)
+    config = RunConfig(recipe="sgd", min_gain=0.01)
     assert config.batch == 128 and config.peak_lr == 1.0
     short = 800_000  # Brown's epoch: under a million tokens, the threshold is min_gain itself
     assert next_epoch_rate(config, 1.0, False, 0.05, short) == (1.0, False, False)  # still improving
@@ -116,7 +116,7 @@ def test_sgd_rate_halves_on_a_plateau_then_stops():
 
 
 def test_sgd_plateau_is_judged_per_million_training_tokens():
-    config = NPLMConfig(recipe="sgd")  # min_gain 0.003
+    config = RunConfig(recipe="sgd")  # min_gain 0.003
     long = 14_000_000  # AP's epoch: 0.3% per million tokens is 4.2% an epoch
     assert anneal_threshold(config, long) == pytest.approx(0.042)
     assert anneal_threshold(config, 2_000_000) == pytest.approx(0.006)
@@ -131,13 +131,13 @@ def test_sgd_plateau_is_judged_per_million_training_tokens():
 
 
 def test_the_linear_schedule_falls_to_zero_over_the_budget_and_never_halves_or_stops():
-    config = NPLMConfig(recipe="sgd", schedule="linear", epochs=4)
+    config = RunConfig(recipe="sgd", schedule="linear", epochs=4)
     assert [learning_rate(config, t, 123.0, 400) for t in (0, 100, 200, 399, 400)] == pytest.approx(
         [1.0, 0.75, 0.5, 0.0025, 0.0], abs=1e-15)
     assert next_epoch_rate(config, 1.0, False, -0.5, 800_000) == (1.0, False, False)  # worse: still no stop
     assert next_epoch_rate(config, 1.0, False, 0.0, 14_000_000) == (1.0, False, False)
     with pytest.raises(LMBenchError, match="--schedule linear is not a schedule of the paper recipe"):
-        NPLMConfig(recipe="paper", schedule="linear")
+        RunConfig(recipe="paper", schedule="linear")
 
 
 def test_a_linear_run_trains_every_epoch_of_its_budget_and_ends_at_rate_zero(tmp_path):
@@ -299,7 +299,7 @@ def test_valid_tokens_validates_the_epochs_on_a_prefix_and_the_final_figures_on_
     ("samples", 0, "--samples 0: must be >= 1"), ("batch_size", 0, "--batch-size 0: must be >= 1")])
 def test_bad_numbers_are_refused_with_the_option_named(option, value, message):
     with pytest.raises(LMBenchError, match=message):
-        NPLMConfig(**{option: value})
+        RunConfig(**{option: value})
 
 
 def test_eval_of_a_missing_run_is_refused_before_any_corpus_is_loaded(tmp_path, monkeypatch, capsys):

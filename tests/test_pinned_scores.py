@@ -20,7 +20,7 @@ from tests.lm_checks import make_corpus
 
 PINNED = Path(__file__).with_name("data") / "pinned_scores.json"
 TOKENS = 8  # the first test tokens pinned per case
-HAND_CASES = {  # case: the options of NPLMConfig
+HAND_CASES = {  # case: the options of RunConfig
     "nplm-softmax": dict(model="nplm", objective="softmax", n=3, m=6, h=5),
     "nplm-importance": dict(model="nplm", objective="importance", n=3, m=6, h=5, samples=5),
     "nplm-nce": dict(model="nplm", objective="nce", n=3, m=6, h=5, samples=5),
@@ -67,12 +67,12 @@ def corpus():
 
 
 def scores(case: str, out: Path) -> list[float]:
-    from neural.config import NPLMConfig
+    from neural.config import RunConfig
     from neural.training.checkpoint import load_network
     from neural.training.trainer import train_network
 
     data = corpus()
-    config = NPLMConfig(**CASES[case], epochs=2, seed=3, device="cpu", threads=1)
+    config = RunConfig(**CASES[case], epochs=2, seed=3, device="cpu", threads=1)
     train_network(data, config, out, progress=False, evaluate=False)
     model = load_network(out, data, device="cpu")
     return [float(x) for x in model.score(*data.stream_for("test"))[:TOKENS]]

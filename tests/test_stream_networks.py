@@ -18,7 +18,7 @@ from neural.families import FAMILIES
 from neural.networks.lstm import LSTMShape
 from neural.networks.transformer import TransformerShape
 from neural.networks.stream import RecurrentNetwork
-from neural.config import NPLMConfig
+from neural.config import RunConfig
 from neural.training.checkpoint import CHECKPOINT, LOG, load_network
 from neural.training.batches import lane_layout
 from neural.training.trainer import train_network
@@ -41,11 +41,11 @@ def tiny_corpus(seed: int = 0):
     return make_corpus(text(150), text(25), text(25))
 
 
-def tiny_config(family: str, shape=None, **overrides) -> NPLMConfig:
+def tiny_config(family: str, shape=None, **overrides) -> RunConfig:
     """The run of a `family` network in its quick shape (or `shape`): 2 epochs of 4 lanes of 10 steps."""
     fields = dict(epochs=2, dropout=0.1, batch_size=4, steps=10, objective="softmax", samples=6, lr=3e-2, warmup_steps=3,
                   device="cpu", threads=1, valid_tokens=None)
-    return NPLMConfig(model=family, shape=shape or SHAPES[family], **{**fields, **overrides})
+    return RunConfig(model=family, shape=shape or SHAPES[family], **{**fields, **overrides})
 
 
 @pytest.fixture(scope="module")
@@ -181,10 +181,10 @@ def test_importance_sampling_trains_too(corpus, tmp_path):
     (lambda: LSTMShape(m=10, h=12), "tied"),
     (lambda: TransformerShape(d=10, heads=3), "--heads 3"),
     (lambda: TransformerShape(positions="sinusoid"), "unknown positions"),
-    (lambda: NPLMConfig(model="lstm", objective="class"), "no class output layer"),
-    (lambda: NPLMConfig(model="nplm", clip=0.5), "--model nplm has no use for --clip"),
-    (lambda: NPLMConfig(model="transformer", schedule="halving"), "not a schedule of the adamw recipe: give cosine"),
-    (lambda: NPLMConfig(model="nplm", schedule="cosine"), "not a schedule of the sgd recipe")])
+    (lambda: RunConfig(model="lstm", objective="class"), "no class output layer"),
+    (lambda: RunConfig(model="nplm", clip=0.5), "--model nplm has no use for --clip"),
+    (lambda: RunConfig(model="transformer", schedule="halving"), "not a schedule of the adamw recipe: give cosine"),
+    (lambda: RunConfig(model="nplm", schedule="cosine"), "not a schedule of the sgd recipe")])
 def test_bad_options_are_refused_in_one_line(make, message):
     with pytest.raises(LMBenchError, match=message):
         make()
@@ -228,23 +228,23 @@ def test_the_command_line_trains_an_lstm_and_refuses_a_missing_cuda(tmp_path, mo
 
 
 def test_a_stream_family_trains_by_its_own_recipe_unless_told_otherwise():
-    from neural.config import NPLMConfig
+    from neural.config import RunConfig
     for family in SHAPES:
         defaults = FAMILIES[family].shape.run_defaults
-        config = NPLMConfig(model=family)
+        config = RunConfig(model=family)
         assert {key: getattr(config, key) for key in defaults} == defaults and defaults["dropout"] > 0
-        assert NPLMConfig(model=family, epochs=2).epochs == 2  # given: it wins
-        assert NPLMConfig(model=family, dropout=0.0).dropout == 0.0
-    assert (NPLMConfig().epochs, NPLMConfig().samples, NPLMConfig().weight_decay) == (40, 400, 1e-4)  # the NPLM's
+        assert RunConfig(model=family, epochs=2).epochs == 2  # given: it wins
+        assert RunConfig(model=family, dropout=0.0).dropout == 0.0
+    assert (RunConfig().epochs, RunConfig().samples, RunConfig().weight_decay) == (40, 400, 1e-4)  # the NPLM's
 
 
 def test_a_reproduction_loads_a_stream_run_as_any_network(corpus, tmp_path):
     """`neural.training.trainer.train_network` and `load_network`, the pipeline's two calls, go to the family's own trainer
     and loader: the loaded model scores as `load_network`'s."""
-    from neural.config import NPLMConfig
+    from neural.config import RunConfig
     from neural.training.checkpoint import load_network
     from neural.training.trainer import train_network
-    config = NPLMConfig(model="lstm", layers=1, m=8, h=8, epochs=1, batch_size=4, objective="softmax", device="cpu",
+    config = RunConfig(model="lstm", layers=1, m=8, h=8, epochs=1, batch_size=4, objective="softmax", device="cpu",
                         threads=1)
     train_network(corpus, config, tmp_path, evaluate=False, progress=False)
     assert np.array_equal(split_logprobs(load_network(tmp_path, corpus, device="cpu"), corpus, "valid"),

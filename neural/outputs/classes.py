@@ -25,7 +25,7 @@ import torch
 
 from baselines.clustering import cached_cluster
 from lmbench.errors import LMBenchError
-from neural.config import NPLMConfig
+from neural.config import RunConfig
 
 
 def frequency_classes(counts: np.ndarray, num_classes: int) -> np.ndarray:
@@ -41,7 +41,7 @@ def frequency_classes(counts: np.ndarray, num_classes: int) -> np.ndarray:
     return dense.reshape(-1)
 
 
-def word_classes(corpus, config: NPLMConfig, *, progress: bool = True) -> torch.Tensor:
+def word_classes(corpus, config: RunConfig, *, progress: bool = True) -> torch.Tensor:
     """The (V,) int64 class of every word of corpus.vocab for `config` (classes, class_source)."""
     vocab_size = len(corpus.vocab)
     num_classes = config.classes or round(math.sqrt(vocab_size))

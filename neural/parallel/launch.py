@@ -1,4 +1,4 @@
-"""`lmbench nplm train|eval ... --parallel data|vocab --nproc-per-node P [--nnodes N --rdzv-endpoint H:P]`:
+"""`lmbench train|eval ... --parallel data|vocab --nproc-per-node P [--nnodes N --rdzv-endpoint H:P]`:
 torchrun started for the user, with the command line it needs.
 
 torchrun reads every option up to the module's name as its own, and an option after it too unless a

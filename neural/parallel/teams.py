@@ -1,6 +1,6 @@
 """Training on several processes with torch.distributed: the two schemes of section 3 of the paper.
 
-Launch: `torchrun --nproc-per-node P -m lmbench_cli -- nplm train ... --parallel data|vocab` (the `--`
+Launch: `torchrun --nproc-per-node P -m lmbench_cli -- train ... --parallel data|vocab` (the `--`
 keeps torchrun from taking --n, --m and --h for abbreviations of its own options). torchrun starts P
 processes and gives each its RANK, WORLD_SIZE, LOCAL_RANK and the rendezvous address; `connect` joins
 them into one process group (gloo on the CPU, NCCL on CUDA, one GPU per process: cuda:LOCAL_RANK) and
@@ -29,7 +29,7 @@ the one-process `neural.training.team.Team` per scheme, with the same hooks: "da
   everywhere. The sampled objectives (importance, nce) compose exactly another way: the B + k rows they
   use are gathered from their owners (one all-reduce), every process computes the same loss, and each
   keeps the gradient of its own rows (memory is split, their small compute is not). The class-factored
-  objective does not compose (its classes cut across the blocks): `NPLMConfig` refuses it.
+  objective does not compose (its classes cut across the blocks): `RunConfig` refuses it.
 
 Both schemes run every process on the same seeds: the network starts the same everywhere, and the
 sampled objectives draw the same k words on every process, so a data-parallel update is the

@@ -24,7 +24,7 @@ import torch
 
 from lmbench.errors import LMBenchError
 from lmbench.files import DamagedFile, atomic_write_file
-from neural.config import OBJECTIVES, NPLMConfig
+from neural.config import OBJECTIVES, RunConfig
 from neural.families import NetworkShape, family
 
 CHECKPOINT, BEST, LOG, RESULT = "checkpoint.pt", "best.pt", "log.jsonl", "result.json"
@@ -39,14 +39,14 @@ def atomic_save(obj, path: Path) -> None:
                       "run again with --resume (it continues from the last good checkpoint)")
 
 
-def saved_file(net, config: NPLMConfig, fingerprint: str, **more) -> dict:
+def saved_file(net, config: RunConfig, fingerprint: str, **more) -> dict:
     """What every file of a run holds: the network's family, shape and state, the run's configuration and
     the vocabulary's fingerprint and size, and `more`."""
     return {"format": FORMAT, "family": config.model, "network": dataclasses.asdict(net.shape),
             "config": dataclasses.asdict(config), "fingerprint": fingerprint, "vocab_size": net.vocab_size, **more}
 
 
-def read_checkpoint(path: Path, fingerprint: str, config: NPLMConfig | None = None) -> dict:
+def read_checkpoint(path: Path, fingerprint: str, config: RunConfig | None = None) -> dict:
     """A checkpoint or best model in this format (an older one read as this format), refused in one line
     when it is not an lmbench file, was made for another vocabulary, or (given `config`) for another
     family, shape, recipe or objective than the run that resumes it."""

@@ -44,10 +44,10 @@ import torch
 
 from lmbench.errors import LMBenchError
 from lmbench.threads import free_cores
-from neural.config import NPLMConfig
+from neural.config import RunConfig
 
 
-def learning_rate(config: NPLMConfig, step: int, epoch_rate: float, total_steps: int) -> float:
+def learning_rate(config: RunConfig, step: int, epoch_rate: float, total_steps: int) -> float:
     """The rate of update `step` (0-based) of a run of `total_steps` updates in all. paper: eps0 / (1 + r t);
     sgd, halving: the epoch's rate (see `next_epoch_rate`); sgd, linear: eps0 (1 - t / total_steps);
     cosine: eps0 (t + 1) / warmup_steps during the warm-up, then eps0 (f + (1 - f)(1 + cos(pi p)) / 2),
@@ -68,7 +68,7 @@ def learning_rate(config: NPLMConfig, step: int, epoch_rate: float, total_steps:
 GAIN_TOKENS = 1_000_000  # the sgd schedule judges an epoch's gain per this many training tokens
 
 
-def anneal_threshold(config: NPLMConfig, epoch_tokens: int) -> float:
+def anneal_threshold(config: RunConfig, epoch_tokens: int) -> float:
     """The gain below which the sgd schedule starts halving: min_gain per GAIN_TOKENS tokens of the
     epoch, at least min_gain (or the fixed `anneal_gain` when one is set)."""
     if config.anneal_gain is not None:
@@ -76,7 +76,7 @@ def anneal_threshold(config: NPLMConfig, epoch_tokens: int) -> float:
     return config.min_gain * max(1.0, epoch_tokens / GAIN_TOKENS)
 
 
-def next_epoch_rate(config: NPLMConfig, rate: float, annealing: bool, gain: float,
+def next_epoch_rate(config: RunConfig, rate: float, annealing: bool, gain: float,
                     epoch_tokens: int) -> tuple[float, bool, bool]:
     """The sgd schedule after an epoch of `epoch_tokens` training tokens whose validation perplexity
     improved on the best before it by `gain` (relative; negative when worse): (next rate, annealing,
@@ -95,7 +95,7 @@ class CoupledSGD:
     `decay_every` updates (`TrainState.decay_pending`) and settled at every epoch's end; never on the
     biases b and d."""
 
-    def __init__(self, net, config: NPLMConfig):
+    def __init__(self, net, config: RunConfig):
         self.net, self.config = net, config
         self.optimizer = torch.optim.SGD(net.parameters(), lr=config.peak_lr)
 
@@ -116,7 +116,7 @@ class ClippedAdamW:
     """The adamw recipe's optimizer: AdamW (betas 0.9, 0.99), decoupled weight decay on the network's
     `decay_parameters` only, the gradient's norm clipped at `clip` before every step."""
 
-    def __init__(self, net, config: NPLMConfig):
+    def __init__(self, net, config: RunConfig):
         self.net, self.config = net, config
         self.optimizer = torch.optim.AdamW([{"params": net.decay_parameters(), "weight_decay": config.weight_decay},
                                             {"params": net.bias_parameters(), "weight_decay": 0.0}],
@@ -133,7 +133,7 @@ class ClippedAdamW:
 OPTIMIZERS = {"sgd": CoupledSGD, "adamw": ClippedAdamW}
 
 
-def make_optimizer(net, config: NPLMConfig):
+def make_optimizer(net, config: RunConfig):
     """The optimizer of config's recipe (`neural.config.Recipe.optimizer`): `step(state, rate)` after each
     backward(), `settle(state, rate)` at each epoch's end, `optimizer` the torch optimizer (its state
     is checkpointed, its rate set before each update)."""

@@ -43,7 +43,7 @@ from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write_text
 from lmbench.memory import check_training_fits
 from lmbench.model import perplexity
-from neural.config import OBJECTIVES, NPLMConfig
+from neural.config import OBJECTIVES, RunConfig
 from neural.families import load
 from neural.outputs.objectives import make_objective
 from neural.scoring import score_split
@@ -80,7 +80,7 @@ def join(mode: str | None, vocab_size: int, *, device: str = "auto", backend: st
     return connect(mode, vocab_size, device=device, backend=backend, threads=threads)
 
 
-def train_network(corpus, config: NPLMConfig, out_dir: str | Path, *, resume: bool = False,
+def train_network(corpus, config: RunConfig, out_dir: str | Path, *, resume: bool = False,
                   progress: bool = True, evaluate: bool = True, team: Team | None = None) -> dict:
     """Train on corpus.train, validate on corpus.valid, write the run into out_dir and return the figures:
     train/valid/test perplexity of the best model (when `evaluate`; a caller that scores the splits itself
@@ -99,7 +99,7 @@ class Trainer:
     batches of `config`, resumed from out/checkpoint.pt when `resume`, and the hooks of
     `neural.training.loop.run_epochs`."""
 
-    def __init__(self, corpus, config: NPLMConfig, out: Path, team: Team, *, resume: bool, progress: bool):
+    def __init__(self, corpus, config: RunConfig, out: Path, team: Team, *, resume: bool, progress: bool):
         out.mkdir(parents=True, exist_ok=True)
         self.config, self.out, self.team, self.progress = config, out, team, progress
         self.checkpoint_path = out / CHECKPOINT
@@ -258,7 +258,7 @@ class Trainer:
         state.next_epoch()
 
 
-def finish(corpus, config: NPLMConfig, state: TrainState, out: Path, team: Team, evaluate: bool = True,
+def finish(corpus, config: RunConfig, state: TrainState, out: Path, team: Team, evaluate: bool = True,
            progress: bool = False) -> dict:
     """The run's figures, with the train, valid and test perplexities of the best model when `evaluate`
     (its per-token log-probabilities of valid and test then in logprobs.npz, the input of `lmbench mix`;
