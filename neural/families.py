@@ -161,6 +161,9 @@ def register(entry: Family) -> Family:
         raise ValueError(f"family {entry.name!r} is registered twice")
     if entry.context not in CONTEXTS or not issubclass(entry.shape, NetworkShape):
         raise ValueError(f"family {entry.name!r}: context must be one of {CONTEXTS} and shape a NetworkShape")
+    if entry.context == "stream" and entry.shape.run_defaults.get("recipe") != "adamw":
+        raise ValueError(f"family {entry.name!r}: a stream family's shape subclasses neural.networks.stream.StreamShape "
+                         "(the stream networks' recipe: its run defaults)")
     if any(entry.shape is other.shape for other in _REGISTERED.values()):
         raise ValueError(f"family {entry.name!r}: its shape dataclass must be its own")
     _REGISTERED[entry.name] = entry

@@ -63,3 +63,20 @@ def test_every_output_layer_implements_its_base(name):
     assert issubclass(layer, OutputLayer)
     for member in ("loss", "log_probs", "scores", "decay_parameters", "bias_parameters", "set_unigram_biases"):
         assert getattr(layer, member, None) is not getattr(OutputLayer, member, None), (name, member)
+
+
+def test_a_stream_family_without_the_stream_recipe_is_refused_when_it_registers():
+    """A stream family whose shape forgot the stream networks' recipe would train under the window recipes'
+    defaults and be refused for options its user never gave; registering it names the base to subclass."""
+    from dataclasses import dataclass
+    import pytest
+    from neural.families import Family, NetworkShape, register
+    from neural.networks.lstm import LSTMNetwork
+
+    @dataclass(frozen=True)
+    class Forgetful(NetworkShape):
+        h: int = 4
+
+    with pytest.raises(ValueError, match="subclasses neural.networks.stream.StreamShape"):
+        register(Family("forgetful", Forgetful, LSTMNetwork, context="stream"))
+    assert "forgetful" not in FAMILIES

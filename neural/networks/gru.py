@@ -16,19 +16,17 @@ family's (`neural.networks.stream.RecurrentNetwork`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import torch
 from torch import nn
 
 from neural.families import Family, register
-from neural.networks.stream import STREAM, STREAM_RUN_DEFAULTS, RecurrentNetwork, RecurrentShape
+from neural.networks.stream import STREAM, RecurrentNetwork, RecurrentShape
 
 
 @dataclass(frozen=True)
 class GRUShape(RecurrentShape):
     """A stacked GRU over the whole stream (`neural.networks.gru.GRUNetwork`), in the LSTM's recipe."""
-    run_defaults: ClassVar[dict] = {**STREAM_RUN_DEFAULTS, "dropout": 0.4}
 
 
 class GRUNetwork(RecurrentNetwork):

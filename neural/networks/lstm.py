@@ -17,19 +17,17 @@ from __future__ import annotations
 
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import torch
 from torch import nn
 
 from neural.families import Family, register
-from neural.networks.stream import STREAM, STREAM_RUN_DEFAULTS, RecurrentNetwork, RecurrentShape
+from neural.networks.stream import STREAM, RecurrentNetwork, RecurrentShape
 
 
 @dataclass(frozen=True)
 class LSTMShape(RecurrentShape):
     """A stacked LSTM over the whole stream (`neural.networks.lstm.LSTMNetwork`)."""
-    run_defaults: ClassVar[dict] = {**STREAM_RUN_DEFAULTS, "dropout": 0.4}
 
 
 class LSTMNetwork(RecurrentNetwork):

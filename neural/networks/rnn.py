@@ -17,19 +17,17 @@ forgets, which a trained RNN's need not. Not a row of every comparison (`compare
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import torch
 from torch import nn
 
 from neural.families import Family, register
-from neural.networks.stream import STREAM, STREAM_RUN_DEFAULTS, RecurrentNetwork, RecurrentShape
+from neural.networks.stream import STREAM, RecurrentNetwork, RecurrentShape
 
 
 @dataclass(frozen=True)
 class RNNShape(RecurrentShape):
     """A stacked Elman network over the whole stream (`RNNNetwork`), in the LSTM's recipe."""
-    run_defaults: ClassVar[dict] = {**STREAM_RUN_DEFAULTS, "dropout": 0.4}
 
 
 class RNNNetwork(RecurrentNetwork):

@@ -41,24 +41,36 @@ from neural.networks.nplm import PAD_ID
 from neural.outputs.layers import SoftmaxNLL, at_least_fp32, softmax_parts
 
 
-# The stream networks' recipe (docs/networks.md, "Beyond 2003"): 6 epochs of AdamW at 2e-3 under the cosine
-# schedule, 32 lanes, k = 1,000 sampled words per update, decoupled weight decay 0.01 on the matrices,
-# validated on the first 50,000 tokens of valid; each family adds its dropout.
-STREAM_RUN_DEFAULTS = {"recipe": "adamw", "epochs": 6, "samples": 1000, "weight_decay": 0.01, "schedule": "cosine", "lr": 2e-3,
-                       "batch_size": 32, "valid_tokens": 50_000}
-# The options of the window networks' recipes that the stream networks' trainer (AdamW, a linear
-# warm-up then a cosine rate over all its epochs, neural/training/trainer.py) has no use for.
-STREAM_UNUSED = ("recipe", "min_gain", "anneal_gain", "patience", "lr_decay", "classes", "class_source",
-                 "eval_batch")
-# The registration keywords of a stream family: its context, and a row of ours in every comparison.
+# The registration keywords of a stream family: its context, and a row of ours in comparisons.
 STREAM = dict(context="stream", beyond_2003=True)
 
 
 @dataclass(frozen=True)
-class RecurrentShape(NetworkShape):
+class StreamShape(NetworkShape):
+    """The base of every stream family's shape: the stream networks' recipe as its run defaults
+    (docs/networks.md, "Beyond 2003": 6 epochs of AdamW at 2e-3 under the cosine schedule, 32 lanes,
+    k = 1,000 sampled words per update, decoupled weight decay 0.01 on the matrices, validated on the
+    first 50,000 tokens of valid, dropout 0.4; a family may change any, the Transformer its dropout),
+    and the window recipes' options it refuses in one line (`neural.families.register` refuses a stream
+    family whose shape is not one)."""
+
+    run_defaults: ClassVar[dict] = {"recipe": "adamw", "epochs": 6, "samples": 1000, "weight_decay": 0.01,
+                                    "schedule": "cosine", "lr": 2e-3, "batch_size": 32, "valid_tokens": 50_000,
+                                    "dropout": 0.4}
+    unused_options: ClassVar[tuple[str, ...]] = ("recipe", "min_gain", "anneal_gain", "patience", "lr_decay",
+                                                 "classes", "class_source", "eval_batch")
+
+    def refuse_unused(self, name: str, given: list[str]) -> str:
+        return (f"--model {name} trains with the adamw recipe (AdamW, a linear warm-up then a cosine rate over all "
+                f"--epochs), which has no use for {', '.join('--' + option_name(k) for k in given)}: "
+                f"drop {'it' if len(given) == 1 else 'them'}")
+
+
+@dataclass(frozen=True)
+class RecurrentShape(StreamShape):
     """The shape of a recurrent family (`neural.networks.stream.RecurrentNetwork`): stacked layers of h units over
-    word vectors of m; trained by `neural.training.trainer`, which takes --dropout as Zaremba et al.'s
-    (embeddings, between layers, output). Each recurrent family subclasses it (its own dataclass)."""
+    word vectors of m; trained in lanes, --dropout as Zaremba et al.'s (embeddings, between layers,
+    output). Each recurrent family subclasses it (its own dataclass)."""
     layers: int = field(default=2, metadata={"help": "stacked layers (recurrent: 1 or 2; transformer: blocks)"})
     m: int = field(default=256, metadata={"help": "word feature size"})
     h: int = field(default=256, metadata={"help": "hidden units"})
@@ -71,17 +83,6 @@ class RecurrentShape(NetworkShape):
             raise LMBenchError(f"tied input and output tables need --m {self.m} = --h {self.h}: give the same "
                                "size or --no-tied")
 
-    unused_options: ClassVar[tuple[str, ...]] = STREAM_UNUSED
-
-    def refuse_unused(self, name: str, given: list[str]) -> str:
-        return stream_refusal(name, given)
-
-
-def stream_refusal(name: str, given: list[str]) -> str:
-    """The line refusing window-recipe options for a stream family."""
-    return (f"--model {name} trains with its own recipe (neural/training/trainer.py: AdamW, a linear warm-up then "
-            f"a cosine rate over all --epochs), which has no use for {', '.join('--' + option_name(k) for k in given)}: "
-            f"drop {'it' if len(given) == 1 else 'them'}")
 
 EVAL_ROWS = 4096  # positions per output GEMM when scoring
 

@@ -36,13 +36,12 @@ from torch.nn import functional as F
 
 from lmbench.errors import LMBenchError
 from neural.networks.nplm import PAD_ID
-from neural.families import Family, NetworkShape, check_numbers, register
-from neural.networks.stream import (STREAM, STREAM_RUN_DEFAULTS, STREAM_UNUSED, StreamNetwork, padded_inputs,
-                                    stream_refusal)
+from neural.families import Family, check_numbers, register
+from neural.networks.stream import STREAM, StreamNetwork, StreamShape, padded_inputs
 
 
 @dataclass(frozen=True)
-class TransformerShape(NetworkShape):
+class TransformerShape(StreamShape):
     """A causal pre-norm decoder over windows of the stream (`neural.networks.transformer.TransformerNetwork`);
     trained by `neural.training.trainer` (--dropout on attention, residual branches and embeddings)."""
     layers: int = field(default=4, metadata={"help": "stacked layers (recurrent: 1 or 2; transformer: blocks)"})
@@ -53,8 +52,7 @@ class TransformerShape(NetworkShape):
     positions: str = field(default="rotary", metadata={"help": "transformer: rotary or learned"})
     tied: bool = field(default=True, metadata={"help": "stream networks: the output table is the input one"})
 
-    run_defaults: ClassVar[dict] = {**STREAM_RUN_DEFAULTS, "dropout": 0.2}
-    unused_options: ClassVar[tuple[str, ...]] = STREAM_UNUSED
+    run_defaults: ClassVar[dict] = {**StreamShape.run_defaults, "dropout": 0.2}
     renamed: ClassVar[dict] = {"context": "length"}  # (its name until 2026-12-03: checkpoints and results keep it)
 
     def __post_init__(self):
@@ -68,9 +66,6 @@ class TransformerShape(NetworkShape):
         if self.positions == "rotary" and (self.d // self.heads) % 2:
             raise LMBenchError(f"rotary positions rotate pairs of a head's {self.d // self.heads} dimensions: "
                                "give --d / --heads even, or --positions learned")
-
-    def refuse_unused(self, name: str, given: list[str]) -> str:
-        return stream_refusal(name, given)
 
 
 EVAL_WINDOWS = 32  # windows per forward pass when scoring (on CUDA 8 times as many)
