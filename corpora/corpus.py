@@ -71,15 +71,32 @@ def unk_rates(summary: dict) -> dict[str, float]:
     return {s: summary["unk_tokens"][s] / summary["tokens"][s] for s in SPLITS}
 
 
+UNK_RATIO = 2.0  # a held-out split's <unk> rate more than this times train's: text unlike train
+
+
 def unk_warning(summary: dict) -> str | None:
-    """One line when no train token is <unk> but some held-out tokens are (a vocabulary of every train
-    word, corpora.text): every model then prices <unk> by accident. None otherwise."""
+    """One line when the held-out splits' <unk> does not stand for what train's does, else None:
+    - no train token is <unk> but some held-out tokens are (a vocabulary of every train word,
+      corpora.text): every model then prices <unk> by accident;
+    - a held-out split's <unk> rate is more than UNK_RATIO times train's (held-out text unlike train,
+      such as a file of mixed texts cut by lines): the minimum count makes train's rare words <unk> on
+      the argument that held-out text is like train, which fails here, so <unk> weighs in the held-out
+      perplexities far more than train taught the models."""
     rates = unk_rates(summary)
-    if rates["train"] > 0 or not (rates["valid"] or rates["test"]):
+    if rates["train"] == 0:
+        if not (rates["valid"] or rates["test"]):
+            return None
+        return (f"no train token is <unk> while {100 * rates['valid']:.1f}% of valid and {100 * rates['test']:.1f}% "
+                "of test are: each model prices <unk> by accident (compare the perplexities without <unk>), or "
+                "make the rare train words <unk> (--min-count 2 or more, or --vocab-size)")
+    unlike = [split for split in ("valid", "test") if rates[split] > UNK_RATIO * rates["train"]]
+    if not unlike:
         return None
-    return (f"no train token is <unk> while {100 * rates['valid']:.1f}% of valid and {100 * rates['test']:.1f}% of "
-            "test are: each model prices <unk> by accident (compare the perplexities without <unk>), or make "
-            "the rare train words <unk> (--min-count 2 or more, or --vocab-size)")
+    return (" and ".join(f"{split}'s <unk> rate {100 * rates[split]:.1f}%" for split in unlike)
+            + f" {'is' if len(unlike) == 1 else 'are'} more than {UNK_RATIO:g} times train's "
+            f"({100 * rates['train']:.1f}%): the held-out text is unlike train, so its perplexities weigh <unk> "
+            "far more than train taught the models; compare the perplexities without <unk>, or cut the "
+            "splits so that they are alike (e.g. shuffle the lines before --corpus-file)")
 
 
 def cache_root() -> Path:

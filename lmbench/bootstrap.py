@@ -16,6 +16,25 @@ tokens and its token count, the few hundred numbers per split that every row of 
   and its 95% interval, both models resampled on the same blocks each time (a model against itself:
   exactly 0).
 The resamples are drawn by numpy's default generator from `seed`: one seed, one interval.
+
+Two things the documents alone do not give:
+- **Correlated documents.** Consecutive documents of a newswire (or a genre of Brown) share topics, so
+  a bootstrap over single documents treats as independent what is not, and its interval is too narrow
+  (AP's KN 5 on test: +-3.5% over 500 blocks of documents, +-4.5% over 100, +-5.0% over 50).
+  `choose_grouping` groups consecutive blocks into fewer (`group`), as long as that widens the
+  interval: it measures one row's valid interval at the blocks as cut and at each of GROUPINGS below
+  them, and keeps the widest (a coarser grouping that narrows the interval is the noise of fewer
+  blocks, not less correlation), never below MIN_GROUPS blocks, under which the interval's own width
+  is too noisy to trust. It is chosen on valid and applied to valid and test alike.
+- **Training randomness.** A paired difference cancels most of the test set's sampling, so the spread
+  of a network over training seeds is no longer small beside it. `difference_draws` adds it where a
+  row was run under K >= 2 seeds: each seed's difference on the whole test split (their sd s) says how
+  far the seeds' mean difference lies from the one expected over training runs, s / sqrt(K) times a
+  Student t with K - 1 degrees of freedom (K seeds estimate s); each bootstrap draw of the test set's
+  sampling gets one draw of that term added (the paired interval widened by the seeds' variance of the
+  difference; with 3 seeds the t's heavy tails make it wide, as 3 seeds warrant).
+  `two_sided_p` gives a comparison's p-value from the same draws, for the Holm adjustment over a
+  report's claims (reports.claims).
 """
 
 from __future__ import annotations
@@ -28,10 +47,12 @@ DOCUMENT_END = "</d>"  # the corpora's document-end marker (corpora/brown.py, co
 BLOCK_TOKENS = 1000    # a block's tokens where the split marks no documents
 MIN_BLOCKS = 20        # fewer documents than this: contiguous blocks instead
 MAX_BLOCKS = 500       # more documents than this: grouped into this many blocks
-RESAMPLES = 2000
+RESAMPLES = 10_000      # (p-values down to 1e-4: a Holm adjustment over a report's claims needs them)
 SEED = 0
 QUANTILES = (0.025, 0.975)  # a 95% interval
 DECIMALS = 3           # a block's log-probability sum as kept in results.json (nats)
+GROUPINGS = (100, 50)  # the coarser groupings of consecutive blocks `choose_grouping` tries
+MIN_GROUPS = 50        # ... never fewer blocks than this
 
 
 def block_ends(ids: np.ndarray, end_id: int | None) -> tuple[np.ndarray, str]:
@@ -137,3 +158,60 @@ def paired_splits(blocks_a: dict, blocks_b: dict) -> tuple[float, tuple[float, f
     """`paired_difference` of two rows' blocks of one split as results.json keeps them."""
     _same_blocks([blocks_a, blocks_b], fix="compare rows of one results.json, scored on the same split")
     return paired_difference(blocks_a["logprob"], blocks_b["logprob"], blocks_a["tokens"])
+
+
+def group(blocks: dict, groups: int) -> dict:
+    """One split's blocks (as `row_blocks` keeps them) grouped, consecutive ones together, into `groups`
+    blocks of nearly equal numbers of them (all of them when there are no more than `groups`)."""
+    count = len(blocks["tokens"])
+    if count <= groups:
+        return blocks
+    ends = (np.arange(1, groups + 1) * count) // groups
+    starts = np.concatenate([[0], ends[:-1]])
+    return {"logprob": np.round(np.add.reduceat(np.asarray(blocks["logprob"], dtype=np.float64), starts),
+                                DECIMALS).tolist(),
+            "tokens": np.add.reduceat(np.asarray(blocks["tokens"], dtype=np.int64), starts).tolist()}
+
+
+def half_width(blocks: dict) -> float:
+    """Half the width of a split's 95% interval, relative to its perplexity (0.035: +-3.5%)."""
+    low, high = split_interval(blocks)
+    return (high - low) / 2 / float(np.exp(-np.sum(blocks["logprob"]) / np.sum(blocks["tokens"])))
+
+
+def choose_grouping(blocks: dict) -> tuple[int, dict[int, float]]:
+    """The number of blocks to group a split into (module docstring), from one row's blocks of valid:
+    of the blocks as cut and each coarser grouping of GROUPINGS with at least MIN_GROUPS blocks, the one
+    whose interval is widest; and the relative half-width at each ({blocks: half-width})."""
+    count = len(blocks["tokens"])
+    tried = [count] + [groups for groups in GROUPINGS if MIN_GROUPS <= groups < count]
+    widths = {groups: half_width(group(blocks, groups)) for groups in tried}
+    return max(tried, key=lambda groups: (widths[groups], -groups)), widths
+
+
+def difference_draws(blocks_a: dict, blocks_b: dict, seed_gaps: list[float] | None = None, *,
+                     resamples: int = RESAMPLES, seed: int = SEED) -> tuple[float, np.ndarray]:
+    """Row a against row b on the same blocks of one split: log(ppl_a / ppl_b) and `resamples` bootstrap
+    draws of it (both rows resampled on the same blocks each time). With `seed_gaps`, each seed's
+    log(ppl_a / ppl_b) (K >= 2 of them), each draw also gets the training term (module docstring)."""
+    _same_blocks([blocks_a, blocks_b], fix="compare rows of one results.json, scored on the same split")
+    gain = np.asarray(blocks_b["logprob"], dtype=np.float64) - np.asarray(blocks_a["logprob"], dtype=np.float64)
+    counts = np.asarray(blocks_a["tokens"], dtype=np.int64)
+    chosen = _resampled(len(gain), resamples, seed)
+    draws = gain[chosen].sum(axis=1) / counts[chosen].sum(axis=1)
+    if seed_gaps is not None and len(seed_gaps) >= 2:
+        spread = float(np.std(seed_gaps, ddof=1)) / np.sqrt(len(seed_gaps))
+        draws = draws + spread * np.random.default_rng([seed, 1]).standard_t(len(seed_gaps) - 1, size=resamples)
+    return float(gain.sum() / counts.sum()), draws
+
+
+def percentile_interval(draws: np.ndarray) -> tuple[float, float]:
+    """The 95% percentile interval of bootstrap draws."""
+    return _interval(draws)
+
+
+def two_sided_p(draws: np.ndarray, threshold: float) -> float:
+    """The bootstrap's two-sided p-value of `threshold`: twice the share of the draws on its less
+    crowded side (0: none of the draws, p below 1 / len(draws)); at most 0.05 when the 95% percentile
+    interval leaves `threshold` out (to within the interpolation between two draws)."""
+    return float(min(1.0, 2 * min(np.mean(draws <= threshold), np.mean(draws >= threshold))))

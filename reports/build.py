@@ -17,11 +17,11 @@ from corpora.corpus import unk_rates, unk_warning
 from lmbench.files import atomic_write_text
 from lmbench.schema import check
 from reports import summary
-from reports.claims import NO_INTERVAL, check_claims
+from reports.claims import NO_INTERVAL, check_claims, seeds_advice
 from reports.figures import DRAWING_CODE, draw_all, drawn_once
 from reports.provenance import code_state, stamp
 from reports.records import load_results
-from reports.tables import PAPER_TABLE, _display, comparison, figure, records_no_unk, to_markdown, write_tables
+from reports.tables import PAPER_TABLE, _display, comparison, figure, to_markdown, write_tables
 
 
 TRAINING_NOTE = ("The network (nplm: equation 1; energy: section 5.1's energy network, whose epochs are "
@@ -32,7 +32,8 @@ TRAINING_NOTE = ("The network (nplm: equation 1; energy: section 5.1's energy ne
                  "the full softmax over the same network's word scores beside it.")
 
 
-CLAIM_COLUMNS = ("claim", "paper", "ours", "verdict")  # the claims table's; claims.json holds the numbers too
+CLAIM_COLUMNS = ("claim", "paper", "ours", "verdict", "holm", "training")  # the claims table's; claims.json
+CLAIM_HEADERS = {"holm": "after Holm", "training": "training randomness"}    # holds the numbers too
 TABLE_NOTE = "Rows below the rule line are ours only. diff % = ours / paper - 1."
 QUICK_NOTE = ("QUICK run: a slice of the corpus and one epoch a network, to check that the pipeline runs; "
               "its perplexities measure nothing, so the differences from the paper are not coloured and the "
@@ -107,12 +108,12 @@ def _headings(results: dict) -> dict:
     if corpus in PAPER_TABLE:
         number = PAPER_TABLE[corpus]
         headings = {"title": f"Bengio et al. (2003), Table {number} ({corpus}): the paper's perplexities and ours",
-                    "table": f"Table {number}: the paper's perplexities and ours", "note": TABLE_NOTE,
-                    "claims": "The paper's claims on our data"}
+                    "table": f"Table {number}: the paper's perplexities and ours",
+                    "claims": "The paper's claims on our data", "note": TABLE_NOTE + NO_UNK_NOTE}
     else:
         name = results.get("name", corpus)
         headings = {"title": f"n-gram models and the NPLM on {name}: perplexities",
-                    "table": f"Perplexities on {name}", "note": OURS_NOTE + (NO_UNK_NOTE if records_no_unk(results) else ""),
+                    "table": f"Perplexities on {name}", "note": OURS_NOTE + NO_UNK_NOTE,
                     "claims": f"The paper's questions asked of {name}"}
     if summary.is_quick(results):
         headings.update(title=f"QUICK: {headings['title']}", note=f"{QUICK_NOTE} {headings['note']}")
@@ -137,7 +138,7 @@ def _tokens(summary: dict) -> str:
 
 def _corpus_line(results: dict) -> str:
     """The corpus's tokens, <unk> rates and |V|, and the one-line warning when no train token is <unk>
-    (corpora.corpus.unk_warning)."""
+    or a held-out split's <unk> rate is more than twice train's (corpora.corpus.unk_warning)."""
     summary = results["corpus_summary"]
     warning = unk_warning(summary)
     return (f"Corpus: {_tokens(summary)}, |V| = {summary['vocab_size']:,}."
@@ -173,9 +174,45 @@ def _training_frame(results: dict) -> pd.DataFrame | None:
 
 
 def _claims_note(claims: list[dict]) -> str | None:
-    """`NO_INTERVAL` when the claims compare rows without intervals (results without blocks)."""
+    """`NO_INTERVAL` when the claims compare rows without intervals (results without blocks); else how
+    many claims the report tests, what "after Holm" and "training randomness" say, and where a claim
+    rests on a network of one seed, the run that would cover it (reports.claims.seeds_advice)."""
     compared = [claim for claim in claims if "difference_ci95" in claim]
-    return NO_INTERVAL if compared and all(claim["difference_ci95"] is None for claim in compared) else None
+    if compared and all(claim["difference_ci95"] is None for claim in compared):
+        return NO_INTERVAL
+    tested = sum(1 for claim in claims if claim.get("p") is not None)
+    if not tested:
+        return None
+    advice = seeds_advice(claims)
+    return (f"This report tests {tested} claims, each by its 95% interval (the verdict); after Holm: the verdict "
+            f"once the {tested} claims' p-values are adjusted by Holm's step-down, so that the chance of any false "
+            "\"holds\" or \"fails\" among them is at most 5%. Training randomness: where a compared row ran "
+            "under several seeds, the claim's interval covers it too (each seed's difference: the paired "
+            "interval widened by their spread, claims.json `difference_ci95_test` without it); \"one seed\": "
+            "the networks named ran once, so the claim says nothing of another training run."
+            + (f" {advice[0].upper()}{advice[1:]}." if advice else ""))
+
+
+def _intervals_note(results: dict) -> str:
+    """What the table's intervals and its ± are, and the blocks the intervals resample (the grouping
+    chosen on valid, reports.records.grouped, with the reference row's half-widths at each tried)."""
+    note = (" [low, high]: the 95% block-bootstrap interval of the perplexity over the sampling of the test "
+            "documents, the model fixed (not another training run).")
+    if any(row.get("test_ppl_sd") is not None for row in results["rows"]):
+        note += (" A row run under several seeds shows the geometric mean of the seeds' perplexities (the "
+                 "perplexity of their mean log-probability: the centre of its interval, of the claims on it and "
+                 "of the summary) ± the sample standard deviation of the seeds' perplexities (training randomness).")
+    grouping = results.get("bootstrap", {}).get("grouping")
+    if grouping:
+        cut = results["bootstrap"].get("blocks", {}).get("test", "")
+        def widths(split: str) -> str:
+            return ", ".join(f"±{100 * width:.1f}% at {count}" for count, width in grouping[f"{split}_half_width"].items())
+
+        note += (f" Blocks: test {cut}; consecutive ones grouped into {grouping['blocks']} blocks, chosen on valid "
+                 if grouping["grouped"] else f" Blocks: test {cut}, kept as cut, chosen on valid ")
+        note += (f"as the widest interval of {grouping['row']} (valid {widths('valid')} blocks; test "
+                 f"{widths('test')}), since consecutive documents are correlated.")
+    return note
 
 
 def _figure_html(path: Path) -> str:
@@ -207,6 +244,7 @@ def build_report(report_dir: Path, code: dict | None = None) -> dict:
     across_frame = summary.summary_frame(across)
     across_figure = _summary_figure(across, report_dir / "figures")
     claims_frame = pd.DataFrame(claims)[[column for column in CLAIM_COLUMNS if any(column in c for c in claims)]]
+    claims_frame = claims_frame.where(pd.notna(claims_frame), "").rename(columns=CLAIM_HEADERS)
     claims_note = _claims_note(claims)
     neighbors = _neighbors_frame(results)
     training = _training_frame(results)
@@ -216,7 +254,8 @@ def build_report(report_dir: Path, code: dict | None = None) -> dict:
     md = [_stamp(results["meta"], code), "", f"# {title}", "", f"## {summary.HEADING}", "", summary.NOTE, "",
           across_frame.to_markdown(index=False), "",
           *([f"![summary](figures/{across_figure.name})", ""] if across_figure else []),
-          f"{_corpus_line(results)} {headings['note']}".replace("<unk>", "`<unk>`"), "",  # (bare, a tag)
+          f"{_corpus_line(results)} {headings['note']}{_intervals_note(results)}".replace("<unk>", "`<unk>`").replace("</d>", "`</d>`"),
+          "",  # (<unk> bare would be a tag)
           to_markdown(table), "", f"## {headings['claims']}", "",
           *([claims_note, ""] if claims_note else []), claims_frame.to_markdown(index=False)]
     if training is not None:
@@ -229,7 +268,7 @@ def build_report(report_dir: Path, code: dict | None = None) -> dict:
 
     sections = [("summary", summary.HEADING, f"<p>{html.escape(summary.NOTE)}</p>" + html_table(across_frame)
                  + (_figure_html(across_figure) if across_figure else "")),
-                ("table", headings["table"], f"<p>{html.escape(headings['note'])}</p>"
+                ("table", headings["table"], f"<p>{html.escape(headings['note'] + _intervals_note(results))}</p>"
                  + html_table(_display(table), first_extra=_first_extra(table),
                               coloured=not summary.is_quick(results))),
                 ("claims", headings["claims"], (f"<p>{html.escape(claims_note)}</p>" if claims_note else "")

@@ -161,7 +161,8 @@ def run_reproduce(args: argparse.Namespace) -> dict:
     summary = reproduce(args.corpus, args.quick, args.work_dir, _report_dir(args), frozenset(args.skip),
                         _text_corpus(args), args.extra, args.allow_dirty, args.threads, args.seeds,
                         args.seeds_for)
-    return {key: summary[key] for key in ("commit", "report_dir", "wall_seconds", "report", "html")} | {
+    return {key: summary[key] for key in ("commit", "report_dir", "wall_seconds", "report", "html", "seeds_advice")
+            if key in summary} | {
         "claims": {c["claim"]: f"{c['verdict']}: {c['ours']}" for c in summary["claims"]}}
 
 

@@ -11,11 +11,12 @@ Mixture rows read the saved log-probabilities of their parts, so nothing is retr
 With `--seeds K` (K > 1) every row with a network in it (or those `--seeds-for` names, and the mixtures
 of them) runs under K seeds (`seed_copies`: the run's seed, then one more each): the first seed's work is the row itself, cached as with one seed, each
 further seed's a row of its own (`<id>-seed<s>`: its own fingerprint, cache entry and training folder),
-a mixture of seed s mixing seed s's network; the row then gives the mean of the seeds' perplexities,
+a mixture of seed s mixing seed s's network; the row then gives the geometric mean of the seeds' perplexities,
 their standard deviation and every seed's (`over_seeds`).
 Every row keeps the bootstrap blocks of valid and test (lmbench.bootstrap: per-block sums of
-log-probabilities and token counts) and the 95% interval of each perplexity; a row cached before rows
-kept them gets them from its saved log-probabilities.
+log-probabilities and token counts) and the 95% interval of each perplexity, over the grouping of
+consecutive blocks chosen on valid once every row has run (reports.records.grouped, recorded in
+`bootstrap.grouping`); a row cached before rows kept them gets them from its saved log-probabilities.
 Each kind of row runs through its entry of RUNNERS (the order of the stages, and the method), which
 returns a `RowRun` (the log-probabilities, the figures the record adds).
 """
@@ -45,6 +46,7 @@ from mixing import saved
 from reports.estimate import CostModel, RunProgress, committed_results
 from reports.experiments import EXTRA_ROWS, OURS, ROWS, WITH_COUNTS, Row, ours_rows, text_rows
 from reports.provenance import checked_state, code_state
+from reports.records import grouped, seeds_centre
 
 log = logging.getLogger(__name__)
 
@@ -421,6 +423,11 @@ class Reproduction:
         if embedding:
             results["neighbors"] = {"row": embedding["row"], "words": embedding.pop("neighbors")}
             results["embedding"] = embedding
+        choice = grouped(results)  # the grouping of the blocks, chosen on valid, and the intervals it gives
+        if "grouping" in choice["bootstrap"]:
+            results["bootstrap"]["grouping"] = choice["bootstrap"]["grouping"]
+            for row, regrouped in zip(rows, choice["rows"]):
+                row.update({key: regrouped[key] for key in ("valid_ppl_ci95", "test_ppl_ci95") if key in regrouped})
         text = json.dumps(results, indent=1, default=str)
         check("results", json.loads(text), fix=f"nothing was written to {self.report_dir}: a row's runner gave "
               f"a value that is no number (a network that diverged?); delete {self.work / 'rows'}/ID.json of "
@@ -456,8 +463,9 @@ PERPLEXITIES = tuple(f"{split}_ppl{suffix}" for split in SPLITS for suffix in ("
 
 def over_seeds(seeds: list[int], *runs: dict) -> dict:
     """A row from its runs under `seeds` (the row's own result, then its seed copies'): the first seed's
-    record (fingerprint, configuration, curve, weights), each perplexity the mean of the seeds'
-    perplexities with their sample standard deviation beside it (`test_ppl_sd`, ...), every seed's
+    record (fingerprint, configuration, curve, weights), each perplexity the geometric mean of the seeds'
+    perplexities (the centre of its blocks' interval and of the claims on it: one centre) with their
+    sample standard deviation beside it (`test_ppl_sd`, ...), every seed's
     figures in `seeds` ([{seed, valid_ppl, test_ppl, ..., seconds}]), seconds those of all the runs,
     and the blocks of the seeds' mean log-probabilities with their intervals (`bootstrap.mean_blocks`:
     a claim on the row tests the seeds' mean, not the first seed). One run (one seed, or a row without
@@ -470,9 +478,9 @@ def over_seeds(seeds: list[int], *runs: dict) -> dict:
                 "seeds": [{"seed": seed, **{key: run[key] for key in figures}, "seconds": run["seconds"],
                            **({"weights": run["weights"]} if "weights" in run else {})}
                           for seed, run in zip(seeds, runs)]}
-    for key in figures:
-        values = [run[key] for run in runs]
-        combined[key], combined[f"{key}_sd"] = float(np.mean(values)), float(np.std(values, ddof=1))
+    for key in figures:  # one centre: the geometric mean, the perplexity of the seeds' mean log-probability
+        combined[key] = seeds_centre(combined["seeds"], key)
+        combined[f"{key}_sd"] = float(np.std([run[key] for run in runs], ddof=1))
     if all("blocks" in run for run in runs):  # the interval and the paired tests of the seeds' mean
         combined["blocks"] = {split: bootstrap.mean_blocks([run["blocks"][split] for run in runs])
                               for split in first["blocks"]}
@@ -542,6 +550,7 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
     `seeds`: the seeds each row with a network in it runs under (module docstring); `seeds_for`: the ids of
     the network rows that take them (empty: every one)."""
     from reports.build import build_report
+    from reports.claims import seeds_advice
 
     if corpus not in ROWS and not (corpus == "text" and text is not None):
         raise LMBenchError(f"no table for corpus {corpus!r}: use one of {', '.join(ROWS)}, or text with "
@@ -562,7 +571,11 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
     results = Reproduction(default_settings(corpus, quick), work_dir, report_dir, text, extra, code,
                            threads, seeds, seeds_for).run(skip)
     built = build_report(report_dir, code)
-    return {"report_dir": str(report_dir), "wall_seconds": results["meta"]["wall_seconds"], **built}
+    advice = seeds_advice(built["claims"])
+    if advice and not quick:
+        log.warning(advice)
+    return {"report_dir": str(report_dir), "wall_seconds": results["meta"]["wall_seconds"], **built,
+            **({"seeds_advice": advice} if advice else {})}
 
 
 def report_name(corpus: str, quick: bool, name: str | None = None) -> str:

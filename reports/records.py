@@ -8,7 +8,16 @@ mixture repeating the shape of its network. `upgrade_row` turns such a row into 
 "network"; `family` (the old `network`, else the `model` of the run's training configuration, else
 "nplm"); `config` (the run's training configuration where the row ran, else the row's own options);
 the shape of a mixture is read from its network part, so the old copies are dropped. Numbers are
-never touched: the tables rebuilt from an old file are the ones built before.
+never touched but for one centre: a row run under several seeds written before commit issue45 gave
+each perplexity as the seeds' arithmetic mean, while its blocks, interval and claims were their
+geometric mean's (the perplexity of the seeds' mean log-probability); `upgrade_row` gives it the
+geometric mean, from its seeds' own figures (`seeds`), as rows are written today (reports.pipeline.over_seeds).
+
+`grouped` then groups every row's bootstrap blocks as `lmbench.bootstrap.choose_grouping` chooses on
+valid (consecutive documents together, so that the intervals cover their correlation), the same for
+every row, and recomputes the rows' intervals: a file written before the grouping gets it on reading,
+a file written since records it (`bootstrap.grouping`) and keeps its blocks as cut, so that anyone
+can check the choice.
 
 `check_results` refuses a file the report cannot read (no rows, no meta or corpus summary, a row
 without an id, a perplexity that is not a finite number >= 1, such as NaN or "abc", a mixture of
@@ -22,6 +31,9 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
+
+from lmbench import bootstrap
 from lmbench.errors import LMBenchError
 from lmbench.files import read_checked
 from reports.experiments import PAPER_FAMILY, Row
@@ -80,8 +92,24 @@ def check_results(results) -> None:
             raise ValueError(f"row {row['id']!r} mixes {parts!r}, not rows of this file")
 
 
+def seeds_centre(seeds: list[dict], key: str) -> float | None:
+    """A perplexity of a row run under several seeds: the geometric mean of the seeds' (None where a
+    seed has none)."""
+    values = [seed.get(key) for seed in seeds]
+    return None if any(value is None for value in values) else float(np.exp(np.mean(np.log(values))))
+
+
+def _one_centre(record: dict) -> dict:
+    """A seeded row with each perplexity its seeds' geometric mean (module docstring)."""
+    if not record.get("seeds"):
+        return record
+    centres = {key: seeds_centre(record["seeds"], key) for key in record["seeds"][0] if key.endswith(("_ppl", "_no_unk"))}
+    return {**record, **{key: value for key, value in centres.items() if value is not None}}
+
+
 def upgrade_row(record: dict) -> dict:
     """A row of results.json in today's fields (an old row migrated, a new one as it is)."""
+    record = _one_centre(record)
     if "family" in record:
         return record
     record = dict(record)
@@ -98,8 +126,45 @@ def upgrade_row(record: dict) -> dict:
 
 
 def upgrade(results: dict) -> dict:
-    """results.json with every row in today's fields."""
-    return {**results, "rows": [upgrade_row(row) for row in results["rows"]]}
+    """results.json with every row in today's fields, its blocks grouped (`grouped`)."""
+    return grouped({**results, "rows": [upgrade_row(row) for row in results["rows"]]})
+
+
+REFERENCE = "kn-interp-5"  # the row whose valid blocks choose the grouping (else the first n-gram row, else the first)
+
+
+def _reference(rows: list[dict]) -> dict | None:
+    kept = [row for row in rows if row.get("blocks", {}).get("valid")]
+    return next((row for row in kept if row["id"] == REFERENCE), None) or next(
+        (row for row in kept if row.get("method")), None) or (kept[0] if kept else None)
+
+
+def grouped(results: dict) -> dict:
+    """`results` with every row's blocks grouped into the number of blocks `bootstrap.choose_grouping`
+    picks on the valid blocks of REFERENCE's row, valid and test alike (a split the choice leaves as cut
+    stays as cut), each row's intervals recomputed from them, and `bootstrap.grouping` saying what was
+    chosen and the reference row's half-widths (relative) on valid and test at every grouping tried.
+    Results whose rows keep no blocks: as they are."""
+    reference = _reference(results["rows"])
+    if reference is None:
+        return results
+    groups, widths = bootstrap.choose_grouping(reference["blocks"]["valid"])
+    cut = len(reference["blocks"]["valid"]["tokens"])
+
+    def regrouped(blocks: dict) -> dict:
+        return blocks if groups == cut else {split: bootstrap.group(found, groups) for split, found in blocks.items()}
+
+    rows = []
+    for row in results["rows"]:
+        blocks = row.get("blocks")
+        rows.append(row if not blocks else {**row, "blocks": regrouped(blocks), **bootstrap.intervals(regrouped(blocks))})
+    test = reference["blocks"].get("test")
+    choice = {"row": reference["id"], "blocks": groups, "grouped": groups != cut,
+              "valid_half_width": {str(count): width for count, width in widths.items()},
+              "test_half_width": {} if test is None else {
+                  str(len(test["tokens"]) if count == cut else count):
+                      bootstrap.half_width(test if count == cut else bootstrap.group(test, count)) for count in widths}}
+    return {**results, "rows": rows, "bootstrap": {**results.get("bootstrap", {}), "grouping": choice}}
 
 
 def load_results(report_dir: Path) -> dict:

@@ -38,8 +38,9 @@ def comparison(results: dict) -> pd.DataFrame:
     paper numbers and come after the paper's rows (column `extra`). A user's corpus (no paper table):
     our perplexities only, as columns `train`, `valid`, `test`. Where rows have 95% bootstrap intervals
     (`valid_ppl_ci95`, `test_ppl_ci95`), a column `valid 95% CI` / `test 95% CI` after our perplexity
-    ("[186.8, 191.0]"); results without them give the table they always gave. Column `id` (the
-    row's, for the figures) is not shown."""
+    ("[186.8, 191.0]"); results without them give the table they always gave. Then `test w/o unk`, the
+    perplexity of the test tokens that are not <unk> (`without_unk`). Column `id` (the row's, for the
+    figures) is not shown."""
     if results["corpus"] not in PAPER_TABLE:
         return _ours_only(results)
     lookup = _paper_lookup(results["corpus"])
@@ -57,6 +58,7 @@ def comparison(results: dict) -> pd.DataFrame:
                 line[f"{split} 95% CI"] = _interval(row, split)
             line[f"{split} diff %"] = (None if ours is None or published is None
                                        else round(100 * (ours / published - 1), 1))
+        line[NO_UNK["test"]] = without_unk(row, "test")
         line["seconds"] = _seconds(row)
         lines.append(line)
     frame = pd.DataFrame(lines)
@@ -86,14 +88,21 @@ def _seconds(row: dict) -> float | None:
     return None if row.get("seconds") is None else round(row["seconds"], 1)
 
 
-NO_UNK = {"valid": "valid w/o unk", "test": "test w/o unk"}  # columns of a user's corpus (reports.pipeline.unk_figures)
+NO_UNK = {"valid": "valid w/o unk", "test": "test w/o unk"}  # the columns of reports.pipeline.unk_figures
+NOT_RECORDED = "not recorded"  # a row that ran in a results.json written before rows kept their w/o-unk figures
+
+
+def without_unk(row: dict, split: str) -> float | str | None:
+    """The row's perplexity of `split`'s tokens that are not <unk>, as a table shows it; NOT_RECORDED where
+    the row ran but its results.json keeps no such figure (written before rows kept it: not retrained)."""
+    if row.get(f"{split}_ppl") is None:
+        return None
+    return figure(row, f"{split}_ppl_no_unk") if f"{split}_ppl_no_unk" in row else NOT_RECORDED
 
 
 def _ours_only(results: dict) -> pd.DataFrame:
-    """Our perplexities, and where the rows record them (results from before did not) the perplexities
-    of the tokens that are not <unk>."""
+    """Our perplexities, and those of the tokens that are not <unk> (`without_unk`)."""
     rows = by_id(results)
-    no_unk = records_no_unk(results)
     intervals = _with_intervals(results)
     lines = []
     for row in results["rows"]:
@@ -102,22 +111,23 @@ def _ours_only(results: dict) -> pd.DataFrame:
             line[split] = figure(row, f"{split}_ppl")
             if split in intervals:
                 line[f"{split} 95% CI"] = _interval(row, split)
-        if no_unk:
-            line.update({label: figure(row, f"{split}_ppl_no_unk") for split, label in NO_UNK.items()})
+        line.update({label: without_unk(row, split) for split, label in NO_UNK.items()})
         lines.append({**line, "seconds": _seconds(row)})
     return pd.DataFrame(lines)
 
 
-def records_no_unk(results: dict) -> bool:
-    return any("test_ppl_no_unk" in row for row in results["rows"])
-
-
 def figure(row: dict, key: str) -> float | str | None:
     """A perplexity of the row as a table shows it: to one decimal, or for a row run under several seeds
-    (reports.pipeline.over_seeds) the mean and the standard deviation of the seeds', '95.1 ± 0.4'."""
+    (reports.pipeline.over_seeds) the seeds' geometric mean (the centre of its interval and claims) ±
+    the sample standard deviation of the seeds' perplexities, '95.08 ± 0.04', to the decimals (1 or 2)
+    that show the deviation as non-zero."""
     if row.get(key) is None:
         return None
-    return f"{row[key]:.1f} ± {row[f'{key}_sd']:.1f}" if row.get(f"{key}_sd") is not None else round(row[key], 1)
+    spread = row.get(f"{key}_sd")
+    if spread is None:
+        return round(row[key], 1)
+    places = 1 if round(spread, 1) != 0 or spread == 0 else 2
+    return f"{row[key]:.{places}f} ± {spread:.{places}f}"
 
 
 def _display(frame: pd.DataFrame) -> pd.DataFrame:

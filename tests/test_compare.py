@@ -67,8 +67,8 @@ def test_quick_comparison_end_to_end(corpus_files, tmp_path, capsys):
     table = (tmp_path / "report" / "table.md").read_text()
     assert [line for line in table.splitlines() if "paper" in line] == [] and " test " in table.splitlines()[0]
     claims = {c["claim"]: c for c in json.loads((tmp_path / "report" / "claims.json").read_text())}
-    beyond = len(COMPARED)  # the paper's 6, NPLM (ours)'s 2, 2 per family beyond 2003, 1 per pair of them,
-    assert len(claims) == 6 + 2 + 2 * beyond + beyond * (beyond - 1) // 2 + 2  # and the ∞-gram's 2
+    beyond = len(COMPARED)  # the paper's 6, the best network of any family's, NPLM (ours)'s 2, 2 per family
+    assert len(claims) == 6 + 1 + 2 + 2 * beyond + beyond * (beyond - 1) // 2 + 2  # beyond 2003, 1 per pair, the ∞-gram's 2
     assert all("paper" not in claim for claim in claims.values())
     # recomputed from the rows
     assert_judged(claims["Mixing the LSTM (ours) with interpolated KN 5 helps"], rows["lstm-kn-interp-5-em"], rows["lstm"])
@@ -79,13 +79,15 @@ def test_quick_comparison_end_to_end(corpus_files, tmp_path, capsys):
     assert_judged(claims["The best network + KN 5 + ∞-gram beats the best network + KN 5"],
                   rows[f"{best}-kn-interp-5-infini-gram"], rows[f"{best}-kn-interp-5-em"])
     assert {c: f"{claims[c]['verdict']}: {claims[c]['ours']}" for c in claims} == summary["claims"]
-    # the headline recomputed from the rows: the best network alone against the best n-gram model
-    # (the paper-shape networks: NPLM (ours) has its own line in the summary, not the paper's claims)
-    best = {kind: min((r["test_ppl"], r["id"]) for r in rows.values() if r["kind"] == kind and not r.get("ours"))
-            for kind in ("network", "ngram")}
-    claim = claims["The best network alone beats the best n-gram model"]
-    assert_judged(claim, rows[best["network"][1]], rows[best["ngram"][1]])
-    assert claim["ours"].startswith(f"{best['network'][1]} {best['network'][0]:.1f} vs {best['ngram'][1]} {best['ngram'][0]:.1f}")
+    # the headline recomputed from the rows: the best paper-shape network alone against the best n-gram model,
+    # each the best on valid (NPLM (ours) has its own line in the summary, not the paper's claims)
+    best = {kind: rows[min((r["valid_ppl"], r["id"]) for r in rows.values() if r["kind"] == kind and not r.get("ours")
+                           and r["family"] in (None, "nplm"))[1]] for kind in ("network", "ngram")}
+    claim = claims["The best paper-shape network alone beats the best n-gram model"]
+    assert_judged(claim, best["network"], best["ngram"])
+    assert claim["ours"].startswith(f"{best['network']['id']} (best on valid) {best['network']['test_ppl']:.1f} vs "
+                                    f"{best['ngram']['id']} (best on valid) {best['ngram']['test_ppl']:.1f}")
+    assert claim["best_on_valid"] == [best["network"]["id"], best["ngram"]["id"]]
     assert all(claim["difference_ci95"] is not None for claim in claims.values())  # no row missing
     assert "markov" in (tmp_path / "report" / "report.html").read_text()
     assert {"commit", "dirty"} <= set(results["meta"])
