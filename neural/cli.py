@@ -82,7 +82,12 @@ def add_train(commands) -> None:
                                 f"paper; default {defaults.dropout}; {_stream_default('dropout')}); 0: none")
     run_group.add_argument("--patience", type=int, default=None,
                            help="paper recipe: early-stopping patience in epochs")
-    run_group.add_argument("--max-steps", type=int, default=None, help="stop after this many updates")
+    run_group.add_argument("--max-steps", type=int, default=None,
+                           help="pause after this many updates in all (a checkpoint; --resume carries on)")
+    run_group.add_argument("--budget-updates", type=int, default=None,
+                           help="a compute budget: train exactly this many updates, the rate decaying to the last "
+                                "(linear or cosine schedule), the last epoch cut there and validated; default: "
+                                "the recipe's epochs")
     run_group.add_argument("--valid-tokens", type=int, default=None,
                            help="validate after each epoch (rate, best model, early stop) on the first this "
                                 "many tokens of valid; the final figures score all of it (default: all; "

@@ -93,7 +93,8 @@ class RunConfig:
     bf16: bool = False  # the |V|-sized GEMMs in bfloat16
     threads: int | None = None  # cpu threads; None: OMP_NUM_THREADS when set, else the free cores (lmbench.threads)
     checkpoint_minutes: float = 5.0  # also checkpoint mid-epoch this often
-    max_steps: int | None = None  # stop (with a checkpoint) after this many updates in all
+    max_steps: int | None = None  # pause (with a checkpoint; --resume carries on) after this many updates in all
+    budget_updates: int | None = None  # train exactly this many updates, the schedule decaying to the last (None: epochs)
     eval_batch: int = 2048
     valid_tokens: int | None = None  # validate each epoch on the first this many valid tokens (None: all)
     steps: int | None = None  # stream networks: inputs per lane per update (None: 35, or a Transformer's context)
@@ -137,6 +138,9 @@ class RunConfig:
         if stream != (self.recipe == "adamw"):  # (a window network's sparse gradients are plain SGD's)
             raise LMBenchError(f"--model {self.model} trains with the {'adamw' if stream else 'paper or sgd'} "
                                f"recipe: drop --recipe {self.recipe}")
+        if self.budget_updates is not None and self.schedule == "halving" and self.recipe == "sgd":
+            raise LMBenchError("--budget-updates needs a rate that decays to the budget's end: give --schedule linear "
+                               "(the halving rule halves on plateaus of its own, which a budget would cut)")
         if self.schedule not in self.recipe_entry.schedules:
             raise LMBenchError(f"--schedule {self.schedule} is not a schedule of the {self.recipe} recipe: give "
                                f"{' or '.join(self.recipe_entry.schedules)}")
@@ -178,6 +182,7 @@ class RunConfig:
                 ("--dropout", self.dropout, "in [0, 1)", 0 <= self.dropout < 1),
                 ("--threads", self.threads, ">= 1", self.threads is None or self.threads >= 1),
                 ("--max-steps", self.max_steps, ">= 0", self.max_steps is None or self.max_steps >= 0),
+                ("--budget-updates", self.budget_updates, ">= 1", self.budget_updates is None or self.budget_updates >= 1),
                 ("--valid-tokens", self.valid_tokens, ">= 1", self.valid_tokens is None or self.valid_tokens >= 1),
                 ("--checkpoint-minutes", self.checkpoint_minutes, "> 0", self.checkpoint_minutes > 0),
                 ("--steps", self.steps, ">= 1", self.steps is None or self.steps >= 1),

@@ -43,7 +43,7 @@ class RunState:
     seconds: float = 0.0  # the current epoch's training seconds so far
     best_valid: float = math.inf  # the best validation perplexity of an epoch's end
     history: list[dict] = field(default_factory=list)  # one record per finished epoch (log.jsonl)
-    stopped: str | None = None  # why the run stopped: "max_steps", "early_stopping", "converged"; None: running
+    stopped: str | None = None  # why: "max_steps", "budget", "early_stopping", "converged"; None: running
 
     def saved(self) -> dict:
         """The state as a checkpoint keeps it: the dict of its fields."""
@@ -129,14 +129,18 @@ class Trainer(Protocol):
 
 def run_epochs(trainer: Trainer, *, epochs: int, max_steps: int | None, checkpoint_minutes: float,
                progress: bool, desc: str = "epoch", postfix_every: int = 50,
-               together: Callable[[bool], bool] = bool) -> None:
+               together: Callable[[bool], bool] = bool, budget: int | None = None) -> None:
     """Train until `epochs` epochs are done or the trainer stops the run, with a checkpoint every
-    `checkpoint_minutes`, after every epoch and at the end. `together`: a decision every process of a
-    parallel run takes alike (`neural.parallel.teams.Team.any`)."""
+    `checkpoint_minutes`, after every epoch and at the end. `budget`: the run's number of updates in all;
+    the epoch in which it runs out ends at its last update (validated as any epoch is) and the run
+    stops ("budget"). `max_steps` pauses a run instead (no validation; --resume carries on).
+    `together`: a decision every process of a parallel run takes alike (`neural.parallel.teams.Team.any`)."""
     state = trainer.state
     last_save = time.monotonic()
     while state.epoch < epochs and state.stopped is None:
         updates = trainer.begin_epoch()
+        if budget is not None:  # the updates left of the budget, counted from this epoch's first
+            updates = min(updates, budget - (state.step - state.position))
         started, seconds_before = time.perf_counter(), state.seconds
         bar = None
         if progress:  # a bar on a terminal, else plain lines (lmbench.progress)
@@ -160,6 +164,8 @@ def run_epochs(trainer: Trainer, *, epochs: int, max_steps: int | None, checkpoi
         if state.stopped is not None:
             break
         trainer.end_epoch()
+        if budget is not None and state.step >= budget and state.stopped is None:
+            state.stopped = "budget"
         trainer.save_checkpoint()
         last_save = time.monotonic()
     trainer.save_checkpoint()

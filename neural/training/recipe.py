@@ -80,8 +80,9 @@ def next_epoch_rate(config: RunConfig, rate: float, annealing: bool, gain: float
                     epoch_tokens: int) -> tuple[float, bool, bool]:
     """The sgd schedule after an epoch of `epoch_tokens` training tokens whose validation perplexity
     improved on the best before it by `gain` (relative; negative when worse): (next rate, annealing,
-    stop). The linear schedule's rate does not move by epochs, and it stops after its budget only."""
-    if config.schedule == "linear":
+    stop). The linear and cosine schedules' rates do not move by epochs, and they stop after their budget
+    only."""
+    if config.schedule != "halving":
         return rate, False, False
     if annealing and gain < config.min_gain:
         return rate, True, True

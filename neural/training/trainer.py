@@ -2,7 +2,9 @@
 
 `train_network(corpus, config, out)` trains config.model's network (`neural.families`) of config.shape on
 corpus.train, validates it on corpus.valid after every epoch, keeps the best model on valid and writes
-the run into `out`. What differs between families comes from them, not from a second trainer:
+the run into `out`. Its length is the recipe's (`epochs`, or fewer where the recipe stops on valid), or
+a compute budget of `budget_updates` updates: the rate schedule then decays to the budget's last update,
+the epoch in which it runs out ends (and is validated) there, and early stopping still applies within it. What differs between families comes from them, not from a second trainer:
 - the batches, by the network's context (`neural.training.batches`: shuffled windows, or lanes of the
   stream with a state carried between updates);
 - the recipe's optimizer and rate schedule (`neural.training.recipe`: coupled-decay SGD under the paper's
@@ -89,8 +91,10 @@ def train_network(corpus, config: RunConfig, out_dir: str | Path, *, resume: boo
     team = team or join(config.parallel, len(corpus.vocab), device=config.device, backend=config.backend,
                         threads=config.threads)
     run = Trainer(corpus, config, Path(out_dir), team, resume=resume, progress=progress and team.writer)
-    run_epochs(run, epochs=config.epochs, max_steps=config.max_steps, checkpoint_minutes=config.checkpoint_minutes,
-               progress=run.progress, desc=f"{config.model} epoch", together=team.any)
+    budget = config.budget_updates  # (an epoch has at least one update: as many epochs as updates are enough)
+    run_epochs(run, epochs=config.epochs if budget is None else budget, max_steps=config.max_steps,
+               checkpoint_minutes=config.checkpoint_minutes, progress=run.progress, desc=f"{config.model} epoch",
+               together=team.any, budget=budget)
     return finish(corpus, config, run.state, run.out, team, evaluate, run.progress)
 
 
@@ -118,7 +122,7 @@ class Trainer:
                                         self.sampler)
         self.optimizer = make_optimizer(net, config)
         self.batches = batches_for(net, corpus.train, config, team)
-        self.total_updates = self.batches.updates_per_epoch * config.epochs  # the schedules' length
+        self.total_updates = config.budget_updates or self.batches.updates_per_epoch * config.epochs  # the schedules' length
         self.state = TrainState(rate=config.peak_lr)
         saved = team.from_rank0(lambda: self.read_resumed(resume))  # read on rank 0, sent to every process
         if saved is not None:
