@@ -16,7 +16,8 @@ miscount them; `COUNTED` adds their formulas:
   backward, which recomputes the scores (the unfused path, with dropout, runs bmm: 8 T d backward);
 - the fused recurrent layers (the CPU's aten.mkldnn_rnn_layer, which nn.LSTM runs there): their gate
   products, 2 G h (in + h) per position for G gates of h units over inputs of `in`, twice that backward.
-What it counts is what runs: the backward pass of the products computed elementwise is autograd's
+The formulas are the CPU's kernels' (the tests and bench/flops_check.py measure on the CPU); on CUDA,
+cuDNN's fused recurrent layers (aten._cudnn_rnn) would go uncounted. What it counts is what runs: the backward pass of the products computed elementwise is autograd's
 (its multiplies and the sums that reduce broadcast gradients), not the 2x rule of a GEMM.
 """
 
