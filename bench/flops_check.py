@@ -25,7 +25,7 @@ from corpora.corpus import Corpus
 from corpora.vocab import Vocabulary, count_types
 from neural.config import OBJECTIVES, RunConfig
 from neural.families import FAMILIES
-from neural.training.measured_flops import measured_training_flops
+from neural.training.measured_flops import factored_rows, measured_training_flops
 from neural.training.team import Team
 from neural.training.trainer import Trainer
 
@@ -40,16 +40,6 @@ def zipf_corpus(vocab: int, tokens: int, seed: int = 0) -> Corpus:
     valid = words[draws[:1000]].tolist()
     return Corpus("zipf", dictionary, train=dictionary.encode(train), valid=dictionary.encode(valid),
                   test=dictionary.encode(valid))
-
-
-def factored_rows(trainer: Trainer) -> float | None:
-    """The mean rows the first minibatch's targets read in a class or tree output layer (None: softmax)."""
-    output, batches = getattr(trainer.net, "output", None), trainer.batches
-    if not hasattr(output, "structure"):
-        return None
-    targets = batches.targets[batches.order[: batches.batch]]
-    rows = output.class_size[output.word_class[targets]] if output.name == "class" else output.depth[targets]
-    return float(rows.double().mean())
 
 
 def check(corpus: Corpus, config: RunConfig) -> tuple[float, float]:

@@ -13,14 +13,14 @@ import torch
 
 from neural.config import OBJECTIVES, RunConfig
 from neural.families import FAMILIES, NetworkShape
-from neural.training.measured_flops import measured_training_flops
+from neural.training.measured_flops import factored_rows, measured_training_flops
 from neural.training.team import Team
 from neural.training.trainer import Trainer
 from tests.helpers import zipf_text
 from tests.lm_checks import make_corpus
 
 # the shape fields a family has among these (the rest: its defaults); tied tables need m = h
-FIELDS = {"n": 4, "m": 64, "h": 64, "layers": 2, "d": 64, "heads": 2, "ff": 256, "length": 32}
+FIELDS = {"n": 4, "bag": 3, "m": 64, "h": 64, "layers": 2, "d": 64, "heads": 2, "ff": 256, "length": 32}
 RUN = {"window": dict(samples=100), "stream": dict(samples=100, batch_size=8, dropout=0.0)}
 
 
@@ -44,17 +44,6 @@ def first_update(corpus, config: RunConfig, out: Path) -> Trainer:
     trainer = Trainer(corpus, config, out, Team(device=torch.device("cpu")), resume=False, progress=False)
     trainer.begin_epoch()
     return trainer
-
-
-def factored_rows(trainer: Trainer) -> float | None:
-    """The mean rows the first minibatch's targets read in a class layer (their classes' words) or a
-    tree layer (their paths' nodes); None for the softmax layer."""
-    output, batches = getattr(trainer.net, "output", None), trainer.batches
-    if not hasattr(output, "structure"):
-        return None
-    targets = batches.targets[batches.order[: batches.batch]]
-    rows = output.class_size[output.word_class[targets]] if output.name == "class" else output.depth[targets]
-    return float(rows.double().mean())
 
 
 @pytest.mark.parametrize("family,objective", CASES)

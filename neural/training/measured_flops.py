@@ -106,3 +106,16 @@ def measured_training_flops(trainer) -> tuple[float, dict[str, int]]:
         _, tokens, _ = trainer.forward_backward()
     by_op = {str(op): count for op, count in counting.get_flop_counts()["Global"].items()}
     return counting.get_total_flops() / tokens, by_op
+
+
+def factored_rows(trainer) -> float | None:
+    """The mean rows that the next minibatch's targets read in a class output layer (the words of their
+    classes) or a tree layer (the nodes of their paths), the `factored_rows` of `training_flops`; None
+    for the softmax layer."""
+    output, batches = getattr(trainer.net, "output", None), trainer.batches
+    if not hasattr(output, "structure"):
+        return None
+    position = trainer.state.position
+    targets = batches.targets[batches.order[position * batches.batch: (position + 1) * batches.batch]]
+    rows = output.class_size[output.word_class[targets]] if output.name == "class" else output.depth[targets]
+    return float(rows.double().mean())
