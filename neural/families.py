@@ -67,6 +67,19 @@ class NetworkShape:
             return self.refuse_parallel(run.model, run.parallel)
         return None
 
+    def training_flops(self, vocab_size: int, run, factored_rows: float | None = None) -> float:
+        """FLOPs of one training update's forward and backward passes PER TARGET TOKEN of the run `run` (a
+        `neural.config.RunConfig`: its objective, samples, batch and steps) over `vocab_size` words: 2 per
+        multiply-add of the network's products, a GEMM's forward pass and the two of its backward pass
+        (the gradients of both operands, each as large), the products computed elementwise as autograd
+        runs them; not the optimizer's step, the activations or the sums of the biases' gradients. Each
+        family counts its own (its file's docstring gives the formula), its output layer by
+        `neural.outputs.flops.output_flops` (`factored_rows`: the rows of a class or tree layer a target
+        reads, when known); checked within 5% against torch's count of one update
+        (`neural.training.measured_flops`, tests/test_flops.py)."""
+        raise NotImplementedError(f"{type(self).__name__} must define training_flops(vocab_size, run, factored_rows): "
+                                  "its training FLOPs per token (tests/test_flops.py checks it against a measured count)")
+
     def refuse_unused(self, name: str, given: list[str]) -> str:
         """The line refusing the run options `given` (of `unused_options`) for family `name`."""
         return (f"--model {name} has no use for {', '.join('--' + option_name(k) for k in given)}: drop "

@@ -32,6 +32,18 @@ B V h. Evaluation runs in the network's dtype; every score is computed elementwi
 log distribution(context) equals the scores of a stream to float64 rounding. `bf16` is accepted and
 ignored: there is no |V|-sized GEMM to run in bfloat16.
 
+Training FLOPs per target token (`EnergyShape.training_flops`), for R candidates a context (V for the
+full softmax, the k sampled words otherwise) and B contexts an update:
+    6 h (n-1)m                         a = d + H_ctx x_ctx, a GEMM and its two gradients
+  + 6 m h R / B                        the candidates' H_out C(j), once an update, shared by the B contexts
+  + 7 h R                              v . tanh(a + H_out C(j)), elementwise: the multiply and the sum
+                                       along h (2 h), and backward the two multiplies and the three sums
+                                       that reduce the (B, R, h) gradient onto v, a and H_out C(j) (5 h)
+  + 6 (n-1)m R                         with direct connections, W_j . x_ctx, a GEMM and its gradients
+and, for a sampled objective, the target's own candidate: 6 m h + 5 h (+ 4 (n-1)m with direct
+connections, its product computed elementwise). The tanh and the additions are not counted; a block
+recomputed in the backward pass (more than BLOCK elements) recomputes only those, not the products.
+
 Parameters: C (V x m), H (h x n m), d (h), v (h), b (V) and, with direct connections, W
 (V x (n-1)m): |V|(1 + m) + h(2 + n m) without them, plus |V|(n-1)m with. (The paper notes the count
 can match the ordinary network's by indexing v by the output word; this network keeps one v.)
@@ -72,6 +84,16 @@ class EnergyShape(NetworkShape):
             return ("--bf16 runs the NPLM's |V|-sized GEMMs in bfloat16; the energy network has none: drop "
                     "it for --model energy")
         return super().refuse(run)
+
+    def training_flops(self, vocab_size: int, run, factored_rows: float | None = None) -> float:
+        """The module docstring's count."""
+        sampled = run.objective != "softmax"
+        candidates = run.samples if sampled else vocab_size  # R
+        context = (self.n - 1) * self.m
+        direct = context if self.direct else 0
+        count = (6.0 * self.h * context + 6.0 * self.m * self.h * candidates / run.batch
+                 + 7.0 * self.h * candidates + 6.0 * direct * candidates)
+        return count + (6.0 * self.m * self.h + 5.0 * self.h + 4.0 * direct if sampled else 0.0)
 
 BLOCK = 1 << 22  # elements of one (contexts x candidates x h) block: 16 MiB in fp32
 BLOCK_ROWS = 256  # at most this many contexts a block, so that a block spans many candidates

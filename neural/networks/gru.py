@@ -16,6 +16,7 @@ family's (`neural.networks.stream.RecurrentNetwork`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -27,6 +28,8 @@ from neural.networks.stream import STREAM, RecurrentNetwork, RecurrentShape
 @dataclass(frozen=True)
 class GRUShape(RecurrentShape):
     """A stacked GRU over the whole stream (`neural.networks.gru.GRUNetwork`), in the LSTM's recipe."""
+
+    gates: ClassVar[int] = 3  # G (`RecurrentShape.training_flops`): the reset and update gates, the candidate
 
 
 class GRUNetwork(RecurrentNetwork):

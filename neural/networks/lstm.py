@@ -17,6 +17,7 @@ from __future__ import annotations
 
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -28,6 +29,8 @@ from neural.networks.stream import STREAM, RecurrentNetwork, RecurrentShape
 @dataclass(frozen=True)
 class LSTMShape(RecurrentShape):
     """A stacked LSTM over the whole stream (`neural.networks.lstm.LSTMNetwork`)."""
+
+    gates: ClassVar[int] = 4  # G (`RecurrentShape.training_flops`): the input, forget, output gates, the candidate
 
 
 class LSTMNetwork(RecurrentNetwork):

@@ -21,6 +21,11 @@ layer (`self.output`, `neural.outputs.layers`) turns them into P(. | context): t
 [U, W] is ONE fused matrix multiplied once against z (the parameters then number
 |V|(1 + nm + h) + h(1 + (n-1)m), as in section 3 of the paper), or the class-factored or tree layer
 of the objectives "class" and "tree".
+
+Training FLOPs per target token (`NPLMShape.training_flops`): 6 h w for the hidden layer, w = (n-1)m
+(+ m with a bag) the width of x (a (B, w) x (w, h) GEMM, 2 h w, and the two of its gradient: x's, which
+trains C, and H's), plus the output layer's over K features (`neural.outputs.flops`): 6 V K for the full
+softmax, (6 k + 4) K for k sampled words.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from torch.nn import functional as F
 
 from lmbench.errors import LMBenchError
 from neural.families import Family, NetworkShape, check_numbers, register
+from neural.outputs.flops import output_flops
 from neural.outputs.layers import output_layer
 
 
@@ -57,6 +63,18 @@ class NPLMShape(NetworkShape):
         check_numbers([("--n", self.n, ">= 2", self.n >= 2), ("--m", self.m, ">= 1", self.m >= 1),
                        ("--h", self.h, ">= 0", self.h >= 0), ("--bag", self.bag, ">= 0", self.bag >= 0)])
 
+    @property
+    def input_width(self) -> int:
+        """The size of x: n-1 blocks of m, one more with a bag."""
+        return (self.n - 1 + (1 if self.bag else 0)) * self.m
+
+    def training_flops(self, vocab_size: int, run, factored_rows: float | None = None) -> float:
+        """6 h w (the hidden layer) + the output layer's over K = h + w (h without direct connections):
+        the module docstring."""
+        width = self.input_width
+        features = self.h + (width if self.direct else 0)
+        return 6.0 * self.h * width + output_flops(features, vocab_size, run, factored_rows)
+
 PAD_ID = 0  # <unk>: what the model sees before the first token of a stream
 
 
@@ -74,7 +92,7 @@ class NPLM(nn.Module):
         self.n, self.m, self.h, self.direct = n, m, h, direct
         self.bag = shape.bag
         self.history = n - 1 + self.bag  # the context: the bag's words, then the n-1 nearest
-        width = (n - 1 + (1 if self.bag else 0)) * m  # size of x
+        width = shape.input_width  # size of x
         self.C = nn.Parameter(torch.empty(vocab_size, m))  # (V, m) the word feature table
         if h:
             self.H = nn.Parameter(torch.empty(h, width))  # (h, (n-1)m) hidden weights

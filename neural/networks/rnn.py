@@ -17,6 +17,7 @@ forgets, which a trained RNN's need not. Not a row of every comparison (`compare
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -28,6 +29,8 @@ from neural.networks.stream import STREAM, RecurrentNetwork, RecurrentShape
 @dataclass(frozen=True)
 class RNNShape(RecurrentShape):
     """A stacked Elman network over the whole stream (`RNNNetwork`), in the LSTM's recipe."""
+
+    gates: ClassVar[int] = 1  # G (`RecurrentShape.training_flops`): the one tanh layer
 
 
 class RNNNetwork(RecurrentNetwork):

@@ -38,6 +38,7 @@ from lmbench.model import LanguageModel
 from lmbench.progress import progress_bar
 from neural.families import NetworkShape, check_numbers, option_name
 from neural.networks.nplm import PAD_ID
+from neural.outputs.flops import output_flops
 from neural.outputs.layers import SoftmaxNLL, at_least_fp32, softmax_parts
 
 
@@ -70,7 +71,15 @@ class StreamShape(NetworkShape):
 class RecurrentShape(StreamShape):
     """The shape of a recurrent family (`neural.networks.stream.RecurrentNetwork`): stacked layers of h units over
     word vectors of m; trained in lanes, --dropout as Zaremba et al.'s (embeddings, between layers,
-    output). Each recurrent family subclasses it (its own dataclass)."""
+    output). Each recurrent family subclasses it (its own dataclass) and declares its cell's `gates`.
+
+    Training FLOPs per target token (`training_flops`): each layer computes G gates of h units from its
+    input (m for the first, h above) and its state, 2 G h (in + h) forward and twice that backward (the
+    gradients of the input and state, and of the weights): 6 G h (m + h) + 6 G h (2 h) (layers - 1),
+    plus the output layer's over K = h (`neural.outputs.flops`). (The state carried into an update gets
+    no gradient, a G h h product less per lane an update: 1 / steps of a layer's, not counted.)"""
+
+    gates: ClassVar[int]  # G: the gate products of one cell (the LSTM's 4, the GRU's 3, the RNN's 1)
     layers: int = field(default=2, metadata={"help": "stacked layers (recurrent: 1 or 2; transformer: blocks)"})
     m: int = field(default=256, metadata={"help": "word feature size"})
     h: int = field(default=256, metadata={"help": "hidden units"})
@@ -82,6 +91,11 @@ class RecurrentShape(StreamShape):
         if self.tied and self.m != self.h:
             raise LMBenchError(f"tied input and output tables need --m {self.m} = --h {self.h}: give the same "
                                "size or --no-tied")
+
+    def training_flops(self, vocab_size: int, run, factored_rows: float | None = None) -> float:
+        """The count of the class docstring."""
+        inputs = self.m + self.h * (self.layers - 1)  # the layers' inputs, summed
+        return 6.0 * self.gates * self.h * (inputs + self.h * self.layers) + output_flops(self.h, vocab_size, run)
 
 
 EVAL_ROWS = 4096  # positions per output GEMM when scoring

@@ -20,6 +20,14 @@ t - u >= L - S = L / 2 tokens before it (all of them near the stream's start). E
 once; the network reads each token twice (L / S windows). Where a window ends past the stream's end it
 is cut there: the causal mask makes a target's score independent of what follows it, so scoring the
 stream equals scoring each target's window alone (`log_distribution`).
+
+Training FLOPs per target token (`TransformerShape.training_flops`), for windows of T inputs (--steps,
+else L): each block's products, 2 (3 d^2 + d^2 + 2 d ff) forward (the queries, keys and values, the
+projection, the MLP), and attention's 4 T d (the scores q . k over the whole T x T square of a window,
+the causal half masked as the kernels compute it, then the weighted sum of the values); three times
+that with the backward pass: 6 layers (4 d^2 + 2 d ff + 2 T d), plus the output layer's over K = d
+(`neural.outputs.flops`). LayerNorm, GELU, the softmax of attention and the rotations are not counted,
+nor the scores a fused attention kernel recomputes in its backward pass (2 T d a block).
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from lmbench.errors import LMBenchError
 from neural.networks.nplm import PAD_ID
 from neural.families import Family, check_numbers, register
 from neural.networks.stream import STREAM, StreamNetwork, StreamShape, padded_inputs
+from neural.outputs.flops import output_flops
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,12 @@ class TransformerShape(StreamShape):
         if self.positions == "rotary" and (self.d // self.heads) % 2:
             raise LMBenchError(f"rotary positions rotate pairs of a head's {self.d // self.heads} dimensions: "
                                "give --d / --heads even, or --positions learned")
+
+    def training_flops(self, vocab_size: int, run, factored_rows: float | None = None) -> float:
+        """The module docstring's count, for windows of run.steps inputs (None: `length`)."""
+        window, d = run.steps or self.length, self.d
+        return (6.0 * self.layers * (4 * d * d + 2 * d * self.ff + 2 * window * d)
+                + output_flops(d, vocab_size, run))
 
 
 EVAL_WINDOWS = 32  # windows per forward pass when scoring (on CUDA 8 times as many)

@@ -204,20 +204,27 @@ class Trainer:
         return self.batches.begin_epoch(self.state.epoch)
 
     def update(self) -> tuple[float, int]:
-        config, state, net = self.config, self.state, self.net
+        state, net = self.state, self.net
         rate = self.rate()
         for group in self.optimizer.optimizer.param_groups:
             group["lr"] = rate
-        z, targets, tokens, share = self.batches.features(net, state.position, config.bf16)
-        loss = self.objective.loss(net, z, targets, bf16=config.bf16)
         self.optimizer.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss, tokens, share = self.forward_backward()
         value = self.team.sum_gradients(net, loss, share)  # the minibatch's loss and gradients
         if not math.isfinite(value):
             raise nan_error(state.step, self.checkpoint_path, value)
         self.optimizer.step(state, rate)
         self.batches.detach()
         return value, tokens
+
+    def forward_backward(self) -> tuple[torch.Tensor, int, float]:
+        """The next minibatch's loss, its gradients accumulated into the network's (its training FLOPs,
+        `neural.training.flops`), the tokens it counts and this process's share of it."""
+        config, net = self.config, self.net
+        z, targets, tokens, share = self.batches.features(net, self.state.position, config.bf16)
+        loss = self.objective.loss(net, z, targets, bf16=config.bf16)
+        loss.backward()
+        return loss, tokens, share
 
     def rate(self) -> float:
         """The learning rate of the next update (`neural.training.recipe.learning_rate`)."""
