@@ -127,6 +127,17 @@ class RunConfig:
                                f"{', '.join('--' + k.replace('_', '-') for k in options)}")
         self.check()
 
+    @classmethod
+    def from_saved(cls, saved: dict) -> "RunConfig":
+        """The configuration a run saved (`dataclasses.asdict`: a checkpoint's, a results.json row's), of this
+        or an earlier version: a field since removed is dropped, a stream family's recipe, which its trainer
+        never read before the one trainer (saved as "sgd"), is the adamw it trained with."""
+        values = {f.name: saved[f.name] for f in fields(cls) if f.name in saved}
+        model, shape = values.pop("model", "nplm"), values.pop("shape", None)
+        if family(model).context == "stream":
+            values["recipe"] = "adamw"
+        return cls(model=model, shape=shape, **values)
+
     def check(self) -> None:
         if self.recipe not in RECIPES:
             raise LMBenchError(f"unknown recipe {self.recipe!r}: use one of {', '.join(RECIPES)}")

@@ -11,7 +11,7 @@ from pathlib import Path
 from baselines.cli import add_memory_options
 from baselines.methods import BOUNDED_METHODS
 from lmbench.errors import LMBenchError
-from lmbench.options import existing_file, integer, output_directory, split_fractions
+from lmbench.options import existing_file, integer, number, output_directory, split_fractions
 from reports.experiments import EXTRA_ROWS, KINDS, OURS, ROWS, STREAM_NETWORKS, TABLE1_NETWORKS
 
 CORPORA = sorted(ROWS) + ["text"]
@@ -83,6 +83,15 @@ def register(subparsers) -> None:
                         help="with --seeds K: only these network rows (their ids in the table, e.g. "
                              "nplm-ours,lstm,transformer) and the mixtures of them run under the K seeds; the "
                              "other rows run under the first (default: every network row)")
+    budget = parser.add_mutually_exclusive_group()
+    budget.add_argument("--budget", type=_budget, default=None, metavar="TIME|none|RESULTS.json",
+                        help=f"the network rows' compute budget as the whole run's wall time (e.g. 20m, 2h): each "
+                             "network row trains the same training FLOPs, as many as fit (at most its recipe's "
+                             "length), measured on this machine once and recorded in results.json; none: every "
+                             "recipe to its end; a results.json: the updates that run recorded (default: "
+                             f"{DEFAULT_BUDGET} for text, none for brown and ap; docs/your-corpus.md)")
+    budget.add_argument("--budget-flops", type=number(1.0), default=None, metavar="FLOPS",
+                        help="the network rows' compute budget as training FLOPs per network row (e.g. 1e15)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     _add_allow_dirty(parser)
     text = parser.add_argument_group("your own corpus (reproduce text)")
@@ -114,6 +123,15 @@ def register(subparsers) -> None:
     parser.add_argument("--quick", action="store_true", help="the report of the quick run")
     _add_name(parser)
     parser.add_argument("--report-dir", type=output_directory, help="default runs/reports/NAME; summary: the folder of results/index.txt (default results)")
+    budget = parser.add_mutually_exclusive_group()
+    budget.add_argument("--budget", type=_budget, default=None, metavar="TIME|none|RESULTS.json",
+                        help=f"the network rows' compute budget as the whole run's wall time (e.g. 20m, 2h): each "
+                             "network row trains the same training FLOPs, as many as fit (at most its recipe's "
+                             "length), measured on this machine once and recorded in results.json; none: every "
+                             "recipe to its end; a results.json: the updates that run recorded (default: "
+                             f"{DEFAULT_BUDGET} for text, none for brown and ap; docs/your-corpus.md)")
+    budget.add_argument("--budget-flops", type=number(1.0), default=None, metavar="FLOPS",
+                        help="the network rows' compute budget as training FLOPs per network row (e.g. 1e15)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     _add_allow_dirty(parser)
     parser.set_defaults(run=run_report)
@@ -156,11 +174,25 @@ def _report_dir(args: argparse.Namespace) -> Path:
                                                        else None)
 
 
+DEFAULT_BUDGET = "20m"  # `reproduce text`'s: a 1M-token corpus's whole comparison on 2 cores
+
+
+def _budget(text: str) -> str:
+    """--budget's value, checked as it is parsed (reports.budget.parse_budget)."""
+    from reports.budget import parse_budget
+    try:
+        parse_budget(text)
+    except LMBenchError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
 def run_reproduce(args: argparse.Namespace) -> dict:
     from reports.pipeline import reproduce
+    budget = args.budget or (DEFAULT_BUDGET if args.corpus == "text" and args.budget_flops is None else None)
     summary = reproduce(args.corpus, args.quick, args.work_dir, _report_dir(args), frozenset(args.skip),
                         _text_corpus(args), args.extra, args.allow_dirty, args.threads, args.seeds,
-                        args.seeds_for)
+                        args.seeds_for, budget, args.budget_flops)
     return {key: summary[key] for key in ("commit", "report_dir", "wall_seconds", "report", "html", "seeds_advice")
             if key in summary} | {
         "claims": {c["claim"]: f"{c['verdict']}: {c['ours']}" for c in summary["claims"]}}

@@ -127,8 +127,12 @@ class RowRun:
 class Reproduction:
     def __init__(self, settings: Settings, work_dir: Path, report_dir: Path, text: TextCorpus | None = None,
                  extra: tuple[str, ...] = (), code: dict | None = None, threads: int | None = None, seeds: int = 1,
-                 seeds_for: tuple[str, ...] = ()):
+                 seeds_for: tuple[str, ...] = (), budget: str | None = None, budget_flops: float | None = None):
         self.settings = settings
+        # the compute budget asked (a wall time or a recorded budget; FLOPs per network row), and once the rows
+        # are known its record (reports.budget.resolve): each network row's updates; None: the recipes' lengths
+        self.budget_asked, self.budget_flops, self.budget = budget, budget_flops, None
+        self.original: dict[str, str] = {}  # a seed copy's id: the id of the row it copies
         # the seeds of the rows with a network in them: the settings' seed, then one more each (`seed_copies`)
         self.seeds = [settings.seed + i for i in range(seeds)]
         self.seeds_for = seeds_for  # the network rows that take the further seeds (empty: every one)
@@ -195,7 +199,7 @@ class Reproduction:
         blob = json.dumps(key, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
-    def training_config(self, row: Row):
+    def training_config(self, row: Row, budgeted: bool = True):
         """The training configuration of a network row: its family, the settings' options, the row's own
         config (its budget, `QUICK_IGNORED`, left to the settings in a quick run). The settings' options
         are the recipe of the networks `neural.training.trainer` trains (the window families: AP's decay and epoch
@@ -209,8 +213,20 @@ class Reproduction:
         # their own widths one update of the stream networks takes seconds on a core, and a quick run only
         # checks that every row runs, scores and mixes. The window networks keep their shapes.
         narrowed = family(row.family).quick if self.settings.quick else {}
-        return RunConfig(model=row.family, threads=self.threads,  # (a seed copy's config names its seed)
-                          **{"seed": self.settings.seed, **common, **narrowed, **own})
+        config = RunConfig(model=row.family, threads=self.threads,  # (a seed copy's config names its seed)
+                           **{"seed": self.settings.seed, **common, **narrowed, **own})
+        if budgeted and self.budget is not None:  # its updates (a seed copy: its row's), the rate decaying to the last
+            updates = self.budget["rows"][self.original.get(row.id, row.id)]["updates"]
+            schedule = "linear" if config.schedule == "halving" and config.recipe == "sgd" else config.schedule
+            config = replace(config, budget_updates=updates, schedule=schedule)
+        return config
+
+    def seconds_without_networks(self) -> float:
+        """The expected seconds of the rows with no network (reports.estimate's cost model; 0 for a kind
+        no committed row has)."""
+        model = CostModel(committed_results())
+        tokens = {split: len(self.corpus.split(split)) for split in SPLITS}
+        return sum(model.seconds(row.to_dict(), None, tokens) or 0.0 for row in self.rows if not row.family)
 
     def _row_path(self, row: Row) -> Path:
         return self.work / "rows" / f"{row.id}.json"
@@ -249,6 +265,10 @@ class Reproduction:
         table = self.table_rows()
         self.seeded = seed_copies(table, self.seeds[1:], self.seeds_for)
         self.rows = table + [copy for copies in self.seeded.values() for copy in copies]
+        self.original = {copy.id: row_id for row_id, copies in self.seeded.items() for copy in copies}
+        if not self.settings.quick:  # (a quick run trains one epoch a network: what a budget would cut)
+            from reports.budget import resolve
+            self.budget = resolve(self, self.budget_asked, self.budget_flops)
         results = {}
         progress = self.progress()
         log.info("reproduce %s: %s", self.settings.corpus, progress.summary(len(self.rows)))
@@ -298,6 +318,8 @@ class Reproduction:
         model = CostModel(committed_results())
         tokens = {split: len(self.corpus.split(split)) for split in SPLITS}
         costs = {row.id: model.seconds(row.to_dict(), self.training_config(row) if row.family else None, tokens)
+                 if self.budget is None or not row.family
+                 else self.budget["rows"][self.original.get(row.id, row.id)]["expected_seconds"]
                  for row in self.rows}
         return RunProgress(costs, f"reproduce {self.settings.corpus}")
 
@@ -365,6 +387,8 @@ class Reproduction:
                              fix=f"delete the run folder {out} to train this network again")
         figures = dict(curve=curve, epochs=summary.get("epochs"), best_epoch=summary.get("best_epoch"),
                        tokens_per_s=summary.get("tokens_per_s"), train_seconds=summary.get("seconds"),
+                       updates=summary.get("updates"), stopped=summary.get("stopped"),
+                       train_tokens=summary.get("tokens"), train_flops=training_flops(config, self.corpus, summary),
                        config=asdict(config))
         if model.net.num_classes:  # the same network scored by the full softmax of y, beside its own
             plain = load_network(out, self.corpus, factored=False, threads=self.threads)
@@ -417,6 +441,7 @@ class Reproduction:
             "meta": {**run_metadata(seconds, self.code),
                      "rows_seconds": round(sum(r["seconds"] or 0 for r in rows), 1)},
             "rows": rows,
+            **({"budget": self.budget} if self.budget is not None else {}),
             "bootstrap": {"resamples": bootstrap.RESAMPLES, "seed": bootstrap.SEED, "interval": "95% percentile",
                           "blocks": {split: self.block_ends(split)[1] for split in ("valid", "test")}},
         }
@@ -435,6 +460,15 @@ class Reproduction:
         self.report_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.report_dir / "results.json", text)
         return results
+
+
+def training_flops(config, corpus, summary: dict) -> float | None:
+    """The training FLOPs a network row spent: its family's analytic count per training token
+    (`NetworkShape.training_flops`) times the tokens it trained on."""
+    tokens = summary.get("tokens")
+    if tokens is None:
+        return None
+    return config.shape.training_flops(len(corpus.vocab), config) * tokens
 
 
 def seed_copies(rows: list[Row], seeds: list[int], networks: tuple[str, ...] = ()) -> dict[str, list[Row]]:
@@ -541,14 +575,15 @@ def run_metadata(seconds: float, code: dict) -> dict:
 def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir: Path | None = None,
               skip: frozenset[str] = frozenset(), text: TextCorpus | None = None, extra: tuple[str, ...] = (),
               allow_dirty: bool = False, threads: int | None = None, seeds: int = 1,
-              seeds_for: tuple[str, ...] = ()) -> dict:
+              seeds_for: tuple[str, ...] = (), budget: str | None = None, budget_flops: float | None = None) -> dict:
     """Run (or resume) the whole table and build the report; returns the report's summary.
     `skip`: kinds of rows (keys of RUNNERS) to leave out; `text`: the user's corpus when `corpus` is
     "text"; `extra`: names of the corpus's optional row groups to add (EXTRA_ROWS); `allow_dirty`: write
     into a committed report folder from a tree with uncommitted changes (reports.provenance); `threads`:
     CPU threads of the network rows (None: OMP_NUM_THREADS when set, else the free cores, lmbench.threads);
     `seeds`: the seeds each row with a network in it runs under (module docstring); `seeds_for`: the ids of
-    the network rows that take them (empty: every one)."""
+    the network rows that take them (empty: every one); `budget`, `budget_flops`: the network rows' compute
+    budget (reports.budget; None: each recipe's own length)."""
     from reports.build import build_report
     from reports.claims import seeds_advice
 
@@ -569,7 +604,7 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
     report_dir = report_dir or USER_REPORTS / name
     code = checked_state(report_dir, allow_dirty)  # before any row runs
     results = Reproduction(default_settings(corpus, quick), work_dir, report_dir, text, extra, code,
-                           threads, seeds, seeds_for).run(skip)
+                           threads, seeds, seeds_for, budget, budget_flops).run(skip)
     built = build_report(report_dir, code)
     advice = seeds_advice(built["claims"])
     if advice and not quick:

@@ -211,6 +211,41 @@ def shape(record: dict, rows: dict[str, dict]) -> dict:
     return found
 
 
+def family_shape(record: dict, rows: dict[str, dict]) -> str | None:
+    """The shape fields of a network row's family (or a mixture's network part's) that the columns n, h, m,
+    direct do not show, as "layers 2, tied" (a true flag by its name, a false one as no-NAME, a field at 0
+    left out: a feature turned off); None for an n-gram model or a family with no more fields. A field saved
+    under a former name (`NetworkShape.renamed`) is shown under its name now."""
+    from neural.families import FAMILIES
+    network = network_of(record, rows)
+    values = (network or {}).get("config", {}).get("shape")
+    if not values or network["family"] not in FAMILIES:
+        return None
+    renamed = FAMILIES[network["family"]].shape.renamed
+    parts = []
+    for key, value in values.items():
+        key = renamed.get(key, key)
+        if key in SHAPE or value == 0 and not isinstance(value, bool):
+            continue
+        parts.append(key if value is True else f"no-{key}" if value is False else
+                     str(value) if isinstance(value, str) else f"{key} {value}")
+    return ", ".join(parts) or None
+
+
+def training_cost(record: dict, vocab_size: int) -> dict:
+    """A network row's cost: its updates, its training FLOPs (its family's analytic count per token times the
+    tokens it trained on; for a row written before rows kept it, from its tokens/s and training seconds) and
+    why its training stopped ("budget", "early_stopping", "converged", "epochs"); blanks for other rows."""
+    if record.get("kind") != "network" or record.get("test_ppl") is None:
+        return {"updates": None, "train FLOPs": None, "stopped": None}
+    flops = record.get("train_flops")
+    if flops is None and record.get("tokens_per_s") and record.get("train_seconds") and record.get("config"):
+        from neural.config import RunConfig
+        run = RunConfig.from_saved(record["config"])
+        flops = run.shape.training_flops(vocab_size, run) * record["tokens_per_s"] * record["train_seconds"]
+    return {"updates": record.get("updates"), "train FLOPs": None if flops is None else f"{flops:.2g}",
+            "stopped": record.get("stopped")}
+
 
 def paper_network(record: dict, rows: dict[str, dict]) -> bool:
     """Whether a row is the paper's network (the family of equation 1 in a shape of the paper's, any

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from lmbench.files import atomic_write_text
-from reports.records import by_id, network_of, shape
+from reports.records import by_id, family_shape, network_of, shape, training_cost
 
 PAPER_CSV = Path(__file__).with_name("paper_tables.csv")
 PAPER_TABLE = {"brown": 1, "ap": 2}
@@ -60,17 +60,19 @@ def comparison(results: dict) -> pd.DataFrame:
                                        else round(100 * (ours / published - 1), 1))
         line[NO_UNK["test"]] = without_unk(row, "test")
         line["seconds"] = _seconds(row)
+        line.update(training_cost(row, results["corpus_summary"]["vocab_size"]))
         lines.append(line)
     frame = pd.DataFrame(lines)
     return pd.concat([frame[~frame["extra"]], frame[frame["extra"]]], ignore_index=True)
 
 
 def _configuration(row: dict, rows: dict[str, dict]) -> dict:
-    """The row's id (hidden), label, shape and how it is mixed ("no" for a network alone)."""
+    """The row's id (hidden), label, shape (n, c, h, m, direct, and the fields of its family's own shape the
+    columns before do not show: `family_shape`) and how it is mixed ("no" for a network alone)."""
     found = shape(row, rows)
     return {"id": row["id"], "model": row["model"], "n": found["n"], "c": row["classes"], "h": found["h"],
             "m": found["m"], "direct": None if found["direct"] is None else ("yes" if found["direct"] else "no"),
-            "mix": row["mix"] or ("no" if network_of(row, rows) is row else None)}
+            "shape": family_shape(row, rows), "mix": row["mix"] or ("no" if network_of(row, rows) is row else None)}
 
 
 def _with_intervals(results: dict) -> set[str]:
@@ -112,7 +114,7 @@ def _ours_only(results: dict) -> pd.DataFrame:
             if split in intervals:
                 line[f"{split} 95% CI"] = _interval(row, split)
         line.update({label: without_unk(row, split) for split, label in NO_UNK.items()})
-        lines.append({**line, "seconds": _seconds(row)})
+        lines.append({**line, "seconds": _seconds(row), **training_cost(row, results["corpus_summary"]["vocab_size"])})
     return pd.DataFrame(lines)
 
 

@@ -47,3 +47,63 @@ def test_the_same_budget_gives_the_same_network(tmp_path):
 def test_a_budget_under_the_halving_rule_is_refused():
     with pytest.raises(LMBenchError, match="--budget-updates needs a rate that decays.*--schedule linear"):
         RunConfig(model="nplm", budget_updates=100)
+
+
+# -- a comparison's budget (reports.budget) -------------------------------------------------------------
+
+def budgeted_reproduction(tmp_path, monkeypatch, budget=None, flops=None):
+    """Brown's table made of two small networks and KN 3 on a small corpus, under a budget."""
+    from reports import pipeline
+    from reports.experiments import Row
+    from tests.test_faults import TINY_CORPUS
+    rows = [Row("kn3", "ngram", "KN", n=3, method="kneser-ney"),
+            Row("small", "network", "small NPLM", family="nplm", config=dict(n=3, h=8, m=4, direct=True, epochs=40)),
+            Row("wide", "network", "wide NPLM", family="nplm", config=dict(n=3, h=32, m=16, direct=True, epochs=40))]
+    monkeypatch.setitem(pipeline.ROWS, "brown", lambda corpus: list(rows))
+    monkeypatch.setattr(pipeline.Reproduction, "load_corpus", lambda self: TINY_CORPUS)
+    return pipeline.Reproduction(pipeline.default_settings("brown", False), tmp_path / "work", tmp_path / "report",
+                                 threads=1, budget=budget, budget_flops=flops)
+
+
+@pytest.mark.slow
+def test_a_flops_budget_gives_every_network_row_the_same_flops_and_the_cache_key_follows_it(tmp_path, monkeypatch):
+    from reports.budget import FILE
+    from reports.pipeline import corpus_digest
+    results = budgeted_reproduction(tmp_path / "a", monkeypatch, flops=5e7).run()
+    budget, rows = results["budget"], {row["id"]: row for row in results["rows"]}
+    for row_id in ("small", "wide"):
+        planned = budget["rows"][row_id]
+        assert rows[row_id]["updates"] == planned["updates"] >= 1 and rows[row_id]["stopped"] == "budget"
+        assert planned["flops"] <= 5e7 < planned["flops"] + planned["flops_per_update"]  # as many as fit
+        assert rows[row_id]["config"]["budget_updates"] == planned["updates"]
+    assert budget["rows"]["small"]["updates"] > budget["rows"]["wide"]["updates"]  # cheaper updates: more of them
+    assert (tmp_path / "a" / "work" / FILE).exists()
+    other = budgeted_reproduction(tmp_path / "b", monkeypatch, flops=1e8)
+    other.corpus, other.rows = other.load_corpus(), other.table_rows()
+    other.digest = corpus_digest(other.corpus)
+    other.budget = {"rows": {"small": {"updates": 2 * budget["rows"]["small"]["updates"]}}}
+    small = next(row for row in other.rows if row.id == "small")
+    assert other.fingerprint(small) != rows["small"]["fingerprint"]  # another budget: another cache entry
+    other.budget = {"rows": {"small": {"updates": budget["rows"]["small"]["updates"]}}}
+    assert other.fingerprint(small) == rows["small"]["fingerprint"]  # the same budget: the same one
+
+
+def test_a_wall_budget_too_small_for_one_update_is_refused_naming_the_smallest(tmp_path, monkeypatch):
+    from reports.budget import resolve
+    reproduction = budgeted_reproduction(tmp_path, monkeypatch, budget="1s")
+    reproduction.corpus, reproduction.rows = reproduction.load_corpus(), reproduction.table_rows()
+    monkeypatch.setattr(type(reproduction), "seconds_without_networks", lambda self: 90.0)
+    with pytest.raises(LMBenchError, match=r"--budget 1s leaves .* less than one update .* give at least \d+m"):
+        resolve(reproduction, "1s", None)
+
+
+@pytest.mark.parametrize("text, seconds", [("20m", 1200), ("2h", 7200), ("1h30m", 5400), ("90s", 90), ("none", None)])
+def test_budget_values(text, seconds):
+    from reports.budget import parse_budget
+    assert parse_budget(text) == seconds
+
+
+def test_a_bad_budget_value_is_one_line():
+    from reports.budget import parse_budget
+    with pytest.raises(LMBenchError, match="give a wall time such as 20m"):
+        parse_budget("fast")

@@ -101,7 +101,7 @@ class RunState:
         seconds = sum(r["seconds"] for r in self.history) + self.seconds
         tokens = sum(r["tokens_per_s"] * r["seconds"] for r in self.history) + self.tokens
         return {"epochs": len(self.history), "updates": self.step, "stopped": self.stopped or "epochs",
-                "tokens_per_s": tokens / seconds if seconds else None, "seconds": seconds}
+                "tokens": round(tokens), "tokens_per_s": tokens / seconds if seconds else None, "seconds": seconds}
 
 
 def write_log(path: Path, history: list[dict]) -> None:

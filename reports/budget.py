@@ -1,0 +1,226 @@
+"""The compute budget of a comparison's network rows (`lmbench reproduce --budget`, `make compare BUDGET=`).
+
+A budget is declared in wall time for the whole run (`20m`, `2h`, `1h30m`) or in training FLOPs per
+network row (`--budget-flops 1e15`). Either way it becomes, once, a number of training updates per network
+row (`neural.config.RunConfig.budget_updates`): the row then trains exactly that many, its rate schedule
+decaying to the last (`neural.training.trainer`), so that it is deterministic in that number. The numbers
+are recorded in results.json (`budget`) and in each row's cache key, and kept in the work folder
+(budget.json), so that a re-run of the same budget trains nothing again; `--budget RESULTS.json` re-runs
+the numbers another run recorded, on any machine.
+
+The rule that shares a budget among the rows: equal training FLOPs per network row. A comparison of
+architectures at equal compute is what a reader can take at face value ("the Transformer beats the
+LSTM" then says that its architecture does more with the same arithmetic), and FLOPs, unlike seconds,
+are the same on every machine. Each row's FLOPs per update f_r come from its family's analytic count
+(`NetworkShape.training_flops`, checked against torch's FLOP counter in tests/test_flops.py).
+
+A wall-time budget T is turned into FLOPs by measuring, on this machine at the run's thread count, each
+network's seconds per update s_r (a few updates after one to warm up) and its exact scoring's seconds per
+token, and by the cost model of the committed results for the rows with no network (`reports.estimate`):
+with R the seconds of everything but the networks' updates (those rows, every network's exact scoring of
+its splits and the validation after each of its epochs), each row gets F = (T - R) / sum_r (s_r / f_r)
+FLOPs, u_r = floor(F / f_r) updates, but never more than the row's recipe run to its end (its epochs, or
+the halving rule's usual length): a budget larger than a small corpus needs trains each network as far as
+`--budget none` would, and no further. A budget that leaves a row less than one update is refused, naming
+the smallest that works.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from lmbench.errors import LMBenchError
+from lmbench.files import atomic_write_text
+
+log = logging.getLogger(__name__)
+
+RULE = "equal training FLOPs per network row"
+FILE = "budget.json"  # in the work folder: the budget's updates per row, read again by a re-run of the same budget
+WARMUP_UPDATES, TIMED_UPDATES = 1, 4  # a network's speed: updates run before timing, and timed
+SCORED_TOKENS = 20_000  # a network's exact scoring speed: timed on at most this many valid tokens
+
+
+def parse_budget(text: str) -> float | str | None:
+    """"none": None; "20m", "2h", "90s", "1h30m": seconds; a path ending in .json: that path (a results.json
+    whose recorded budget a run repeats). Anything else: one line naming the forms."""
+    text = text.strip()
+    if text.lower() == "none":
+        return None
+    if text.endswith(".json"):
+        return text
+    parts = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?", text)
+    if not text or parts is None or not any(parts.groups()):
+        raise LMBenchError(f"--budget {text!r}: give a wall time such as 20m, 2h or 1h30m, none (train to "
+                           "convergence), or a results.json whose recorded budget to repeat")
+    hours, minutes, seconds = (float(value or 0) for value in parts.groups())
+    total = 3600 * hours + 60 * minutes + seconds
+    if total <= 0:
+        raise LMBenchError(f"--budget {text!r}: give a time above 0")
+    return total
+
+
+@dataclass
+class Speed:
+    """A network row's measured pace on this machine: seconds per training update, training tokens per
+    update, updates per epoch, seconds per exactly scored token."""
+    update_seconds: float
+    update_tokens: float
+    epoch_updates: int
+    score_seconds: float
+
+
+def measure(corpus, config) -> Speed:
+    """The pace of a network of `config` (a RunConfig) on `corpus`, at config.threads: a few training
+    updates in a throw-away folder, then the exact scoring of the first SCORED_TOKENS tokens of valid."""
+    from neural.training.trainer import Trainer, join
+    team = join(None, len(corpus.vocab), device=config.device, threads=config.threads)
+    with tempfile.TemporaryDirectory() as folder:
+        trainer = Trainer(corpus, config, Path(folder), team, resume=False, progress=False)
+        updates = trainer.begin_epoch()
+        timed = min(TIMED_UPDATES, max(1, updates - WARMUP_UPDATES))
+        tokens = 0
+        for _ in range(min(WARMUP_UPDATES, updates - 1)):
+            trainer.update()
+            trainer.state.position += 1
+        started = time.perf_counter()
+        for _ in range(timed):
+            tokens += trainer.update()[1]
+            trainer.state.position += 1
+        update_seconds = (time.perf_counter() - started) / timed
+        stream, start = corpus.stream_for("valid", history=trainer.net.history)
+        stream = stream[:start + SCORED_TOKENS]
+        started = time.perf_counter()
+        team.score_stream(trainer.net, stream, start, batch_size=config.eval_batch)
+        score_seconds = (time.perf_counter() - started) / (len(stream) - start)
+    return Speed(update_seconds, tokens / timed, trainer.batches.updates_per_epoch, score_seconds)
+
+
+def flops_per_update(config, vocab_size: int, speed: Speed) -> float:
+    """The training FLOPs of one update of a network of `config` over `vocab_size` words: its family's
+    analytic count per token (`NetworkShape.training_flops`) times the tokens of an update."""
+    return config.shape.training_flops(vocab_size, config) * speed.update_tokens
+
+
+def network_seconds_apart(config, speed: Speed, updates: int, tokens: dict, paper_model: bool) -> float:
+    """The seconds a network row spends besides its updates: the exact scoring of valid and test (and
+    train for the paper's rows) and the validation after each epoch of its `updates`."""
+    scored = tokens["valid"] + tokens["test"] + (tokens["train"] if paper_model else 0)
+    validated = min(tokens["valid"], config.valid_tokens or tokens["valid"])
+    return speed.score_seconds * (scored + math.ceil(updates / speed.epoch_updates) * validated)
+
+
+def allocate(flops: dict[str, float], speeds: dict[str, Speed], seconds: float, rest: float,
+             apart) -> tuple[float, dict[str, int]]:
+    """(F, updates per row) for a wall budget of `seconds`, `rest` of which go to the rows without a network:
+    F = (seconds - rest - the networks' scoring) / sum_r (s_r / f_r), computed twice so that the validation
+    of the epochs the first F gives is counted (`apart(row, updates)`: a row's seconds besides updates)."""
+    per_flop = sum(speeds[r].update_seconds / flops[r] for r in flops)  # seconds per FLOP of every row at once
+    updates = {r: 1 for r in flops}
+    for _ in range(2):
+        left = seconds - rest - sum(apart(r, updates[r]) for r in flops)
+        each = left / per_flop
+        updates = {r: max(0, math.floor(each / flops[r])) for r in flops}
+    return each, updates
+
+
+def resolve(reproduction, asked: str | None, flops_budget: float | None) -> dict | None:
+    """The run's budget record (None: no budget, the recipes' own lengths): {"asked", "rule", "flops_per_row",
+    "seconds", "rows": {row id: {"updates", "flops", "seconds_per_update", ...}}}, from `asked` (a wall
+    time, or a results.json recorded budget) or `flops_budget` (FLOPs per row); a re-run of the same budget
+    reads the record its first run kept in the work folder."""
+    spec = parse_budget(asked) if asked is not None else None
+    if spec is None and flops_budget is None:
+        return None
+    networks = [row for row in reproduction.rows if row.family and row.id not in reproduction.original]
+    if not networks:  # (--only ngram: nothing to budget)
+        return None
+    if isinstance(spec, str):  # a recorded budget: the same updates per row, wherever it runs
+        return recorded_budget(Path(spec), [row.id for row in networks])
+    kept = reproduction.work / FILE
+    key = {"asked": asked, "flops_per_row": flops_budget, "rows": sorted(row.id for row in networks)}
+    if kept.exists():
+        record = json.loads(kept.read_text())
+        if record.get("key") == key:
+            log.info("budget: the updates per row of %s (%s)", kept, asked or f"{flops_budget:g} FLOPs")
+            return record["budget"]
+    corpus = reproduction.corpus
+    tokens = {split: len(corpus.split(split)) for split in ("train", "valid", "test")}
+    configs = {row.id: reproduction.training_config(row, budgeted=False) for row in networks}
+    speeds = {}
+    for row in networks:
+        log.info("budget: measuring %s's pace", row.id)
+        speeds[row.id] = measure(corpus, configs[row.id])
+    flops = {r: flops_per_update(configs[r], len(corpus.vocab), speeds[r]) for r in configs}
+    paper = {row.id: bool(row.paper_model) for row in networks}
+    copies = {row.id: 1 + len(reproduction.seeded.get(row.id, ())) for row in networks}  # the seeds train it again
+
+    def single(r: str, updates: int) -> float:  # one run of row r: its updates and the rest
+        return updates * speeds[r].update_seconds + network_seconds_apart(configs[r], speeds[r], updates, tokens,
+                                                                          paper[r])
+
+    def apart(r: str, updates: int) -> float:
+        return copies[r] * network_seconds_apart(configs[r], speeds[r], updates, tokens, paper[r])
+
+    if flops_budget is not None:
+        each, updates = flops_budget, {r: math.floor(flops_budget / flops[r]) for r in flops}
+        seconds = None
+    else:
+        seconds = spec
+        rest = reproduction.seconds_without_networks()
+        weighted = {r: speeds[r].update_seconds * copies[r] for r in flops}
+        each, updates = allocate(flops, {r: Speed(weighted[r], 0, speeds[r].epoch_updates, 0) for r in flops},
+                                 seconds, rest, apart)
+    full = {r: recipe_updates(configs[r], speeds[r].epoch_updates) for r in flops}
+    updates = {r: min(updates[r], full[r]) for r in flops}  # never more than the recipe's own length
+    short = [r for r, u in updates.items() if u < 1]
+    if short:
+        need = max(flops[r] for r in flops)
+        if seconds is None:
+            raise LMBenchError(f"--budget-flops {flops_budget:g} is less than one update of {', '.join(short)}: "
+                               f"give at least {need:.2g}")
+        smallest = (reproduction.seconds_without_networks() + sum(apart(r, 1) for r in flops)
+                    + sum(copies[r] * speeds[r].update_seconds * need / flops[r] for r in flops))
+        raise LMBenchError(f"--budget {asked} leaves {', '.join(short)} less than one update after the rest of the "
+                           f"run (about {reproduction.seconds_without_networks() / 60:.0f} min here): give at least "
+                           f"{math.ceil(smallest / 60)}m")
+    budget = {"asked": asked if asked is not None else f"{flops_budget:g} FLOPs per network row", "rule": RULE,
+              "flops_per_row": each, "seconds": seconds,
+              "rows": {r: {"updates": updates[r], "flops": updates[r] * flops[r], "flops_per_update": flops[r],
+                           **{k: v for k, v in asdict(speeds[r]).items()},
+                           "expected_seconds": single(r, updates[r])}
+                       for r in flops}}
+    atomic_write_text(kept, json.dumps({"key": key, "budget": budget}, indent=1))
+    log.info("budget %s: %.3g training FLOPs per network row (%s)", budget["asked"], each,
+             ", ".join(f"{r} {u:,} updates" for r, u in updates.items()))
+    return budget
+
+
+def recipe_updates(config, epoch_updates: int) -> int:
+    """The updates of a network's recipe run to its end: its epochs, or for the halving rule (which stops on
+    a plateau of its own) the median epochs the committed runs of that rule took (reports.estimate)."""
+    from reports.estimate import CostModel, committed_results
+    return math.ceil(CostModel(committed_results()).epochs(config) * epoch_updates)
+
+
+def recorded_budget(path: Path, rows: list[str]) -> dict:
+    """The budget another run recorded in its results.json, for the same network rows."""
+    try:
+        budget = json.loads(path.read_text()).get("budget")
+    except (OSError, ValueError) as err:
+        raise LMBenchError(f"--budget {path}: not a readable results.json ({err}): give a wall time or the "
+                           "results.json of a budgeted run") from None
+    if not budget:
+        raise LMBenchError(f"--budget {path}: that run recorded no budget (it trained to convergence): give a "
+                           "wall time, or none")
+    missing = sorted(set(rows) - set(budget["rows"]))
+    if missing:
+        raise LMBenchError(f"--budget {path}: it recorded no updates for {', '.join(missing)}: run the same "
+                           "--networks it ran, or give a wall time")
+    return {**budget, "asked": str(path)}
