@@ -93,7 +93,17 @@ def load_corpus(args: argparse.Namespace, run: str | Path | None = None) -> Corp
 
 
 def load_options(options: dict, use_cache: bool = True) -> Corpus:
-    """The corpus of `corpus_options`'s options, the text corpus's checked for conflicts first."""
+    """The corpus of `corpus_options`'s options, the text corpus's checked for conflicts first; the
+    one-line warning of a vocabulary that leaves no train token <unk> (`unk_warning`), whatever the
+    command."""
+    corpus = _load_options(options, use_cache)
+    warning = unk_warning(corpus.summary())
+    if warning:
+        log.warning(warning)
+    return corpus
+
+
+def _load_options(options: dict, use_cache: bool) -> Corpus:
     name, files = options["corpus"], [options.get(split) for split in SPLITS]
     if name != "text":
         stray = [f"--{key.replace('_', '-')}" for key in (*FILES, "corpus_split") if key in options]
@@ -206,9 +216,6 @@ def run(args: argparse.Namespace) -> dict:
         refuse_overwriting(args, {f"--write-text ({split}.txt)": args.write_text / f"{split}.txt"
                                   for split in ("train", "valid", "test")})
     corpus = load_corpus(args)
-    warning = unk_warning(corpus.summary())
-    if warning:
-        log.warning(warning)
     if args.write_text:
         from corpora.text import write_text
         paths = write_text(corpus, args.write_text, args.first)
