@@ -20,11 +20,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from lmbench.bootstrap import paired_splits
+from lmbench.bootstrap import MIN_BLOCKS, TOO_FEW, paired_splits
 from neural.families import FAMILIES
 from reports.experiments import INFINI_GRAM, PAPER_FAMILY, STREAM_NETWORKS, WITH_COUNTS
 from reports.records import network_of, paper_network
 
+TOO_FEW_NOTE = (f"No interval: the test split holds fewer than {MIN_BLOCKS} bootstrap blocks, too few for one, so "
+                "no claim gets a verdict (\"too few blocks\"); score a longer test split.")
 NO_INTERVAL = ("No interval: these results keep no per-block sums of log-probabilities (written before rows "
                "kept them), so the verdicts compare the perplexities alone; running the reproduction again "
                "adds them (finished rows come from the row cache).")
@@ -51,8 +53,11 @@ def _tested(rows: dict, check: Check) -> dict:
     a, b = rows[check.a], rows[check.b]
     found = {"difference": gap(a["test_ppl"], b["test_ppl"]), "difference_ci95": None, "side": None}
     blocks = [row.get("blocks", {}).get("test") for row in (a, b)]
-    if all(blocks):
-        interval = [100 * bound for bound in paired_splits(*blocks)[1]]
+    interval = paired_splits(*blocks)[1] if all(blocks) else None
+    if all(blocks) and interval is None:
+        found["side"] = TOO_FEW
+    elif all(blocks):
+        interval = [100 * bound for bound in interval]
         flipped = check._replace(below=not check.below)
         found["difference_ci95"] = interval
         found["side"] = ("holds" if check.margin(*interval) < 0 else
@@ -68,6 +73,12 @@ def _judged(rows: dict, checks: list[Check]) -> dict:
     the deciding check (of the checks with that verdict, the one reaching furthest to the wrong side).
     Without intervals (a row keeps no blocks): "holds" or "does not hold" on the perplexities alone."""
     tested = [(check, _tested(rows, check)) for check in checks]
+    few = [(check, found) for check, found in tested if found["side"] == TOO_FEW]
+    if few:  # no verdict: fewer test blocks than an interval needs (lmbench.bootstrap.enough_blocks)
+        check, found = few[0]
+        return {"verdict": f"{TOO_FEW} ({found['difference']:+.1f}%; fewer than {MIN_BLOCKS} test blocks)",
+                "difference": found["difference"], "difference_ci95": None, "significant": None,
+                "threshold": check.threshold}
     if any(found["side"] is None for _, found in tested):
         check, found = max(tested, key=lambda cf: cf[0].margin(cf[1]["difference"], cf[1]["difference"]))
         return {"verdict": "holds" if check.margin(found["difference"], found["difference"]) < 0 else "does not hold",

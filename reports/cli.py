@@ -11,7 +11,8 @@ from pathlib import Path
 from baselines.cli import add_memory_options
 from baselines.methods import BOUNDED_METHODS
 from lmbench.errors import LMBenchError
-from lmbench.options import existing_file, integer, output_directory, split_fractions
+from lmbench.options import (THREADS_MAX, existing_file, integer, output_directory, refuse_overwriting,
+                             split_fractions)
 from reports.experiments import EXTRA_ROWS, KINDS, OURS, ROWS, STREAM_NETWORKS, TABLE1_NETWORKS
 
 CORPORA = sorted(ROWS) + ["text"]
@@ -70,11 +71,11 @@ def register(subparsers) -> None:
                              "more on 2 cores); brown, ap: " + ", ".join(STREAM_NETWORKS) + " add our network "
                              "of that family (" + ", ".join(STREAM_NETWORKS.values()) + "), alone and mixed "
                              "with interpolated KN 5")
-    parser.add_argument("--threads", type=integer(1), default=None,
+    parser.add_argument("--threads", type=integer(1, THREADS_MAX), default=None,
                         help="CPU threads of the network rows (default: OMP_NUM_THREADS when set, else the cores "
                              "not busy at the start, docs/parallel.md; e.g. 1 to share the machine with another "
                              "run): how fast, not what, so not part of a row's cache key")
-    parser.add_argument("--seeds", type=integer(1), default=1,
+    parser.add_argument("--seeds", type=integer(1, 1000), default=1,
                         help="train and score every network row under this many seeds (the run's, then one more "
                              "each; each mixture of a network mixes each seed's): the row gives the mean "
                              "perplexity, its standard deviation and every seed's (default 1: the row as one seed, "
@@ -157,10 +158,16 @@ def _report_dir(args: argparse.Namespace) -> Path:
 
 
 def run_reproduce(args: argparse.Namespace) -> dict:
-    from reports.pipeline import reproduce
-    summary = reproduce(args.corpus, args.quick, args.work_dir, _report_dir(args), frozenset(args.skip),
-                        _text_corpus(args), args.extra, args.allow_dirty, args.threads, args.seeds,
-                        args.seeds_for)
+    from reports.pipeline import reproduce, report_name
+    text = _text_corpus(args)
+    report_dir = _report_dir(args)
+    work_dir = args.work_dir or Path("runs") / report_name(args.corpus, args.quick, text.name if text else None)
+    refuse_overwriting(args, {}, folders={"--report-dir": report_dir, "--work-dir": work_dir})
+    if Path(report_dir).resolve() in (Path(work_dir).resolve(), *Path(work_dir).resolve().parents):
+        raise LMBenchError(f"--work-dir {work_dir} lies in --report-dir {report_dir}, which is replaced as a whole "
+                           "when the report is written (the row cache would go with it): give them separate folders")
+    summary = reproduce(args.corpus, args.quick, work_dir, report_dir, frozenset(args.skip), text, args.extra,
+                        args.allow_dirty, args.threads, args.seeds, args.seeds_for)
     return {key: summary[key] for key in ("commit", "report_dir", "wall_seconds", "report", "html")} | {
         "claims": {c["claim"]: f"{c['verdict']}: {c['ours']}" for c in summary["claims"]}}
 
