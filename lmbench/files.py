@@ -318,19 +318,19 @@ def _exchange(a: Path, b: Path) -> bool:
 
 @contextmanager
 def replaced_folder(folder: Path) -> Iterator[Path]:
-    """Yield a temporary sibling of `folder` holding a copy of its files (empty when there is none yet);
+    """Yield a temporary sibling of `folder` holding its files (hard links; empty when there is none yet);
     when the block ends, the sibling takes the folder's place whole: in one exchange of the two names
     where the system has it (else two renames, between which only the old folder is under a name of
     its own), and the old one is removed. When the block fails (a full disk), the sibling is removed and
-    `folder` is as it was; a WriteFailed naming a file of the sibling names the file of `folder`."""
+    `folder` is as it was; an error line naming a file of the sibling names the file of `folder`."""
     folder = Path(folder).resolve()  # (a link to a folder: the folder is replaced, the link kept)
     folder.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{folder.name}.new", dir=folder.parent))
     old = stage.with_name(stage.name.replace(".new", ".old", 1))
     try:
         try:
-            if folder.is_dir():
-                shutil.copytree(folder, stage, symlinks=True, dirs_exist_ok=True)
+            if folder.is_dir():  # hard links: no byte copied, and a file rewritten in the stage is a new one
+                shutil.copytree(folder, stage, symlinks=True, dirs_exist_ok=True, copy_function=_linked)
             os.chmod(stage, folder.stat().st_mode & 0o7777 if folder.is_dir() else 0o777 & ~_umask())
         except OSError as err:
             failure = write_failure(stage, err)
@@ -339,8 +339,11 @@ def replaced_folder(folder: Path) -> Iterator[Path]:
             raise WriteFailed(str(failure).replace(str(stage), str(folder))) from None
         try:
             yield stage
-        except WriteFailed as failure:
-            raise WriteFailed(str(failure).replace(str(stage), str(folder))) from None
+        except LMBenchError as failure:  # named as the file of `folder` it stands for
+            if str(stage) not in str(failure):
+                raise
+            kind = WriteFailed if isinstance(failure, WriteFailed) else LMBenchError
+            raise kind(str(failure).replace(str(stage), str(folder))) from None
         if folder.is_dir() and _exchange(stage, folder):
             shutil.rmtree(stage)  # (now the old folder)
         else:
@@ -350,6 +353,14 @@ def replaced_folder(folder: Path) -> Iterator[Path]:
             shutil.rmtree(old, ignore_errors=True)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+def _linked(source: str, target: str) -> None:
+    """A hard link of `source` at `target`, a copy where the file system has no hard links."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
 
 
 def _umask() -> int:

@@ -125,8 +125,8 @@ def examined_path(text: str) -> Path:
 def existing_directory(text: str) -> Path:
     """A folder to read: it must exist and be a folder."""
     path = Path(text)
-    if not text or not path.is_dir():
-        what = "is not a folder" if text and _examined(text, path) is not None else "does not exist"
+    if not text or _examined(text, path) is None or not path.is_dir():
+        what = "is not a folder" if text and path.exists() else "does not exist"
         raise argparse.ArgumentTypeError(f"{text!r} {what}: give the path of an existing folder")
     return path
 
@@ -172,7 +172,8 @@ def refuse_overwriting(args, outputs: dict[str, Path | None], inputs: dict[str, 
                        input_folders: dict[str, Path | None] | None = None) -> None:
     """Refuse, before anything is read or written, an output that would overwrite an input or another
     output, each path with its links followed: an output file (`outputs`: option -> path; None: not
-    asked for) that is an input file (INPUT_OPTIONS, and `inputs`: what -> path) or another output; an
+    asked for) that is an input file (INPUT_OPTIONS, and `inputs`: what -> path) or another output; two
+    corpus files (INPUT_OPTIONS) that are one file (a link, a hard link: scored on what was fitted); an
     input file inside an output folder (`folders`: option -> folder the command writes files of its own
     into); an output inside a folder the command reads (INPUT_FOLDERS, `input_folders`)."""
     inputs = {_option(name): _resolved(_option(name), getattr(args, name))
@@ -181,6 +182,13 @@ def refuse_overwriting(args, outputs: dict[str, Path | None], inputs: dict[str, 
     read_folders = {_option(name): _resolved(_option(name), getattr(args, name))
                     for name in INPUT_FOLDERS if getattr(args, name, None) is not None} | {
                     what: _resolved(what, path) for what, path in (input_folders or {}).items() if path is not None}
+    corpus_files = [(name, path) for name, path in inputs.items() if name in map(_option, INPUT_OPTIONS)]
+    for i, (name, path) in enumerate(corpus_files):
+        for other, other_path in corpus_files[i + 1:]:
+            if path == other_path or (path.is_file() and other_path.is_file() and os.path.samefile(path, other_path)):
+                raise LMBenchError(f"{other} {other_path} is the same file as {name} {path}: a model would be scored "
+                                   "on the text it was fitted on (or chosen on its own test); give three different "
+                                   "files (or one file to cut by lines, --corpus-file F)")
     written: dict[Path, str] = {}
     for option, path in outputs.items():
         if path is None:
@@ -188,8 +196,8 @@ def refuse_overwriting(args, outputs: dict[str, Path | None], inputs: dict[str, 
         where = _resolved(option, path)
         for name, source in inputs.items():
             if where == source:
-                raise LMBenchError(f"{option} {path} is the file of {name}: writing it would overwrite that "
-                                   "input; give another path")
+                raise LMBenchError(f"{option} {path} is the file of {name}{'' if source == Path(path) else f' ({source})'}: "
+                                   "writing it would overwrite that input; give another path")
         if where in written:
             raise LMBenchError(f"{option} and {written[where]} both write {path}: one would overwrite the "
                                "other; give each its own path")

@@ -302,6 +302,7 @@ def _score_split(team, model, corpus, split: str, bf16: bool) -> np.ndarray:
 def run_neighbors(args: argparse.Namespace) -> dict:
     from neural import oov
     from neural.training.train import load_nplm
+    refuse_overwriting(args, {})
     _require_run(args.dir)
     corpus = load_corpus(args, args.dir)
     model = load_nplm(args.dir, corpus, device="cpu")
