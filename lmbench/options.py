@@ -182,7 +182,7 @@ def refuse_overwriting(args, outputs: dict[str, Path | None], inputs: dict[str, 
     read_folders = {_option(name): _resolved(_option(name), getattr(args, name))
                     for name in INPUT_FOLDERS if getattr(args, name, None) is not None} | {
                     what: _resolved(what, path) for what, path in (input_folders or {}).items() if path is not None}
-    corpus_files = [(name, path) for name, path in inputs.items() if name in map(_option, INPUT_OPTIONS)]
+    corpus_files = [(name, path) for name, path in inputs.items() if name in ("--train", "--valid", "--test")]
     for i, (name, path) in enumerate(corpus_files):
         for other, other_path in corpus_files[i + 1:]:
             if path == other_path or (path.is_file() and other_path.is_file() and os.path.samefile(path, other_path)):
