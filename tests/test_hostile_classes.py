@@ -406,3 +406,19 @@ def test_every_command_warns_when_no_train_token_is_unk(tmp_path, capsys, caplog
     with caplog.at_level(logging.WARNING):
         assert main([*command, *corpus_args(files)[(2 if command[0] == "corpus" else 0):], "--min-count", "1", *out]) == 0
     assert len([r for r in caplog.records if "no train token is <unk>" in r.getMessage()]) == 1
+
+
+def test_a_checkpoint_whose_weights_are_not_finite_is_refused(tmp_path, capsys, monkeypatch):
+    import torch
+    monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
+    files = write_splits(tmp_path, train="a b c a b c a b " * 20, valid="a b c a", test="b c a b")
+    out = tmp_path / "run"
+    assert main(["nplm", "train", *corpus_args(files), "--n", "3", "--m", "4", "--h", "5", "--epochs", "1",
+                 "--device", "cpu", "--threads", "1", "--out", str(out)]) == 0
+    capsys.readouterr()
+    state = torch.load(out / "best.pt", weights_only=False)
+    name = next(key for key, value in state["model"].items() if value.is_floating_point())
+    state["model"][name].view(-1)[0] = float("nan")
+    torch.save(state, out / "best.pt")
+    line = error_line(capsys, ["nplm", "eval", str(out), *corpus_args(files), "--device", "cpu", "--threads", "1"])
+    assert str(out / "best.pt") in line and name in line and "NaN" in line
