@@ -41,8 +41,8 @@ def byte_size(text: str) -> int:
     except ValueError:
         size = 0
     if not 1 <= size <= MAX_MEMORY:
-        raise argparse.ArgumentTypeError(f"got {text!r}: give a size from 1 to 1024T, such as 4G, 800M or "
-                                         "500000") from None
+        raise argparse.ArgumentTypeError(f"got {text!r}: give a size such as 4G, 800M or 500000 (from 1 byte "
+                                         "to 1024T)") from None
     return size
 
 

@@ -6,7 +6,10 @@ lines into three contiguous parts, train first (80/10/10 by default): the cut ke
 far as lines are documents, and keeps valid and test text the model never saw in train. The vocabulary comes from train
 (types counted >= min_count times, and at most the max_vocab most frequent of them, specials included);
 a literal `<unk>` in the files is the unknown symbol. A file that is missing, empty, not UTF-8 or holds
-NUL bytes (a binary or damaged file) is refused in one line naming it. The cache is keyed by the files'
+NUL bytes (a binary or damaged file) is refused in one line naming it, a binary one at its first block
+(never read whole); one file (or one content) given for two splits is refused too. Lines end at "\n"
+only (`file_lines`: a form feed, U+2028 or NEL is whitespace inside a line), and a leading UTF-8
+byte-order mark is dropped. The cache is keyed by the files'
 content, so an edited or cut file is prepared anew.
 
 The default min_count leaves `<unk>` a word of train (`default_min_count`): 2, so that the words seen
@@ -134,9 +137,9 @@ def load_text(train: str | Path, valid: str | Path, test: str | Path, *, min_cou
     paths = dict(zip(SPLITS, (Path(train), Path(valid), Path(test))))
     for path in paths.values():
         check_text_start(path)
-    _refuse_same_files(paths)
+    digests = _refuse_same_files(paths)
     key = {"corpus": "text", "min_count": min_count, "max_vocab": max_vocab,
-           "source": {s: f"{p.resolve()}:{file_digest(p)}" for s, p in paths.items()}}
+           "source": {s: f"{p.resolve()}:{digests[s]}" for s, p in paths.items()}}
 
     def build() -> Corpus:
         return _corpus({s: read_tokens_text(p) for s, p in paths.items()}, min_count, max_vocab,
@@ -145,9 +148,10 @@ def load_text(train: str | Path, valid: str | Path, test: str | Path, *, min_cou
     return cached(key, build, use_cache=use_cache)
 
 
-def _refuse_same_files(paths: dict[str, Path]) -> None:
+def _refuse_same_files(paths: dict[str, Path]) -> dict[str, str]:
     """One line when two of the splits are one file (a path, a link, a hard link) or files of the same
-    content: a model scored on the text it was fitted on (or chosen on its test) measures nothing."""
+    content: a model scored on the text it was fitted on (or chosen on its test) measures nothing.
+    Returns each split's `file_digest`."""
     digests = {split: file_digest(path) for split, path in paths.items()}
     for i, first in enumerate(SPLITS):
         for second in SPLITS[i + 1:]:
@@ -159,6 +163,7 @@ def _refuse_same_files(paths: dict[str, Path]) -> None:
                 raise LMBenchError(f"--{second} {b} {how} --{first} {a}: a model would be "
                                    f"{'scored on the text it was fitted on' if first == 'train' else 'chosen on its own test'}; "
                                    "give three different files (or one file to cut by lines, --corpus-file F)")
+    return digests
 
 
 def _check_vocab_options(min_count: int | None, max_vocab: int | None) -> None:

@@ -322,7 +322,9 @@ def replaced_folder(folder: Path) -> Iterator[Path]:
     when the block ends, the sibling takes the folder's place whole: in one exchange of the two names
     where the system has it (else two renames, between which only the old folder is under a name of
     its own), and the old one is removed. When the block fails (a full disk), the sibling is removed and
-    `folder` is as it was; an error line naming a file of the sibling names the file of `folder`."""
+    `folder` is as it was; an error line naming a file of the sibling names the file of `folder`. The
+    block must write each file by replacing it (as `atomic_write` does): one opened for writing in place
+    would write through its hard link into the old folder."""
     folder = Path(folder).resolve()  # (a link to a folder: the folder is replaced, the link kept)
     folder.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{folder.name}.new", dir=folder.parent))

@@ -168,20 +168,18 @@ def _within(path: Path, folder: Path) -> bool:
 
 
 def refuse_overwriting(args, outputs: dict[str, Path | None], inputs: dict[str, Path] | None = None, *,
-                       folders: dict[str, Path | None] | None = None,
-                       input_folders: dict[str, Path | None] | None = None) -> None:
+                       folders: dict[str, Path | None] | None = None) -> None:
     """Refuse, before anything is read or written, an output that would overwrite an input or another
     output, each path with its links followed: an output file (`outputs`: option -> path; None: not
     asked for) that is an input file (INPUT_OPTIONS, and `inputs`: what -> path) or another output; two
-    corpus files (INPUT_OPTIONS) that are one file (a link, a hard link: scored on what was fitted); an
-    input file inside an output folder (`folders`: option -> folder the command writes files of its own
-    into); an output inside a folder the command reads (INPUT_FOLDERS, `input_folders`)."""
+    of --train, --valid and --test that are one file (a link, a hard link: a model scored on what it
+    was fitted on); an input file inside an output folder (`folders`: option -> folder the command
+    writes files of its own into); an output inside a folder the command reads (INPUT_FOLDERS)."""
     inputs = {_option(name): _resolved(_option(name), getattr(args, name))
               for name in INPUT_OPTIONS if getattr(args, name, None) is not None} | {
               what: _resolved(what, path) for what, path in (inputs or {}).items()}
     read_folders = {_option(name): _resolved(_option(name), getattr(args, name))
-                    for name in INPUT_FOLDERS if getattr(args, name, None) is not None} | {
-                    what: _resolved(what, path) for what, path in (input_folders or {}).items() if path is not None}
+                    for name in INPUT_FOLDERS if getattr(args, name, None) is not None}
     corpus_files = [(name, path) for name, path in inputs.items() if name in ("--train", "--valid", "--test")]
     for i, (name, path) in enumerate(corpus_files):
         for other, other_path in corpus_files[i + 1:]:
