@@ -30,8 +30,9 @@ weight is written as -99, ARPA's log10(0). Values carry 8 decimals (a relative e
 
 Reading: words of V missing from the file take <unk>'s unigram probability (KenLM's rule); n-grams
 holding a word outside V (e.g. lmplz's <s> and </s>) are dropped, with a log line. A damaged file
-(not UTF-8, a section shorter than its header announces, a malformed number, no closing `\\end\\`)
-is refused in one line naming the file (lmbench.files.DamagedFile). Writing is atomic.
+(not UTF-8, a section shorter than its header announces, a malformed number, a number that is not
+finite, a log10 probability above 0, no closing `\\end\\`) is refused in one line naming the file
+(lmbench.files.DamagedFile). Writing is atomic.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ log = logging.getLogger(__name__)
 
 LN10 = np.log(10.0)
 LOG10_ZERO = -99.0
+LOG10_ABOVE_ONE = 1e-6  # a log10 probability above this is no rounding of log10 1: P > 1
 SENTENCE_MARKERS = ("<s>", "</s>")  # listed with log10 P = -99 for tools that require them (KenLM)
 ARPA_FIX = "write it again (`lmbench ngram --arpa`, KenLM's lmplz or SRILM's ngram-count)"
 
@@ -158,13 +160,20 @@ def _section(text: str, n: int, expected: int) -> pd.DataFrame:
     return frame
 
 
-def _log10_column(frame: pd.DataFrame, column: int, keep: np.ndarray, n: int) -> np.ndarray:
-    """A column of log10 values (empty: 0) as natural logs."""
+def _log10_column(frame: pd.DataFrame, column: int, keep: np.ndarray, n: int, what: str) -> np.ndarray:
+    """A column of log10 values (empty: 0) as natural logs; a value that is not finite (nan, -inf: ARPA's
+    zero is -99), or a probability's above 0 (P > 1), is refused naming its line of the section."""
     values = frame[column].to_numpy()[keep]
     try:
-        return np.where(values == "", 0.0, values).astype(np.float64) * LN10
+        logs = np.where(values == "", 0.0, values).astype(np.float64)
     except ValueError:
         raise ValueError(f"a line of its \\{n}-grams: section holds a malformed number") from None
+    bad = np.flatnonzero(~np.isfinite(logs) | ((logs > LOG10_ABOVE_ONE) if what == "probability" else False))
+    if len(bad):
+        line = int(np.flatnonzero(keep)[bad[0]]) + 1
+        raise ValueError(f"entry {line} of its \\{n}-grams: section has log10 {what} {values[bad[0]]}, where "
+                         f"every one is finite{' and <= 0 (a probability <= 1; -99 for 0)' if what == 'probability' else ''}")
+    return logs * LN10
 
 
 def read_arpa(path: str | Path, vocab: Vocabulary) -> ArpaModel:
@@ -191,8 +200,8 @@ def _parse(path: Path, vocab: Vocabulary) -> ArpaModel:
         ids = np.column_stack([index.get_indexer(frame[j].to_numpy()) for j in range(1, n + 1)])  # (m, n)
         keep = (ids >= 0).all(axis=1)                               # n-grams of words in V, -1 others
         dropped += int((~keep).sum())
-        p = _log10_column(frame, 0, keep, n)
-        bow = _log10_column(frame, n + 1, keep, n)
+        p = _log10_column(frame, 0, keep, n, "probability")
+        bow = _log10_column(frame, n + 1, keep, n, "back-off weight")
         rows = ids[keep].astype(np.int32)
         if n == 1:
             dense_p, dense_bow = np.full(V, np.nan), np.zeros(V)   # (V,)

@@ -19,7 +19,7 @@ from baselines.methods import BOUNDED_METHODS, CLUSTER_PASSES, METHODS, NGramOpt
 from corpora.cli import add_corpus_options, load_corpus
 from lmbench.errors import LMBenchError
 from lmbench.model import split_perplexity
-from lmbench.options import integer, output_directory, output_file, refuse_overwriting
+from lmbench.options import bounded, integer, output_directory, output_file, refuse_overwriting
 
 
 def infini_gram_figures(model, corpus) -> dict:
@@ -30,13 +30,23 @@ def infini_gram_figures(model, corpus) -> dict:
             "test_by_effective_n": model.profile(corpus, "test")}
 
 
+MAX_MEMORY = 1 << 50  # 1 PiB: a --memory above it is a typo, not a machine
+
+
 def byte_size(text: str) -> int:
-    """A --memory value: bytes, or a number with K, M, G or T (powers of 1024)."""
+    """A --memory value: bytes, or a number with K, M, G or T (powers of 1024), from 1 byte to MAX_MEMORY."""
     from baselines.disk_counts import parse_size
     try:
-        return parse_size(text)
+        size = parse_size(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"got {text!r}: give a size such as 4G, 800M or 500000") from None
+        size = 0
+    if not 1 <= size <= MAX_MEMORY:
+        raise argparse.ArgumentTypeError(f"got {text!r}: give a size such as 4G, 800M or 500000 (from 1 byte "
+                                         "to 1024T)") from None
+    return size
+
+
+bounded(byte_size, "a size from 1 byte to 1024T")
 
 
 def add_memory_options(parser, applies_to: str) -> None:

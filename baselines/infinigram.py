@@ -78,6 +78,7 @@ BUCKETS = 16         # effective n 1 .. 15 one bucket each, 16 and more the last
 FIRST_WIDTH = 4      # tokens compared at once in the first round of a comparison (doubling up to MAX_WIDTH)
 MAX_WIDTH = 256
 BUILD_CHUNK = 1 << 22  # suffixes keyed at once while building
+DISTINCT_FROM = 1024   # patterns searched at once from which repeated ones are searched once (SuffixIndex.search)
 
 
 def key_layout(vocab_size: int) -> tuple[int, int]:
@@ -105,6 +106,41 @@ def bucket_means(bucket: np.ndarray, values: np.ndarray) -> list[float]:
     to 4 decimals: the per-bucket figures of the report (`InfiniGram.profile`, the mixtures with counts)."""
     sums = np.bincount(bucket, weights=values, minlength=BUCKETS)
     return np.round(sums / np.maximum(np.bincount(bucket, minlength=BUCKETS), 1), 4).tolist()
+
+
+def distinct_patterns(query: np.ndarray, qpos: np.ndarray, qlen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first, inverse): pattern k = query[qpos[k] : qpos[k] + qlen[k]] is the pattern first[inverse[k]],
+    and the patterns at `first` differ from each other. Exact, from the suffix array and LCP array of the
+    query itself (libdivsufsort, Kasai): two patterns of one length are equal when the suffixes they
+    start are at least that long alike, the least LCP between their ranks."""
+    rank, lcp = _suffix_ranks(query)
+    ranks = rank[qpos]
+    order = np.lexsort((ranks, qlen))                            # by length, then rank
+    at, length = ranks[order], qlen[order]
+    least = np.minimum.reduceat(lcp, at)[:-1] if len(at) > 1 else np.zeros(0, np.int64)  # ranks at[k] .. at[k+1]
+    same = (length[1:] == length[:-1]) & ((at[1:] == at[:-1]) | (least >= length[1:]))
+    group = np.concatenate([[0], np.cumsum(~same)])
+    inverse = np.empty(len(order), dtype=np.int64)
+    inverse[order] = group
+    first = order[np.concatenate([[True], ~same])]
+    return first, inverse
+
+
+_RANKED: list = []  # [(query, (rank, lcp))] of the last query ranked: one stream piece is searched several times
+
+
+def _suffix_ranks(query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rank of every suffix of `query` and the LCP array (lcp[r]: of the suffixes of ranks r and r + 1),
+    kept for the next search of the same array (streams are never changed in place)."""
+    if _RANKED and _RANKED[0][0] is query:
+        return _RANKED[0][1]
+    from pydivsufsort import divsufsort, kasai
+    text = np.ascontiguousarray(query, dtype=np.uint32 if query.max(initial=0) >= 1 << 16 else np.uint16)
+    sa = divsufsort(text)
+    rank = np.empty(len(sa), dtype=np.int64)
+    rank[sa] = np.arange(len(sa))
+    _RANKED[:] = [(query, (rank, np.asarray(kasai(text, sa), dtype=np.int64)))]
+    return _RANKED[0][1]
 
 
 class SuffixIndex:
@@ -189,7 +225,24 @@ class SuffixIndex:
         """Binary search of each pattern in the suffix array between exclusive bounds (lo, hi), with
         the prefix each bound shares with the pattern (llo, lhi). Lower (upper=False): ends with hi the
         first suffix >= the pattern (a suffix starting with it counts as equal); upper: the first
-        suffix > it. Returns the final (lo, hi, llo, lhi); hi = lo + 1."""
+        suffix > it. Returns the final (lo, hi, llo, lhi); hi = lo + 1.
+
+        Each distinct pattern is searched once (`distinct_patterns`; identical patterns have identical
+        bounds, found from their keys): in a stream that repeats itself (one word over and over, a
+        paragraph copied) every position's context matches up to max_context tokens, and each step of
+        the search re-reads them (the bound min(llo, lhi) stays at the key's tokens while one end of the
+        range is a short suffix), so one long pattern searched at every position cost O(max_context
+        log N) a token (2.4 ms on one repeated word, issue 46)."""
+        if len(qpos) >= DISTINCT_FROM:
+            first, inverse = distinct_patterns(query, qpos, qlen)
+            if len(first) <= len(qpos) // 2:  # (hardly any repeated: searched as they are)
+                found = self._search(query, qpos[first], qlen[first], tuple(np.asarray(b)[first] for b in bounds),
+                                     upper=upper)
+                return tuple(part[inverse] for part in found)
+        return self._search(query, qpos, qlen, bounds, upper=upper)
+
+    def _search(self, query: np.ndarray, qpos: np.ndarray, qlen: np.ndarray, bounds: tuple, *,
+                upper: bool) -> tuple:
         lo, hi, llo, lhi = (np.array(b, dtype=np.int64) for b in bounds)
         active = np.arange(len(lo))
         while active.size:

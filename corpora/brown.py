@@ -113,6 +113,7 @@ def load_brown(*, min_count: int = 4, vocab_from: str = "all", use_cache: bool =
         splits = {s: slice(lo, hi) for s, lo, hi in zip(SPLITS, bounds[:-1], bounds[1:])}
         return Corpus("brown", vocab, **{s: ids[part] for s, part in splits.items()},
                       info={"source": "nltk.corpus.brown"},
-                      unk_words={s: tokens[part][ids[part] == vocab.unk_id] for s, part in splits.items()})
+                      unk_words={s: tokens[part][ids[part] == vocab.unk_id].astype(object)
+                                 for s, part in splits.items()})
 
     return cached(key, build, use_cache=use_cache)

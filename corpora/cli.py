@@ -14,8 +14,8 @@ from corpora.corpus import SPLITS, Corpus, unk_warning
 from corpora.named import CORPORA, load_named
 from lmbench.errors import LMBenchError
 from lmbench.files import DamagedFile, atomic_write_text, read_checked
-from lmbench.options import (existing_directory, existing_file, integer, output_directory, refuse_overwriting,
-                             split_fractions)
+from lmbench.options import (COUNT_MAX, bounded, existing_directory, existing_file, integer, output_directory,
+                             refuse_overwriting, split_fractions)
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,17 @@ def load_corpus(args: argparse.Namespace, run: str | Path | None = None) -> Corp
 
 
 def load_options(options: dict, use_cache: bool = True) -> Corpus:
-    """The corpus of `corpus_options`'s options, the text corpus's checked for conflicts first."""
+    """The corpus of `corpus_options`'s options, the text corpus's checked for conflicts first; the
+    one-line warning of a vocabulary that leaves no train token <unk> (`unk_warning`), whatever the
+    command."""
+    corpus = _load_options(options, use_cache)
+    warning = unk_warning(corpus.summary())
+    if warning:
+        log.warning(warning)
+    return corpus
+
+
+def _load_options(options: dict, use_cache: bool) -> Corpus:
     name, files = options["corpus"], [options.get(split) for split in SPLITS]
     if name != "text":
         stray = [f"--{key.replace('_', '-')}" for key in (*FILES, "corpus_split") if key in options]
@@ -191,24 +201,23 @@ def register(subparsers) -> None:
 
 
 def token_counts(text: str) -> tuple[int, int, int]:
-    """--first: three positive token counts, comma-separated."""
+    """--first: three positive token counts, comma-separated, each at most COUNT_MAX."""
     counts = text.split(",")
-    if len(counts) != 3 or not all(c.strip().isdigit() and int(c) > 0 for c in counts):
+    if len(counts) != 3 or not all(c.strip().isdigit() and 0 < int(c) <= COUNT_MAX for c in counts):
         raise argparse.ArgumentTypeError(f"--first takes three token counts (train,valid,test), "
                                          f"e.g. 1000000,100000,100000, not {text!r}")
     return tuple(int(c) for c in counts)
 
 
+bounded(token_counts, f"three counts from 1 to {COUNT_MAX}")
+
+
 def run(args: argparse.Namespace) -> dict:
     if args.first and not args.write_text:  # refused before the corpus is prepared
         raise LMBenchError("--first cuts the files of --write-text: give --write-text DIR too")
-    if args.write_text:
-        refuse_overwriting(args, {f"--write-text ({split}.txt)": args.write_text / f"{split}.txt"
-                                  for split in ("train", "valid", "test")})
+    refuse_overwriting(args, {f"--write-text ({split}.txt)": args.write_text / f"{split}.txt"
+                              for split in ("train", "valid", "test")} if args.write_text else {})
     corpus = load_corpus(args)
-    warning = unk_warning(corpus.summary())
-    if warning:
-        log.warning(warning)
     if args.write_text:
         from corpora.text import write_text
         paths = write_text(corpus, args.write_text, args.first)

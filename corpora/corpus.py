@@ -25,7 +25,8 @@ from lmbench.files import DamagedFile, WriteFailed, locked, read_checked, set_as
 log = logging.getLogger(__name__)
 
 SPLITS = ("train", "valid", "test")
-CACHE_FORMAT = 2  # bump when the on-disk layout or a pipeline's output changes (2: unk_words.npz)
+CACHE_FORMAT = 3  # bump when the on-disk layout or a pipeline's output changes (2: unk_words.npz; 3: its words
+# packed as UTF-8 bytes and end offsets, `pack_words`)
 
 
 @dataclass
@@ -36,7 +37,7 @@ class Corpus:
     valid: np.ndarray
     test: np.ndarray
     info: dict = field(default_factory=dict)  # source, options, preparation seconds, cache path
-    # per split, the raw word of each <unk> token in stream order (str arrays); None: not kept
+    # per split, the raw word of each <unk> token in stream order (object arrays of str); None: not kept
     unk_words: dict[str, np.ndarray] | None = None
 
     def split(self, name: str) -> np.ndarray:
@@ -129,7 +130,8 @@ def save_corpus(corpus: Corpus, directory: Path) -> None:
         if corpus.unk_words is not None:
             def write_unk_words(path: Path) -> None:
                 with open(path, "wb") as out:
-                    np.savez(out, **corpus.unk_words)
+                    np.savez(out, **{f"{s}_{part}": array for s, words in corpus.unk_words.items()
+                                     for part, array in zip(("bytes", "ends"), pack_words(words))})
 
             write_checked(tmp / "unk_words.npz", write_unk_words)
         if directory.exists():
@@ -147,9 +149,27 @@ def _read_ids(path: Path) -> dict[str, np.ndarray]:
     return splits
 
 
+def pack_words(words) -> tuple[np.ndarray, np.ndarray]:
+    """Words as one uint8 array of their UTF-8 bytes and the int64 end offset of each: an .npz member
+    as long as their text (a numpy str array is as wide as its longest word in every row)."""
+    encoded = [word.encode() for word in words]
+    return (np.frombuffer(b"".join(encoded), dtype=np.uint8),
+            np.cumsum([len(word) for word in encoded], dtype=np.int64))
+
+
+def unpack_words(data: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The object array of str of `pack_words`'s two arrays."""
+    text, starts = data.tobytes(), np.concatenate([[0], ends[:-1]]).astype(np.int64)
+    if ends.ndim != 1 or (len(ends) and (ends[-1] != len(text) or np.any(np.diff(ends) < 0) or ends[0] < 0)):
+        raise ValueError("its word offsets do not cut its bytes")
+    words = np.empty(len(ends), dtype=object)
+    words[:] = [text[start:end].decode() for start, end in zip(starts.tolist(), ends.tolist())]
+    return words
+
+
 def _read_unk_words(path: Path) -> dict[str, np.ndarray]:
     with np.load(path) as words:
-        return {s: words[s] for s in SPLITS}
+        return {s: unpack_words(words[f"{s}_bytes"], words[f"{s}_ends"]) for s in SPLITS}
 
 
 def _read_meta(path: Path) -> dict:

@@ -6,7 +6,10 @@ lines into three contiguous parts, train first (80/10/10 by default): the cut ke
 far as lines are documents, and keeps valid and test text the model never saw in train. The vocabulary comes from train
 (types counted >= min_count times, and at most the max_vocab most frequent of them, specials included);
 a literal `<unk>` in the files is the unknown symbol. A file that is missing, empty, not UTF-8 or holds
-NUL bytes (a binary or damaged file) is refused in one line naming it. The cache is keyed by the files'
+NUL bytes (a binary or damaged file) is refused in one line naming it, a binary one at its first block
+(never read whole); one file (or one content) given for two splits is refused too. Lines end at "\n"
+only (`file_lines`: a form feed, U+2028 or NEL is whitespace inside a line), and a leading UTF-8
+byte-order mark is dropped. The cache is keyed by the files'
 content, so an edited or cut file is prepared anew.
 
 The default min_count leaves `<unk>` a word of train (`default_min_count`): 2, so that the words seen
@@ -26,7 +29,10 @@ the ids), by 340 when every token was a Python string and a numpy copy at once (
 
 from __future__ import annotations
 
+import codecs
 import hashlib
+import os
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Iterator
@@ -39,25 +45,59 @@ from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write_text
 
 
+READ_BYTES = 1 << 24  # bytes read and checked at once: a binary file is refused at its first NUL, not read whole
+
+
+def _refusal(path: Path, problem: str, offset: int) -> LMBenchError:
+    if problem == "nul":
+        return LMBenchError(f"corpus file {path} holds a NUL byte at offset {offset} (a binary or damaged file?): "
+                            "give a text file of whitespace-separated tokens")
+    return LMBenchError(f"{path} is not UTF-8 (undecodable byte at offset {offset}): convert it, "
+                        f"e.g. iconv -f latin1 -t utf-8 {path} > {path}.utf8")
+
+
 def read_text(path: str | Path) -> str:
-    """The file's text; a missing, binary (NUL bytes) or non-UTF-8 file is refused in one line."""
+    """The file's text, without a leading UTF-8 byte-order mark; a missing, binary (NUL bytes) or
+    non-UTF-8 file is refused in one line, at the first block of READ_BYTES that shows it."""
     path = Path(path)
     if not path.is_file():
         raise LMBenchError(f"corpus file {path} does not exist: give the path of a text file "
                            "of whitespace-separated tokens")
-    data = path.read_bytes()
-    nul = data.find(b"\0")
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()  # a byte-order mark (some editors write one) is no
+    parts, offset = [], 0                                  # part of the first token
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(READ_BYTES)
+            nul = block.find(b"\0")
+            if nul >= 0:
+                raise _refusal(path, "nul", offset + nul)
+            try:
+                parts.append(decoder.decode(block, final=not block))
+            except UnicodeDecodeError as err:
+                raise _refusal(path, "utf-8", offset + err.start) from None
+            if not block:
+                return "".join(parts)
+            offset += len(block)
+
+
+def check_text_start(path: Path) -> None:
+    """Refuse in one line a corpus file whose first block is not text (read_text's refusals), before
+    anything reads it whole (its digest, its preparation)."""
+    if not path.is_file():
+        return  # named by whoever reads it
+    with open(path, "rb") as f:
+        block = f.read(1 << 16)
+    nul = block.find(b"\0")
     if nul >= 0:
-        raise LMBenchError(f"corpus file {path} holds a NUL byte at offset {nul} (a binary or damaged file?): "
-                           "give a text file of whitespace-separated tokens")
+        raise _refusal(path, "nul", nul)
     try:
-        return data.decode("utf-8")
+        codecs.getincrementaldecoder("utf-8")().decode(block, final=False)  # a character cut at the end: later
     except UnicodeDecodeError as err:
-        raise LMBenchError(f"{path} is not UTF-8 (undecodable byte at offset {err.start}): convert it, "
-                           f"e.g. iconv -f latin1 -t utf-8 {path} > {path}.utf8") from None
+        raise _refusal(path, "utf-8", err.start) from None
 
 
 CHUNK_CHARS = 1 << 20  # characters of text tokenised at once (about 180k tokens of English)
+WHITESPACE = re.compile(r"\s")  # what str.split() splits at (str.isspace), found in C however long the token
 
 
 def read_tokens_text(path: str | Path) -> str:
@@ -73,9 +113,8 @@ def token_chunks(text: str, size: int | None = None) -> Iterator[list[str]]:
     size = size or CHUNK_CHARS
     start = 0
     while start < len(text):
-        end = min(start + size, len(text))
-        while end < len(text) and not text[end].isspace():  # the token across the cut stays whole
-            end += 1
+        space = WHITESPACE.search(text, min(start + size, len(text)))  # the token across the cut stays whole
+        end = space.start() if space else len(text)
         yield text[start:end].split()
         start = end
 
@@ -83,21 +122,48 @@ def token_chunks(text: str, size: int | None = None) -> Iterator[list[str]]:
 def file_digest(path: Path) -> str:
     """The first 16 hex digits of the file's SHA-256 ("missing" for no file): what the cache keys and a
     run folder's corpus record (`corpora.cli`) hold of a text corpus's content."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else "missing"
+    if not path.is_file():
+        return "missing"
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(READ_BYTES), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
 
 
 def load_text(train: str | Path, valid: str | Path, test: str | Path, *, min_count: int | None = None,
               max_vocab: int | None = None, use_cache: bool = True) -> Corpus:
     _check_vocab_options(min_count, max_vocab)
     paths = dict(zip(SPLITS, (Path(train), Path(valid), Path(test))))
+    for path in paths.values():
+        check_text_start(path)
+    digests = _refuse_same_files(paths)
     key = {"corpus": "text", "min_count": min_count, "max_vocab": max_vocab,
-           "source": {s: f"{p.resolve()}:{file_digest(p)}" for s, p in paths.items()}}
+           "source": {s: f"{p.resolve()}:{digests[s]}" for s, p in paths.items()}}
 
     def build() -> Corpus:
         return _corpus({s: read_tokens_text(p) for s, p in paths.items()}, min_count, max_vocab,
                        {"source": {s: str(p) for s, p in paths.items()}})
 
     return cached(key, build, use_cache=use_cache)
+
+
+def _refuse_same_files(paths: dict[str, Path]) -> dict[str, str]:
+    """One line when two of the splits are one file (a path, a link, a hard link) or files of the same
+    content: a model scored on the text it was fitted on (or chosen on its test) measures nothing.
+    Returns each split's `file_digest`."""
+    digests = {split: file_digest(path) for split, path in paths.items()}
+    for i, first in enumerate(SPLITS):
+        for second in SPLITS[i + 1:]:
+            a, b = paths[first], paths[second]
+            if not (a.is_file() and b.is_file()):
+                continue
+            if os.path.samefile(a, b) or digests[first] == digests[second]:
+                how = "is the same file as" if os.path.samefile(a, b) else "has the same content as"
+                raise LMBenchError(f"--{second} {b} {how} --{first} {a}: a model would be "
+                                   f"{'scored on the text it was fitted on' if first == 'train' else 'chosen on its own test'}; "
+                                   "give three different files (or one file to cut by lines, --corpus-file F)")
+    return digests
 
 
 def _check_vocab_options(min_count: int | None, max_vocab: int | None) -> None:
@@ -128,9 +194,11 @@ def _corpus(texts: dict[str, str], min_count: int | None, max_vocab: int | None,
         parts = []
         for tokens in token_chunks(texts[s]):
             encoded = vocab.encode(tokens)
-            parts.append((encoded, np.asarray(tokens)[encoded == vocab.unk_id]))
+            unknown = np.empty(np.count_nonzero(encoded == vocab.unk_id), dtype=object)  # (a str array would be as
+            unknown[:] = [tokens[i] for i in np.flatnonzero(encoded == vocab.unk_id)]  # wide as its longest word)
+            parts.append((encoded, unknown))
         ids[s] = np.concatenate([np.zeros(0, np.int32)] + [e for e, _ in parts])
-        unk_words[s] = np.concatenate([np.zeros(0, str)] + [u for _, u in parts])
+        unk_words[s] = np.concatenate([np.zeros(0, object)] + [u for _, u in parts])
     return Corpus("text", vocab, info=info, unk_words=unk_words, **ids)
 
 
@@ -148,6 +216,13 @@ def write_text(corpus: Corpus, directory: str | Path, first: tuple[int, int, int
     return paths
 
 
+def file_lines(text: str) -> list[str]:
+    """The lines of a file's text as `wc -l`, `sed -n` and editors count them: cut at "\n" only (not at
+    the form feeds, U+2028 or NEL that str.splitlines also cuts at), a last line without "\n" one too."""
+    lines = text.split("\n")
+    return lines[:-1] if lines[-1] == "" else lines
+
+
 def line_cut(lines: int, split: tuple[float, float, float]) -> dict[str, list[int]]:
     """The lines [start, stop) of train, valid and test: contiguous, in that order, the boundaries at
     round(cumulative fraction * lines)."""
@@ -161,11 +236,12 @@ def load_text_file(path: str | Path, split: tuple[float, float, float] = (0.8, 0
     """One file cut by lines into train, valid and test (`line_cut`); the cut is in `info["cut"]`."""
     _check_vocab_options(min_count, max_vocab)
     path = Path(path)
+    check_text_start(path)
     key = {"corpus": "text-file", "min_count": min_count, "max_vocab": max_vocab, "split": list(split),
            "source": f"{path.resolve()}:{file_digest(path)}"}
 
     def build() -> Corpus:
-        lines = read_text(path).splitlines()
+        lines = file_lines(read_text(path))
         cut = line_cut(len(lines), split)
         texts = {s: "\n".join(lines[start:stop]) for s, (start, stop) in cut.items()}
         count, lines = len(lines), None  # the texts hold them

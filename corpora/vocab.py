@@ -1,10 +1,18 @@
-"""Vocabulary: id <-> word, with an explicit unknown symbol at id 0."""
+"""Vocabulary: id <-> word, with an explicit unknown symbol at id 0.
+
+Words are counted and encoded through dictionaries of Python strings, never through a numpy unicode
+array: such an array is as wide as its longest string in every row, so one 10 MB token among a few
+thousand short ones would need tens of GB. Memory here grows with the corpus's characters, not with
+its longest token.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from pathlib import Path
+from collections import Counter
+from itertools import repeat
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -14,11 +22,16 @@ from lmbench.files import read_checked
 UNK = "<unk>"
 
 
+def _strings(tokens: Sequence[str] | np.ndarray) -> Sequence[str]:
+    """The tokens as Python strings (a numpy array's as a list, whose items hash as the words)."""
+    return tokens.tolist() if isinstance(tokens, np.ndarray) else tokens
+
+
 def count_types(tokens: Sequence[str] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct token strings (sorted) and their counts, computed with np.unique."""
-    if len(tokens) == 0:
-        return np.array([], dtype=str), np.array([], dtype=np.int64)
-    return np.unique(np.asarray(tokens), return_counts=True)
+    """Distinct token strings (sorted; an object array) and their counts, counted with a Counter."""
+    counts = Counter(_strings(tokens))
+    types = sorted(counts)
+    return np.array(types, dtype=object), np.array([counts[t] for t in types], dtype=np.int64)
 
 
 class Vocabulary:
@@ -46,12 +59,10 @@ class Vocabulary:
         included); `<unk>` and the reserved symbols always come first."""
         reserved = [w for w in reserved if w != UNK]
         specials = [UNK] + reserved
-        types = np.asarray(types)
-        counts = np.asarray(counts)
-        candidates = ~np.isin(types, specials) & (counts >= min_count)
-        types, counts = types[candidates], counts[candidates]
-        order = np.lexsort((types, -counts))  # count descending, then alphabetical
-        kept = types[order].tolist()
+        special = set(specials)
+        candidates = [(-int(count), word) for word, count in zip(_strings(types), np.asarray(counts).tolist())
+                      if count >= min_count and word not in special]
+        kept = [word for _, word in sorted(candidates)]  # count descending, then alphabetical
         if max_size is not None:
             kept = kept[: max(0, max_size - len(specials))]
         return cls(specials + kept)
@@ -73,13 +84,10 @@ class Vocabulary:
         return self._words[i]
 
     def encode(self, tokens: Sequence[str] | np.ndarray) -> np.ndarray:
-        """int32 ids of a token sequence; unknown words map to `<unk>`. One dictionary lookup per
-        distinct type, then a vectorised gather."""
-        if len(tokens) == 0:
-            return np.zeros(0, dtype=np.int32)
-        types, inverse = np.unique(np.asarray(tokens), return_inverse=True)
-        type_ids = np.fromiter((self.id(t) for t in types.tolist()), dtype=np.int32, count=len(types))
-        return type_ids[inverse.reshape(-1)]
+        """int32 ids of a token sequence; unknown words map to `<unk>`. One dictionary lookup per token."""
+        tokens = _strings(tokens)
+        return np.fromiter(map(self._index.get, tokens, repeat(self.unk_id, len(tokens))), dtype=np.int32,
+                           count=len(tokens))
 
     def decode(self, ids: Iterable[int]) -> list[str]:
         return [self._words[i] for i in ids]

@@ -35,13 +35,21 @@ Two things the documents alone do not give:
   difference; with 3 seeds the t's heavy tails make it wide, as 3 seeds warrant).
   `two_sided_p` gives a comparison's p-value from the same draws, for the Holm adjustment over a
   report's claims (reports.claims).
+
+A split of fewer than MIN_BLOCKS blocks (a split of fewer than MIN_BLOCKS tokens: one token a block) gets
+no interval and no paired test: `split_interval` and `paired_splits` give None ("too few blocks", with
+one warning line), where a bootstrap over a handful of blocks would give an interval of almost no width.
 """
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from lmbench.errors import LMBenchError
+
+log = logging.getLogger(__name__)
 
 DOCUMENT_END = "</d>"  # the corpora's document-end marker (corpora/brown.py, corpora/ap.py)
 BLOCK_TOKENS = 1000    # a block's tokens where the split marks no documents
@@ -53,6 +61,7 @@ QUANTILES = (0.025, 0.975)  # a 95% interval
 DECIMALS = 3           # a block's log-probability sum as kept in results.json (nats)
 GROUPINGS = (100, 50)  # the coarser groupings of consecutive blocks `choose_grouping` tries
 MIN_GROUPS = 50        # ... never fewer blocks than this
+TOO_FEW = "too few blocks"  # what stands for an interval (and a verdict) on fewer than MIN_BLOCKS blocks
 
 
 def block_ends(ids: np.ndarray, end_id: int | None) -> tuple[np.ndarray, str]:
@@ -129,14 +138,26 @@ def paired_difference(sums_a: np.ndarray, sums_b: np.ndarray, counts: np.ndarray
     return difference, _interval(np.expm1(gain[chosen].sum(axis=1) / counts[chosen].sum(axis=1)))
 
 
-def split_interval(blocks: dict) -> tuple[float, float]:
-    """`perplexity_interval` of one split's blocks as results.json keeps them (`row_blocks`)."""
-    return perplexity_interval(blocks["logprob"], blocks["tokens"])
+def enough_blocks(blocks: dict) -> bool:
+    """Whether a split's blocks (as results.json keeps them) are enough for an interval: MIN_BLOCKS or more."""
+    return len(blocks["tokens"]) >= MIN_BLOCKS
+
+
+def split_interval(blocks: dict) -> tuple[float, float] | None:
+    """`perplexity_interval` of one split's blocks as results.json keeps them (`row_blocks`); None for
+    too few blocks (`enough_blocks`)."""
+    return perplexity_interval(blocks["logprob"], blocks["tokens"]) if enough_blocks(blocks) else None
 
 
 def intervals(blocks: dict) -> dict:
-    """`{split}_ppl_ci95` of a row from its blocks of each split ({split: blocks}, as results.json keeps them)."""
-    return {f"{split}_ppl_ci95": list(split_interval(found)) for split, found in blocks.items()}
+    """`{split}_ppl_ci95` of a row from its blocks of each split ({split: blocks}, as results.json keeps
+    them); null for a split of too few blocks."""
+    found = {split: split_interval(split_blocks) for split, split_blocks in blocks.items()}
+    for split in (split for split, interval in found.items() if interval is None):
+        log.warning("%s: %s holds %d tokens in %d blocks, fewer than the %d an interval needs: no interval and "
+                    "no verdict on it; score a %s split of at least %d tokens", TOO_FEW, split,
+                    sum(blocks[split]["tokens"]), len(blocks[split]["tokens"]), MIN_BLOCKS, split, MIN_BLOCKS)
+    return {f"{split}_ppl_ci95": None if interval is None else list(interval) for split, interval in found.items()}
 
 
 def _same_blocks(blocks: list[dict], *, fix: str) -> None:
@@ -154,10 +175,12 @@ def mean_blocks(runs: list[dict]) -> dict:
             "tokens": runs[0]["tokens"]}
 
 
-def paired_splits(blocks_a: dict, blocks_b: dict) -> tuple[float, tuple[float, float]]:
-    """`paired_difference` of two rows' blocks of one split as results.json keeps them."""
+def paired_splits(blocks_a: dict, blocks_b: dict) -> tuple[float, tuple[float, float] | None]:
+    """`paired_difference` of two rows' blocks of one split as results.json keeps them; the interval None
+    for too few blocks (`enough_blocks`), the difference still given."""
     _same_blocks([blocks_a, blocks_b], fix="compare rows of one results.json, scored on the same split")
-    return paired_difference(blocks_a["logprob"], blocks_b["logprob"], blocks_a["tokens"])
+    difference, interval = paired_difference(blocks_a["logprob"], blocks_b["logprob"], blocks_a["tokens"])
+    return difference, interval if enough_blocks(blocks_a) else None
 
 
 def group(blocks: dict, groups: int) -> dict:
@@ -184,6 +207,8 @@ def choose_grouping(blocks: dict) -> tuple[int, dict[int, float]]:
     of the blocks as cut and each coarser grouping of GROUPINGS with at least MIN_GROUPS blocks, the one
     whose interval is widest; and the relative half-width at each ({blocks: half-width})."""
     count = len(blocks["tokens"])
+    if not enough_blocks(blocks):  # no interval to widen: the blocks as cut
+        return count, {}
     tried = [count] + [groups for groups in GROUPINGS if MIN_GROUPS <= groups < count]
     widths = {groups: half_width(group(blocks, groups)) for groups in tried}
     return max(tried, key=lambda groups: (widths[groups], -groups)), widths

@@ -22,18 +22,23 @@
   waits, then reads the first one's result.
 - `folder_held`: an exclusive lock on a folder itself (no file left), refused in one line when another
   process holds it: two runs writing one folder at once.
+- `replaced_folder`: a folder of several files written together (a report) is built in a temporary
+  sibling, a copy of it, and takes its place in one exchange of names when all is written: a reader, a
+  full disk or a crash finds the old folder or the new one, never a mix of the two.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import ctypes
 import hashlib
 import json
 import logging
 import os
 import re
 import shutil
+import tempfile
 import zipfile
 import zlib
 from contextlib import contextmanager
@@ -291,3 +296,76 @@ def locked(path: Path, wait: bool = True) -> Iterator[bool]:
             log.info("waiting for another process preparing %s", path)
             fcntl.flock(handle, fcntl.LOCK_EX)
         yield True
+
+
+RENAME_EXCHANGE = 2  # renameat2's flag (Linux 3.15): swap two names at once
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the names of a and b in one step (renameat2 RENAME_EXCHANGE); False where the system cannot."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    at_cwd = -100  # AT_FDCWD
+    if renameat2(at_cwd, os.fsencode(a), at_cwd, os.fsencode(b), RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):  # a file system without exchange
+        return False
+    raise OSError(code, os.strerror(code), str(a))
+
+
+@contextmanager
+def replaced_folder(folder: Path) -> Iterator[Path]:
+    """Yield a temporary sibling of `folder` holding its files (hard links; empty when there is none yet);
+    when the block ends, the sibling takes the folder's place whole: in one exchange of the two names
+    where the system has it (else two renames, between which only the old folder is under a name of
+    its own), and the old one is removed. When the block fails (a full disk), the sibling is removed and
+    `folder` is as it was; an error line naming a file of the sibling names the file of `folder`. The
+    block must write each file by replacing it (as `atomic_write` does): one opened for writing in place
+    would write through its hard link into the old folder."""
+    folder = Path(folder).resolve()  # (a link to a folder: the folder is replaced, the link kept)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{folder.name}.new", dir=folder.parent))
+    old = stage.with_name(stage.name.replace(".new", ".old", 1))
+    try:
+        try:
+            if folder.is_dir():  # hard links: no byte copied, and a file rewritten in the stage is a new one
+                shutil.copytree(folder, stage, symlinks=True, dirs_exist_ok=True, copy_function=_linked)
+            os.chmod(stage, folder.stat().st_mode & 0o7777 if folder.is_dir() else 0o777 & ~_umask())
+        except OSError as err:
+            failure = write_failure(stage, err)
+            if failure is None:
+                raise
+            raise WriteFailed(str(failure).replace(str(stage), str(folder))) from None
+        try:
+            yield stage
+        except LMBenchError as failure:  # named as the file of `folder` it stands for
+            if str(stage) not in str(failure):
+                raise
+            kind = WriteFailed if isinstance(failure, WriteFailed) else LMBenchError
+            raise kind(str(failure).replace(str(stage), str(folder))) from None
+        if folder.is_dir() and _exchange(stage, folder):
+            shutil.rmtree(stage)  # (now the old folder)
+        else:
+            if folder.is_dir():
+                os.replace(folder, old)
+            os.replace(stage, folder)
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _linked(source: str, target: str) -> None:
+    """A hard link of `source` at `target`, a copy where the file system has no hard links."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -3,17 +3,29 @@
 Each factory returns an argparse `type` that converts the text of an option or refuses it with the
 value and what is allowed; `OptionParser` turns every parse error (a refused value, a bad choice, a
 missing or unknown argument) into an LMBenchError, which the command prints on one line and exits 2.
+
+Every numeric option is bounded from both sides (`integer`, `number`: the type records its `bounds`,
+which tests/test_hostile_classes.py requires of every option of every command): a count at most
+COUNT_MAX unless the option says less (a C int, what the kernels below take as a size), threads at most
+THREADS_MAX. Every path option is looked at without following it blindly (`_examined`): a loop of
+symbolic links or a name the system refuses as too long is one line naming it. `refuse_overwriting`
+keeps every output off every input: an output file is no input file, no input file lies in an output
+folder, no output lies in an input folder.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import math
 import os
 from pathlib import Path
 from typing import Callable, NoReturn
 
 from lmbench.errors import LMBenchError
+
+COUNT_MAX = 2**31 - 1  # the largest count an option takes unless it says less: a C int, what kernels take as a size
+THREADS_MAX = 1024     # CPU threads: more than any machine this runs on has; 100,000 crashed OpenMP (issue 46)
 
 
 class OptionParser(argparse.ArgumentParser):
@@ -60,34 +72,61 @@ def _ranged(kind: str, convert: Callable[[str], float], name: str, minimum, maxi
         return value
 
     parse.__name__ = name
+    parse.bounds = (minimum, maximum)
     return parse
 
 
-def integer(minimum: int | None = None, maximum: int | None = None) -> Callable[[str], int]:
-    """An integer option within [minimum, maximum] (either bound may be None)."""
+def integer(minimum: int = 0, maximum: int = COUNT_MAX) -> Callable[[str], int]:
+    """An integer option within [minimum, maximum]."""
     return _ranged("an integer", int, "integer", minimum, maximum)
 
 
-def number(minimum: float | None = None, maximum: float | None = None) -> Callable[[str], float]:
-    """A finite real option within [minimum, maximum] (either bound may be None)."""
+def number(minimum: float, maximum: float) -> Callable[[str], float]:
+    """A finite real option within [minimum, maximum]."""
     return _ranged("a finite number", float, "number", minimum, maximum)
+
+
+def _examined(text: str, path: Path) -> os.stat_result | None:
+    """The path's status (following links), None where nothing is there; a loop of symbolic links, a
+    name too long for the system or any other refusal to look is an ArgumentTypeError naming it."""
+    try:
+        return path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            why = "is a loop of symbolic links"
+        elif err.errno == errno.ENAMETOOLONG:
+            why = "has a name too long for the system (a part over 255 bytes, or the whole over 4096)"
+        elif err.errno == errno.ENOTDIR:
+            return None  # under a file: named by the caller
+        else:
+            why = f"cannot be looked at ({err.strerror or err})"
+        raise argparse.ArgumentTypeError(f"{text!r} {why}: give another path") from None
 
 
 def existing_file(text: str) -> Path:
     """A file to read: it must exist and be a file."""
     path = Path(text)
-    if not path.exists():
+    if not text or _examined(text, path) is None:
         raise argparse.ArgumentTypeError(f"{text!r} does not exist: give the path of an existing file")
     if not path.is_file():
         raise argparse.ArgumentTypeError(f"{text!r} is not a file: give the path of an existing file")
     return path
 
 
+def examined_path(text: str) -> Path:
+    """A path looked at but not required to be there (a run folder that only one machine holds)."""
+    if text:
+        _examined(text, Path(text))
+    return Path(text)
+
+
 def existing_directory(text: str) -> Path:
     """A folder to read: it must exist and be a folder."""
     path = Path(text)
-    if not path.is_dir():
-        what = "is not a folder" if path.exists() else "does not exist"
+    if not text or _examined(text, path) is None or not path.is_dir():
+        what = "is not a folder" if text and path.exists() else "does not exist"
         raise argparse.ArgumentTypeError(f"{text!r} {what}: give the path of an existing folder")
     return path
 
@@ -95,8 +134,9 @@ def existing_directory(text: str) -> Path:
 def _writable_place(text: str, path: Path, kind: str) -> None:
     """Refuse `path` when its nearest existing ancestor is not a folder we may write into (the missing
     folders in between are created when the file or folder is written)."""
+    _examined(text, path)
     parent = path.absolute().parent
-    while not parent.exists():
+    while _examined(text, parent) is None:
         parent = parent.parent
     if not parent.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} lies under {str(parent)!r}, which is not a folder: "
@@ -107,33 +147,81 @@ def _writable_place(text: str, path: Path, kind: str) -> None:
 
 
 INPUT_OPTIONS = ("train", "valid", "test", "corpus_file")  # the corpus files a command reads
+INPUT_FOLDERS = ("ap_dir",)  # the folders it reads every file of
 
 
-def refuse_overwriting(args, outputs: dict[str, Path | None], inputs: dict[str, Path] | None = None) -> None:
-    """Refuse, before anything is read or written, an output (option -> path; None: not asked for) that
-    is one of the command's input files (INPUT_OPTIONS, and `inputs`: what -> path), or that another
-    output writes too."""
-    inputs = {f"--{name.replace('_', '-')}": Path(getattr(args, name)).resolve()
+def _resolved(name: str, path: Path) -> Path:
+    """`path` with every link followed; a loop, or a name too long, is one line naming `name`."""
+    try:
+        return Path(path).resolve()
+    except (OSError, RuntimeError) as err:  # Python raises RuntimeError for a loop of links
+        raise LMBenchError(f"{name} {path} cannot be resolved ({' '.join(str(err).split())}): give another "
+                           "path") from None
+
+
+def _option(name: str) -> str:
+    return f"--{name.replace('_', '-')}"
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def refuse_overwriting(args, outputs: dict[str, Path | None], inputs: dict[str, Path] | None = None, *,
+                       folders: dict[str, Path | None] | None = None) -> None:
+    """Refuse, before anything is read or written, an output that would overwrite an input or another
+    output, each path with its links followed: an output file (`outputs`: option -> path; None: not
+    asked for) that is an input file (INPUT_OPTIONS, and `inputs`: what -> path) or another output; two
+    of --train, --valid and --test that are one file (a link, a hard link: a model scored on what it
+    was fitted on); an input file inside an output folder (`folders`: option -> folder the command
+    writes files of its own into); an output inside a folder the command reads (INPUT_FOLDERS)."""
+    inputs = {_option(name): _resolved(_option(name), getattr(args, name))
               for name in INPUT_OPTIONS if getattr(args, name, None) is not None} | {
-              what: Path(path).resolve() for what, path in (inputs or {}).items()}
+              what: _resolved(what, path) for what, path in (inputs or {}).items()}
+    read_folders = {_option(name): _resolved(_option(name), getattr(args, name))
+                    for name in INPUT_FOLDERS if getattr(args, name, None) is not None}
+    corpus_files = [(name, path) for name, path in inputs.items() if name in ("--train", "--valid", "--test")]
+    for i, (name, path) in enumerate(corpus_files):
+        for other, other_path in corpus_files[i + 1:]:
+            if path == other_path or (path.is_file() and other_path.is_file() and os.path.samefile(path, other_path)):
+                raise LMBenchError(f"{other} {other_path} is the same file as {name} {path}: a model would be scored "
+                                   "on the text it was fitted on (or chosen on its own test); give three different "
+                                   "files (or one file to cut by lines, --corpus-file F)")
     written: dict[Path, str] = {}
     for option, path in outputs.items():
         if path is None:
             continue
-        where = Path(path).resolve()
+        where = _resolved(option, path)
         for name, source in inputs.items():
             if where == source:
-                raise LMBenchError(f"{option} {path} is the file of {name}: writing it would overwrite that "
-                                   "input; give another path")
+                raise LMBenchError(f"{option} {path} is the file of {name}{'' if source == Path(path) else f' ({source})'}: "
+                                   "writing it would overwrite that input; give another path")
         if where in written:
             raise LMBenchError(f"{option} and {written[where]} both write {path}: one would overwrite the "
                                "other; give each its own path")
         written[where] = option
+    for option, folder in (folders or {}).items():
+        if folder is None:
+            continue
+        where = _resolved(option, folder)
+        for name, source in inputs.items():
+            if _within(source, where):
+                raise LMBenchError(f"{name} {source} lies in the folder of {option} {folder}, which the command "
+                                   "writes its own files into (it could overwrite that input): move the input "
+                                   f"out of it, or give {option} another folder")
+        written[where] = option
+    for where, option in written.items():
+        for name, source in read_folders.items():
+            if _within(where, source):
+                raise LMBenchError(f"{option} {where} lies in the folder of {name} {source}, which is read file "
+                                   f"by file: give {option} a path outside it")
 
 
 def output_file(text: str) -> Path:
     """A file to write: not an existing folder, device or pipe, under a folder we may write into."""
     path = Path(text)
+    if text:
+        _examined(text, path)
     if not text or path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a folder: give the path of a file to write")
     if path.exists() and not path.is_file():  # a device or a pipe: the atomic writer would replace it
@@ -146,14 +234,26 @@ def output_file(text: str) -> Path:
 def output_directory(text: str) -> Path:
     """A folder to write into (created when missing): not an existing file, under a writable folder."""
     path = Path(text)
+    if text:
+        _examined(text, path)
     if not text or (path.exists() and not path.is_dir()):
         raise argparse.ArgumentTypeError(f"{text!r} is not a folder: give the path of a folder "
                                          "(it is created when missing)")
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         _writable_place(text, path, "folder")
+    elif not path.exists():  # a link to nothing: the folder would be made through it, somewhere else
+        raise argparse.ArgumentTypeError(f"{text!r} is a symbolic link to nothing: give a folder, or a path "
+                                         "where one may be made")
     elif not os.access(path, os.W_OK | os.X_OK):
         raise argparse.ArgumentTypeError(f"{text!r} is not writable: give a folder where you may write")
     return path
+
+
+def bounded(parse: Callable[[str], object], description: str) -> Callable[[str], object]:
+    """Mark an option type that bounds its values itself (a size, counts, fractions) as such, for the
+    test that requires a bound of every numeric option; `description` says what the bounds are."""
+    parse.bounds = description
+    return parse
 
 
 def split_fractions(text: str) -> tuple[float, float, float]:
@@ -167,3 +267,6 @@ def split_fractions(text: str) -> tuple[float, float, float]:
         raise argparse.ArgumentTypeError(f"{text!r}: give three fractions above 0 that sum to 1, for train, "
                                          "valid and test, e.g. 0.8,0.1,0.1")
     return parts
+
+
+bounded(split_fractions, "three fractions in (0, 1) summing to 1")

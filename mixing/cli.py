@@ -58,8 +58,16 @@ def run(args: argparse.Namespace) -> dict:
     else:
         mixed, weights = saved.mix_saved(parts, args.method, args.weights, buckets, names, str(args.buckets_from))
     result = {"method": args.method, "weights": np.round(weights, 6).tolist()}
-    for path, part in zip(args.logprobs, parts):
-        result[path.name] = {"valid_perplexity": perplexity(part["valid"]),
-                             "test_perplexity": perplexity(part["test"])}
+    for label, part in zip(part_labels(args.logprobs), parts):
+        result[label] = {"valid_perplexity": perplexity(part["valid"]), "test_perplexity": perplexity(part["test"])}
     result.update(valid_perplexity=perplexity(mixed["valid"]), test_perplexity=perplexity(mixed["test"]))
     return result
+
+
+def part_labels(paths) -> list[str]:
+    """The key of each file's figures, in the order of the weights: its name where the names differ, else
+    its path as given, numbered where the same path is given twice (no file's figures are dropped)."""
+    names = [path.name for path in paths]
+    labels = names if len(set(names)) == len(names) else [str(path) for path in paths]
+    return [label if labels.count(label) == 1 else f"{label} (#{labels[:i + 1].count(label)})"
+            for i, label in enumerate(labels)]

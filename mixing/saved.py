@@ -12,7 +12,8 @@ the token ids of valid and test), so that `mix_saved` refuses files that score d
 however equal their lengths.
 
 Reading checks the file is what it says: an .npz archive (not a text file named .npz, nor Python
-objects numpy would only read with allow_pickle), one finite log-probability <= 0 per token. A file
+objects numpy would only read with allow_pickle), one finite log-probability <= 0 per token (and
+where there are, one bucket >= 0, one effective n >= 1 and one log P∞ <= 0 or -inf per token). A file
 written before the fingerprints is read with one warning line (it cannot be checked against the
 others; scoring the model again writes a checked one).
 """
@@ -95,6 +96,14 @@ def _read(path: Path) -> dict:
         if buckets is not None and (buckets.shape != values.shape or not np.issubdtype(buckets.dtype, np.integer)
                                     or (len(buckets) and buckets.min() < 0)):
             raise ValueError(f"its buckets_{split} are not one bucket number per token")
+        effective = arrays.get(f"effective_n_{split}")
+        if effective is not None and (effective.shape != values.shape or not np.issubdtype(effective.dtype, np.integer)
+                                      or (len(effective) and effective.min() < 1)):
+            raise ValueError(f"its effective_n_{split} are not one effective n >= 1 per token")
+        sparse = arrays.get(f"p_inf_{split}")
+        if sparse is not None and (sparse.shape != values.shape or not np.issubdtype(sparse.dtype, np.floating)
+                                   or np.any(np.isnan(sparse) | (sparse > ABOVE_ZERO))):
+            raise ValueError(f"its p_inf_{split} are not one log P∞ <= 0 per token (-inf: never seen)")
     for key in FINGERPRINTS:
         if key in arrays:
             arrays[key] = str(arrays[key][()])

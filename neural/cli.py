@@ -17,7 +17,8 @@ import numpy as np
 from corpora.cli import RECORD, add_corpus_options, corpus_options, load_corpus, load_options, write_record
 from lmbench.errors import LMBenchError
 from lmbench.files import folder_held
-from lmbench.options import integer, output_directory, output_file, refuse_overwriting
+from lmbench.options import (COUNT_MAX, THREADS_MAX, examined_path, integer, number, output_directory, output_file,
+                             refuse_overwriting)
 
 
 def register(subparsers) -> None:
@@ -47,26 +48,26 @@ def add_train(commands) -> None:
     run_group.add_argument("--objective", choices=tuple(OBJECTIVES), default=defaults.objective,
                            help=f"training loss over the output layer (default {defaults.objective}): "
                                 + "; ".join(f"{o.name}: {o.summary}" for o in OBJECTIVES.values()))
-    run_group.add_argument("--samples", type=int, default=None,
+    run_group.add_argument("--samples", type=integer(1, 10**12), default=None,
                            help=f"k, words drawn per minibatch by importance / nce (default {defaults.samples}; "
                                 f"{_stream_default('samples')})")
-    run_group.add_argument("--classes", type=int, default=None,
+    run_group.add_argument("--classes", type=integer(0), default=None,
                            help="objective class: number of word classes (default: round(sqrt(|V|)))")
     run_group.add_argument("--class-source", choices=CLASS_SOURCES, default=None,
                            help="objective class: frequency (bins of equal sqrt-frequency mass; default) "
                                 "or exchange (the exchange clustering of the class n-gram, cached)")
-    run_group.add_argument("--epochs", type=int, default=None,
+    run_group.add_argument("--epochs", type=integer(1, 10**6), default=None,
                            help=f"at most this many (default {defaults.epochs}; {_stream_default('epochs')})")
-    run_group.add_argument("--batch-size", type=int, default=None,
+    run_group.add_argument("--batch-size", type=integer(1, 10**7), default=None,
                            help=f"windows per update, default 1 (paper) or 128 (sgd); stream networks: lanes "
                                 f"({_stream_default('batch_size')})")
-    run_group.add_argument("--lr", type=float, default=None,
+    run_group.add_argument("--lr", type=number(0, 1e6), default=None,
                            help=f"default 1e-3 (paper) or 1.0 (sgd); {_stream_default('lr')}")
-    run_group.add_argument("--min-gain", type=float, default=None,
+    run_group.add_argument("--min-gain", type=number(-1e3, 1), default=None,
                            help="sgd: halve the rate once an epoch improves valid by less than this "
                                 "fraction per million training tokens (at least this fraction), stop when "
                                 f"it again gains less than this fraction (default {defaults.min_gain})")
-    run_group.add_argument("--anneal-gain", type=float, default=None,
+    run_group.add_argument("--anneal-gain", type=number(-1e3, 1), default=None,
                            help="sgd: start halving once an epoch improves valid by less than this fixed "
                                 "fraction instead (default: the --min-gain rule)")
     run_group.add_argument("--schedule", choices=SCHEDULES, default=None,
@@ -74,34 +75,34 @@ def add_train(commands) -> None:
                                 "linearly to 0 over all --epochs, every epoch run: NPLM (ours)'s budget); the "
                                 f"stream networks' ({_stream_families()}): cosine, a linear warm-up then a cosine "
                                 "decay over all --epochs")
-    run_group.add_argument("--weight-decay", type=float, default=None,
+    run_group.add_argument("--weight-decay", type=number(0, 1e6), default=None,
                            help=f"on the weights and C, not the biases (default {defaults.weight_decay}, the paper's "
                                 f"for Brown; AP: 1e-5; {_stream_default('weight_decay')})")
-    run_group.add_argument("--dropout", type=float, default=None,
+    run_group.add_argument("--dropout", type=number(0, 1), default=None,
                            help="dropout on the features while training (NPLM: [tanh(d + Hx), x]; not in the "
                                 f"paper; default {defaults.dropout}; {_stream_default('dropout')}); 0: none")
-    run_group.add_argument("--patience", type=int, default=None,
+    run_group.add_argument("--patience", type=integer(1, 10**6), default=None,
                            help="paper recipe: early-stopping patience in epochs")
-    run_group.add_argument("--max-steps", type=int, default=None,
+    run_group.add_argument("--max-steps", type=integer(0), default=None,
                            help="pause after this many updates in all (a checkpoint; --resume carries on)")
-    run_group.add_argument("--budget-updates", type=int, default=None,
+    run_group.add_argument("--budget-updates", type=integer(1), default=None,
                            help="a compute budget: train exactly this many updates, the rate decaying to the last "
                                 "(linear or cosine schedule), the last epoch cut there and validated; default: "
                                 "the recipe's epochs")
-    run_group.add_argument("--valid-tokens", type=int, default=None,
+    run_group.add_argument("--valid-tokens", type=integer(1), default=None,
                            help="validate after each epoch (rate, best model, early stop) on the first this "
                                 "many tokens of valid; the final figures score all of it (default: all; "
                                 "for --model energy, whose exact scoring is slow)")
-    run_group.add_argument("--steps", type=int, default=None,
+    run_group.add_argument("--steps", type=integer(1, 10**7), default=None,
                            help="stream networks: inputs per lane per update (default 35; a Transformer: its --context)")
-    run_group.add_argument("--warmup-steps", type=int, default=None,
+    run_group.add_argument("--warmup-steps", type=integer(0), default=None,
                            help=f"stream networks: updates of the linear warm-up (default {defaults.warmup_steps})")
-    run_group.add_argument("--clip", type=float, default=None,
+    run_group.add_argument("--clip", type=number(0, 1e9), default=None,
                            help=f"stream networks: the gradient's norm is clipped at this (default {defaults.clip})")
-    run_group.add_argument("--final-lr-fraction", type=float, default=None,
+    run_group.add_argument("--final-lr-fraction", type=number(0, 1), default=None,
                            help="stream networks: the last rate of the cosine schedule, as a fraction of --lr "
                                 f"(default {defaults.final_lr_fraction})")
-    run_group.add_argument("--checkpoint-minutes", type=float, default=defaults.checkpoint_minutes)
+    run_group.add_argument("--checkpoint-minutes", type=number(0, 1e6), default=defaults.checkpoint_minutes)
     run_group.add_argument("--seed", type=integer(0, 2**32 - 1), default=defaults.seed)
     run_group.add_argument("--out", type=output_directory, default=None,
                            help="run directory (default runs/MODEL-CORPUS-n5-m60-h50-direct-RECIPE-OBJECTIVE-sSEED)")
@@ -115,7 +116,7 @@ def add_train(commands) -> None:
 def add_eval(commands) -> None:
     from neural.config import BACKENDS, PARALLEL
     evaluate = commands.add_parser("eval", help="perplexity of a trained run's best model on a split")
-    evaluate.add_argument("dir", help="run directory")
+    evaluate.add_argument("dir", type=examined_path, help="run directory")
     evaluate.add_argument("--split", choices=("train", "valid", "test"), default="test")
     evaluate.add_argument("--oov", choices=("unk", "init"), default="unk",
                           help="words outside the vocabulary: <unk> (default), or init: also score them as "
@@ -131,15 +132,18 @@ def add_eval(commands) -> None:
 
 def add_neighbors(commands) -> None:
     neighbors = commands.add_parser("neighbors", help="nearest words by cosine similarity in C")
-    neighbors.add_argument("dir", help="run directory")
+    neighbors.add_argument("dir", type=examined_path, help="run directory")
     neighbors.add_argument("words", nargs="+")
-    neighbors.add_argument("--k", type=integer(1), default=10, help="neighbours per word (default 10)")
+    neighbors.add_argument("--k", type=integer(1, 10**6), default=10, help="neighbours per word (default 10)")
     neighbors.add_argument("--oov-from", choices=("valid", "test"), default=None,
                            help="words outside the vocabulary: their vectors as initialised scoring this "
                                 "split (--oov init), their neighbours among the vocabulary's")
     add_corpus_options(neighbors, recorded=True)
     neighbors.add_argument("--json", action="store_true")
     neighbors.set_defaults(run=run_neighbors, device="cpu", bf16=False)
+
+
+SHAPE_MAX = {"layers": 1024}  # built one by one: a count the memory check would take long to reach
 
 
 def _network_options(group, default_model: str) -> None:
@@ -158,6 +162,9 @@ def _network_options(group, default_model: str) -> None:
         help_text = f"{f.metadata.get('help', '')} (default: {', '.join(defaults)})"
         if isinstance(f.default, bool):
             group.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+        elif isinstance(f.default, int):  # the family refuses what its network cannot be; and lmbench.memory,
+            group.add_argument(flag, type=integer(0, SHAPE_MAX.get(name, COUNT_MAX)), default=None,
+                               help=help_text)  # what cannot fit
         else:
             group.add_argument(flag, type=type(f.default), default=None, help=help_text)
 
@@ -174,7 +181,7 @@ def _device_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="auto (CUDA when present, else the CPU), "
                                                          "cpu, cuda, cuda:N")
     parser.add_argument("--bf16", action="store_true", help="bfloat16 for the |V|-sized matrix products")
-    parser.add_argument("--threads", type=integer(1), default=None,
+    parser.add_argument("--threads", type=integer(1, THREADS_MAX), default=None,
                         help="CPU threads (default: OMP_NUM_THREADS when set, else the cores not busy at the start: "
                              "the cores less the load average, at least 1; docs/parallel.md)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -189,9 +196,9 @@ def _parallel_options(parser: argparse.ArgumentParser, schemes, backends) -> Non
                             "(the paper's section 3.2). Default: one process")
     group.add_argument("--backend", choices=backends, default="auto",
                        help="torch.distributed backend (default auto: nccl on CUDA, gloo on the CPU)")
-    group.add_argument("--nproc-per-node", type=integer(1), default=None,
+    group.add_argument("--nproc-per-node", type=integer(1, THREADS_MAX), default=None,
                        help="run on P processes of this machine: torchrun is started for you (neural/parallel/launch.py)")
-    group.add_argument("--nnodes", type=integer(1), default=1,
+    group.add_argument("--nnodes", type=integer(1, 10**4), default=1,
                        help="with --nproc-per-node: machines running the same command (default 1)")
     group.add_argument("--rdzv-endpoint", metavar="HOST:PORT", default=None,
                        help="with --nnodes > 1: the rendezvous address, one of the machines")
@@ -222,11 +229,14 @@ def run_train(args: argparse.Namespace) -> dict | None:
                    if getattr(args, f.name, None) is not None}  # not given: the config's (or the family's) default
     config = RunConfig(model=args.model, **_shape_options(args), **run_options)
     _check_launch(args)
+    refuse_overwriting(args, {}, folders={"--out": args.out})
     options = corpus_options(args, args.out if args.resume and args.out else None)
     corpus = load_options(options, use_cache=not args.no_cache)
     shape = "-".join((k if v else f"no-{k}") if isinstance(v, bool) else f"{k}{v}"
                      for k, v in asdict(config.shape).items())
     out = args.out or f"runs/{args.model}-{corpus.name}-{shape}-{config.recipe}-{config.objective}-s{args.seed}"
+    if args.out is None:
+        refuse_overwriting(args, {}, folders={"--out (its default)": Path(out)})
     team = _connect(args, corpus)
     if team.writer and (not (Path(out) / CHECKPOINT).exists() or not (Path(out) / RECORD).exists()):
         write_record(out, options)  # a new run's corpus (a resumed run keeps the record it has)
@@ -308,6 +318,7 @@ def run_eval(args: argparse.Namespace) -> dict | None:
 def run_neighbors(args: argparse.Namespace) -> dict:
     from neural import oov
     from neural.training.checkpoint import load_network
+    refuse_overwriting(args, {})
     _require_run(args.dir)
     corpus = load_corpus(args, args.dir)
     model = load_network(args.dir, corpus, device="cpu")

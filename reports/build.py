@@ -8,21 +8,24 @@ from __future__ import annotations
 import base64
 import html
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from corpora.corpus import unk_rates, unk_warning
-from lmbench.files import atomic_write_text
+from lmbench.bootstrap import TOO_FEW
+from lmbench.files import atomic_write_text, replaced_folder
 from lmbench.schema import check
 from reports import summary
-from reports.claims import NO_INTERVAL, check_claims, seeds_advice
+from reports.claims import NO_INTERVAL, TOO_FEW_NOTE, check_claims, seeds_advice
 from reports.figures import DRAWING_CODE, draw_all, drawn_once
 from reports.provenance import code_state, stamp
 from reports.records import load_results
 from reports.tables import PAPER_TABLE, _display, comparison, figure, to_markdown, write_tables
 
+log = logging.getLogger(__name__)
 
 TRAINING_NOTE = ("The network (nplm: equation 1; energy: section 5.1's energy network, whose epochs are "
                  "validated on the first tokens of valid, its perplexities on all of it), training "
@@ -178,6 +181,8 @@ def _claims_note(claims: list[dict]) -> str | None:
     many claims the report tests, what "after Holm" and "training randomness" say, and where a claim
     rests on a network of one seed, the run that would cover it (reports.claims.seeds_advice)."""
     compared = [claim for claim in claims if "difference_ci95" in claim]
+    if any(claim["verdict"].startswith(TOO_FEW) for claim in compared):
+        return TOO_FEW_NOTE
     if compared and all(claim["difference_ci95"] is None for claim in compared):
         return NO_INTERVAL
     tested = sum(1 for claim in claims if claim.get("p") is not None)
@@ -229,23 +234,36 @@ def _summary_figure(across: list[dict], directory: Path) -> Path | None:
     return drawn[0] if drawn else None
 
 
-def build_report(report_dir: Path, code: dict | None = None) -> dict:
-    """Write table.*, claims.json, figures/*, report.md and report.html; return what was written.
+def build_report(report_dir: Path, code: dict | None = None, results_text: str | None = None) -> dict:
+    """Write table.*, claims.json, figures/*, report.md and report.html (and results.json: `results_text`,
+    from a run) into the report folder, all of it or nothing (lmbench.files.replaced_folder: the folder
+    is built in a copy that then takes its place); return what was written, under `report_dir`.
     `code`: the state of the checkout building it (reports.provenance; default: as found now)."""
-    results = load_results(report_dir)
+    report_dir = Path(report_dir)
     code = code or code_state(report_dir)
+    with replaced_folder(report_dir) as stage:
+        if results_text is not None:
+            atomic_write_text(stage / "results.json", results_text)
+        return _build(stage, report_dir, code)
+
+
+def _build(stage: Path, report_dir: Path, code: dict) -> dict:
+    """build_report's files, written into `stage` (the new report folder, to be moved to `report_dir`)."""
+    results = load_results(stage)
     table = comparison(results)
-    written = write_tables(table, report_dir)
+    written = write_tables(table, stage)
     claims = check_claims(results)
     check("claims", claims, fix="nothing was written to claims.json: a bug of reports.claims, report it")
-    atomic_write_text(report_dir / "claims.json", json.dumps(claims, indent=1))
-    figures = draw_all(results, table, report_dir / "figures")
+    atomic_write_text(stage / "claims.json", json.dumps(claims, indent=1))
+    figures = draw_all(results, table, stage / "figures")
     across = summary.gather(report_dir, results)
     across_frame = summary.summary_frame(across)
-    across_figure = _summary_figure(across, report_dir / "figures")
+    across_figure = _summary_figure(across, stage / "figures")
     claims_frame = pd.DataFrame(claims)[[column for column in CLAIM_COLUMNS if any(column in c for c in claims)]]
     claims_frame = claims_frame.where(pd.notna(claims_frame), "").rename(columns=CLAIM_HEADERS)
     claims_note = _claims_note(claims)
+    if claims_note == TOO_FEW_NOTE:
+        log.warning(TOO_FEW_NOTE)
     neighbors = _neighbors_frame(results)
     training = _training_frame(results)
     headings = _headings(results)
@@ -264,7 +282,7 @@ def build_report(report_dir: Path, code: dict | None = None) -> dict:
         md += ["", f"## Nearest neighbours in the word features C of {results['neighbors']['row']}", "",
                neighbors.to_markdown(index=False)]
     md += ["", "## Figures", ""] + [f"![{p.stem}](figures/{p.name})" for p in figures]
-    atomic_write_text(report_dir / "report.md", "\n".join(md) + "\n")
+    atomic_write_text(stage / "report.md", "\n".join(md) + "\n")
 
     sections = [("summary", summary.HEADING, f"<p>{html.escape(summary.NOTE)}</p>" + html_table(across_frame)
                  + (_figure_html(across_figure) if across_figure else "")),
@@ -291,8 +309,11 @@ def build_report(report_dir: Path, code: dict | None = None) -> dict:
             f"</p><h1>{html.escape(title)}</h1>"
             f"<p>{html.escape(_corpus_line(results))}</p>"
             f'<nav><h2>Contents</h2><ol>{contents}</ol></nav>{body}</body></html>\n')
-    atomic_write_text(report_dir / "report.html", page)
-    return {"commit": stamp(code), "tables": {k: str(v) for k, v in written.items()},
-            "figures": [str(p) for p in [across_figure, *figures] if p],
+    atomic_write_text(stage / "report.html", page)
+    def moved(path: Path) -> str:  # where a file written into the stage will be
+        return str(report_dir / Path(path).relative_to(stage))
+
+    return {"commit": stamp(code), "tables": {k: moved(v) for k, v in written.items()},
+            "figures": [moved(p) for p in [across_figure, *figures] if p],
             "report": str(report_dir / "report.md"), "html": str(report_dir / "report.html"),
             "claims": claims}

@@ -39,11 +39,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from lmbench.bootstrap import difference_draws, percentile_interval, two_sided_p
+from lmbench.bootstrap import (MIN_BLOCKS, TOO_FEW, difference_draws, enough_blocks, percentile_interval,
+                              two_sided_p)
 from neural.families import FAMILIES
 from reports.experiments import INFINI_GRAM, PAPER_FAMILY, STREAM_NETWORKS, WITH_COUNTS
 from reports.records import network_of, paper_network
 
+TOO_FEW_NOTE = (f"No interval: the test split holds fewer than {MIN_BLOCKS} bootstrap blocks, too few for one, so "
+                "no claim gets a verdict (\"too few blocks\"); score a longer test split.")
 NO_INTERVAL = ("No interval: these results keep no per-block sums of log-probabilities (written before rows "
                "kept them), so the verdicts compare the perplexities alone; running the reproduction again "
                "adds them (finished rows come from the row cache).")
@@ -152,6 +155,9 @@ def _tested(rows: dict, check: Check) -> dict:
     blocks = [row.get("blocks", {}).get("test") for row in (a, b)]
     if not all(blocks):
         return found
+    if not enough_blocks(blocks[0]):  # no interval nor verdict (lmbench.bootstrap.enough_blocks)
+        found["side"] = TOO_FEW
+        return found
     _, draws = difference_draws(*blocks)
     interval = [float(bound) for bound in _percent(np.array(percentile_interval(draws)))]
     if training is not None and training["gaps"]:
@@ -185,6 +191,12 @@ def _judged(rows: dict, checks: list[Check]) -> dict:
         record["training"] = (f"{ONE_SEED} ({', '.join(one_seed)})" if one_seed else
                               f"{min(seeds)} seeds: covered" if seeds else ONE_SEED)
         record["one_seed"] = one_seed
+    few = [(check, found) for check, found in tested if found["side"] == TOO_FEW]
+    if few:  # no verdict: fewer test blocks than an interval needs
+        check, found = few[0]
+        return {**record, "verdict": f"{TOO_FEW} ({found['difference']:+.1f}%; fewer than {MIN_BLOCKS} test blocks)",
+                "difference": found["difference"], "difference_ci95": None, "significant": None,
+                "threshold": check.threshold, "p": None}
     if any(found["side"] is None for found in comparisons):
         check, found = max(tested, key=lambda cf: cf[0].reach(cf[1]["difference"], cf[1]["difference"]))
         return {**record, "verdict": "holds" if check.reach(found["difference"], found["difference"]) < 0

@@ -11,7 +11,8 @@ from pathlib import Path
 from baselines.cli import add_memory_options
 from baselines.methods import BOUNDED_METHODS
 from lmbench.errors import LMBenchError
-from lmbench.options import existing_file, integer, number, output_directory, split_fractions
+from lmbench.options import (THREADS_MAX, existing_file, integer, number, output_directory, refuse_overwriting,
+                             split_fractions)
 from reports.experiments import EXTRA_ROWS, KINDS, OURS, ROWS, STREAM_NETWORKS, TABLE1_NETWORKS
 
 CORPORA = sorted(ROWS) + ["text"]
@@ -70,11 +71,11 @@ def register(subparsers) -> None:
                              "more on 2 cores); brown, ap: " + ", ".join(STREAM_NETWORKS) + " add our network "
                              "of that family (" + ", ".join(STREAM_NETWORKS.values()) + "), alone and mixed "
                              "with interpolated KN 5")
-    parser.add_argument("--threads", type=integer(1), default=None,
+    parser.add_argument("--threads", type=integer(1, THREADS_MAX), default=None,
                         help="CPU threads of the network rows (default: OMP_NUM_THREADS when set, else the cores "
                              "not busy at the start, docs/parallel.md; e.g. 1 to share the machine with another "
                              "run): how fast, not what, so not part of a row's cache key")
-    parser.add_argument("--seeds", type=integer(1), default=1,
+    parser.add_argument("--seeds", type=integer(1, 1000), default=1,
                         help="train and score every network row under this many seeds (the run's, then one more "
                              "each; each mixture of a network mixes each seed's): the row gives the mean "
                              "perplexity, its standard deviation and every seed's (default 1: the row as one seed, "
@@ -90,7 +91,7 @@ def register(subparsers) -> None:
                              "length), measured on this machine once and recorded in results.json; none: every "
                              "recipe to its end; a results.json: the updates that run recorded (default: "
                              f"{DEFAULT_BUDGET} for text, none for brown and ap; docs/your-corpus.md)")
-    budget.add_argument("--budget-flops", type=number(1.0), default=None, metavar="FLOPS",
+    budget.add_argument("--budget-flops", type=number(1.0, 1e40), default=None, metavar="FLOPS",
                         help="the network rows' compute budget as training FLOPs per network row (e.g. 1e15)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     _add_allow_dirty(parser)
@@ -123,15 +124,6 @@ def register(subparsers) -> None:
     parser.add_argument("--quick", action="store_true", help="the report of the quick run")
     _add_name(parser)
     parser.add_argument("--report-dir", type=output_directory, help="default runs/reports/NAME; summary: the folder of results/index.txt (default results)")
-    budget = parser.add_mutually_exclusive_group()
-    budget.add_argument("--budget", type=_budget, default=None, metavar="TIME|none|RESULTS.json",
-                        help=f"the network rows' compute budget as the whole run's wall time (e.g. 20m, 2h): each "
-                             "network row trains the same training FLOPs, as many as fit (at most its recipe's "
-                             "length), measured on this machine once and recorded in results.json; none: every "
-                             "recipe to its end; a results.json: the updates that run recorded (default: "
-                             f"{DEFAULT_BUDGET} for text, none for brown and ap; docs/your-corpus.md)")
-    budget.add_argument("--budget-flops", type=number(1.0), default=None, metavar="FLOPS",
-                        help="the network rows' compute budget as training FLOPs per network row (e.g. 1e15)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     _add_allow_dirty(parser)
     parser.set_defaults(run=run_report)
@@ -188,11 +180,17 @@ def _budget(text: str) -> str:
 
 
 def run_reproduce(args: argparse.Namespace) -> dict:
-    from reports.pipeline import reproduce
+    from reports.pipeline import reproduce, report_name
+    text = _text_corpus(args)
+    report_dir = _report_dir(args)
+    work_dir = args.work_dir or Path("runs") / report_name(args.corpus, args.quick, text.name if text else None)
+    refuse_overwriting(args, {}, folders={"--report-dir": report_dir, "--work-dir": work_dir})
+    if Path(report_dir).resolve() in (Path(work_dir).resolve(), *Path(work_dir).resolve().parents):
+        raise LMBenchError(f"--work-dir {work_dir} lies in --report-dir {report_dir}, which is replaced as a whole "
+                           "when the report is written (the row cache would go with it): give them separate folders")
     budget = args.budget or (DEFAULT_BUDGET if args.corpus == "text" and args.budget_flops is None else None)
-    summary = reproduce(args.corpus, args.quick, args.work_dir, _report_dir(args), frozenset(args.skip),
-                        _text_corpus(args), args.extra, args.allow_dirty, args.threads, args.seeds,
-                        args.seeds_for, budget, args.budget_flops)
+    summary = reproduce(args.corpus, args.quick, work_dir, report_dir, frozenset(args.skip), text, args.extra,
+                        args.allow_dirty, args.threads, args.seeds, args.seeds_for, budget, args.budget_flops)
     return {key: summary[key] for key in ("commit", "report_dir", "wall_seconds", "report", "html", "seeds_advice")
             if key in summary} | {
         "claims": {c["claim"]: f"{c['verdict']}: {c['ours']}" for c in summary["claims"]}}

@@ -141,6 +141,7 @@ class Reproduction:
         self.extra = extra  # the optional row groups to add (EXTRA_ROWS of the corpus)
         self.work = work_dir
         self.report_dir = report_dir
+        self.write_results_file = True  # False: results.json is left to the report (`reproduce`), in results_text
         self.text = text
         # every row run, set once the corpus is loaded (a user's class counts follow its |V|): the table's rows,
         # then the copies for the further seeds of those with a network in them (`seeded`, by the id of the row copied)
@@ -457,8 +458,10 @@ class Reproduction:
         check("results", json.loads(text), fix=f"nothing was written to {self.report_dir}: a row's runner gave "
               f"a value that is no number (a network that diverged?); delete {self.work / 'rows'}/ID.json of "
               "that row to run it again, or report the bug")
-        self.report_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.report_dir / "results.json", text)
+        self.results_text = text  # results.json, written with the report (`reproduce`), or here alone
+        if self.write_results_file:
+            self.report_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self.report_dir / "results.json", text)
         return results
 
 
@@ -603,9 +606,11 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
     work_dir = work_dir or Path("runs") / name
     report_dir = report_dir or USER_REPORTS / name
     code = checked_state(report_dir, allow_dirty)  # before any row runs
-    results = Reproduction(default_settings(corpus, quick), work_dir, report_dir, text, extra, code,
-                           threads, seeds, seeds_for, budget, budget_flops).run(skip)
-    built = build_report(report_dir, code)
+    reproduction = Reproduction(default_settings(corpus, quick), work_dir, report_dir, text, extra, code,
+                                threads, seeds, seeds_for, budget, budget_flops)
+    reproduction.write_results_file = False  # written with the report: the folder is replaced whole
+    results = reproduction.run(skip)
+    built = build_report(report_dir, code, reproduction.results_text)
     advice = seeds_advice(built["claims"])
     if advice and not quick:
         log.warning(advice)

@@ -23,6 +23,10 @@ can check the choice.
 without an id, a perplexity that is not a finite number >= 1, such as NaN or "abc", a mixture of
 unknown parts), naming the first row and field at fault, before any table is written. (A JSON Schema
 of results.json can take its place once there is one: it raises ValueError with the same message.)
+It also recomputes what the file states twice (`check_blocks`): a row's blocks of a split must hold the
+split's tokens, and give back the row's perplexity of it (the seeds' geometric mean for a row of several
+seeds, whose perplexity is their mean), to the rounding of the block sums: blocks altered by hand, which
+would move every interval and verdict while the tables stay, are refused.
 """
 
 from __future__ import annotations
@@ -90,6 +94,42 @@ def check_results(results) -> None:
         parts = row.get("parts") or []
         if not isinstance(parts, list) or any(part not in ids for part in parts):
             raise ValueError(f"row {row['id']!r} mixes {parts!r}, not rows of this file")
+        check_blocks(row, corpus["tokens"])
+
+
+def check_blocks(row: dict, tokens: dict) -> None:
+    """Raise ValueError unless each split's blocks of `row` (as lmbench.bootstrap.row_blocks keeps them:
+    log-probability sums rounded to DECIMALS places, token counts) hold the split's `tokens` and give its
+    perplexity back: exp(-sum / tokens) within the sums' rounding (half a unit of the last place a block)."""
+    from lmbench.bootstrap import DECIMALS
+    blocks = row.get("blocks")
+    if blocks is None:
+        return
+    if not isinstance(blocks, dict):
+        raise ValueError(f"row {row['id']!r} has blocks {blocks!r}, not an object of splits")
+    for split, found in blocks.items():
+        logprob, counts = (found.get(key) if isinstance(found, dict) else None for key in ("logprob", "tokens"))
+        if not (isinstance(logprob, list) and isinstance(counts, list) and len(logprob) == len(counts) > 0
+                and all(_number(x) and x <= 0 for x in logprob)
+                and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in counts)):
+            raise ValueError(f"row {row['id']!r} has {split} blocks that are not one log-probability sum <= 0 and "
+                             "one token count > 0 a block")
+        if split not in tokens or sum(counts) != tokens[split]:
+            raise ValueError(f"row {row['id']!r}'s {split} blocks hold {sum(counts)} tokens where the corpus's "
+                             f"{split} holds {tokens.get(split)}")
+        seeds = row.get("seeds")
+        stated = row.get(f"{split}_ppl")
+        if isinstance(seeds, list) and seeds and all(_number((s or {}).get(f"{split}_ppl")) for s in seeds):
+            if stated is not None and abs(stated - math.fsum(s[f"{split}_ppl"] for s in seeds) / len(seeds)) > 1e-9 * stated:
+                raise ValueError(f"row {row['id']!r} has {split}_ppl {stated}, not the mean of its seeds' perplexities")
+            stated = math.exp(math.fsum(math.log(s[f"{split}_ppl"]) for s in seeds) / len(seeds))  # the blocks': their
+        if stated is None:                                                                         # mean log-probabilities
+            continue
+        recomputed = -math.fsum(logprob) / sum(counts)
+        slack = 0.5 * 10 ** -DECIMALS * len(counts) / sum(counts) + 1e-9
+        if abs(recomputed - math.log(stated)) > slack:
+            raise ValueError(f"row {row['id']!r}'s {split} blocks give perplexity {math.exp(recomputed):.6g}, not its "
+                             f"{split}_ppl {stated:.6g} (the blocks or the perplexity were altered)")
 
 
 def seeds_centre(seeds: list[dict], key: str) -> float | None:

@@ -75,7 +75,8 @@ def _mixed_with(rows: dict, network: dict | None, partner: dict | None) -> dict 
 def _ratio_interval(row: dict, kn5: dict) -> list[float] | None:
     """The 95% interval of the row's test perplexity / KN 5's, by the paired test on their test blocks."""
     blocks = [found.get("blocks", {}).get("test") for found in (row, kn5)]
-    return None if row is kn5 or not all(blocks) else [1 + bound for bound in paired_splits(*blocks)[1]]
+    interval = None if row is kn5 or not all(blocks) else paired_splits(*blocks)[1]
+    return None if interval is None else [1 + bound for bound in interval]  # (None: too few blocks)
 
 
 def corpus_line(name: str, results: dict) -> dict:

@@ -156,9 +156,12 @@ def output_file(name: str, place: Place) -> Maker:
                   st.sampled_from([str(place.empty_folder), str(place.train / "under-a-file.npz")]))
 
 
-def output_folder(name: str, place: Place, *, may_be_absent: bool = True) -> Maker:
-    """A folder to write into, existing or not (valid), or a file or a path under a file (invalid)."""
-    return option(name, st.sampled_from([str(place.empty_folder), str(place.root / "fresh" / "folder")]),
+def output_folder(name: str, place: Place, *, may_be_absent: bool = True, own: bool = False) -> Maker:
+    """A folder to write into, existing or not (valid), or a file or a path under a file (invalid); `own`:
+    folders of its own (another output folder may not hold it)."""
+    folders = ([place.root / name.lstrip("-"), place.root / "fresh" / name.lstrip("-")] if own
+               else [place.empty_folder, place.root / "fresh" / "folder"])
+    return option(name, st.sampled_from([str(folder) for folder in folders]),
                   st.sampled_from([str(place.train), str(place.train / "below")]), may_be_absent=may_be_absent)
 
 
@@ -349,7 +352,7 @@ def test_reproduce_and_report(place, capsys, data):
     parts = [([command, data.draw(st.sampled_from(["brown", "ap"]))], None), draw(flag("--quick")),
              draw(report_dir)]
     if command == "reproduce":
-        parts += [draw(output_folder("--work-dir", place)),
+        parts += [draw(output_folder("--work-dir", place, own=True)),  # (not in --report-dir, replaced whole)
                   draw(option("--skip", st.sampled_from(["ngram", "network", "mix"])))]
     summary = {"commit": "commit abc (clean tree)", "report_dir": "r", "wall_seconds": 0.0, "report": "r/report.md",
                "html": "r/report.html", "figures": [], "claims": []}

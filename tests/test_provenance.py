@@ -80,7 +80,9 @@ def test_report_into_a_committed_folder_needs_a_clean_tree_or_allow_dirty(checko
 
 def test_reproduce_is_refused_before_any_row_runs(checkout, tmp_path, capsys):
     (checkout / "code.py").write_text("x = 2\n")
-    files = [word for split in ("train", "valid", "test") for word in (f"--{split}", str(checkout / "code.py"))]
+    for split in ("train", "valid", "test"):
+        (checkout / f"{split}.txt").write_text(f"{split} x = 2\n")
+    files = [word for split in ("train", "valid", "test") for word in (f"--{split}", str(checkout / f"{split}.txt"))]
     code, _, err = run_cli(capsys, "reproduce", "text", *files, "--work-dir", tmp_path / "work",
                            "--report-dir", checkout / "results" / "mine")
     assert code == 2 and "--allow-dirty" in err

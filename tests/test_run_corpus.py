@@ -94,13 +94,13 @@ def test_corpus_file_wherever_a_text_corpus_is_read(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv,message", [
     (["--corpus-file", "F", "--train", "F"], "--corpus-file is cut into train, valid and test: drop --train"),
-    (["--train", "F", "--valid", "F", "--test", "F", "--corpus-split", "0.8,0.1,0.1"], "--corpus-split cuts"),
+    (["--train", "F", "--valid", "G", "--test", "H", "--corpus-split", "0.8,0.1,0.1"], "--corpus-split cuts"),
     (["--corpus-file", "F", "--corpus-split", "0.5,0.5"], "three fractions"),
 ])
 def test_corpus_file_conflicts_are_refused_in_one_line(tmp_path, capsys, argv, message):
-    path = tmp_path / "F"
-    path.write_text("a b c\n" * 20)
-    argv = [str(path) if word == "F" else word for word in argv]
+    for name in "FGH":
+        (tmp_path / name).write_text(f"a b c {name}\n" * 20)
+    argv = [str(tmp_path / word) if word in ("F", "G", "H") else word for word in argv]
     code, _, err = run_cli(capsys, "corpus", "text", *argv)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
 

@@ -68,13 +68,13 @@ def test_cache_is_keyed_by_content(tmp_path, monkeypatch):
 @pytest.mark.parametrize("content, message", [(b"", "holds no tokens"),
                                               (b"caf\xe9 au lait", "not UTF-8")])
 def test_bad_files_are_refused_with_the_fix(tmp_path, content, message):
-    p = write_splits(tmp_path, train=content, valid="a", test="a")
+    p = write_splits(tmp_path, train=content, valid="a", test="b")
     with pytest.raises(LMBenchError, match=message):
         load_text(p["train"], p["valid"], p["test"], use_cache=False)
 
 
 def test_missing_file(tmp_path):
-    p = write_splits(tmp_path, valid="a", test="a")
+    p = write_splits(tmp_path, valid="a", test="b")
     with pytest.raises(LMBenchError, match="does not exist"):
         load_text(tmp_path / "nope.txt", p["valid"], p["test"], use_cache=False)
 

@@ -54,6 +54,11 @@ def read_checkpoint(path: Path, fingerprint: str, config: RunConfig | None = Non
         state = torch.load(path, map_location="cpu", weights_only=False)
         if not isinstance(state, dict):
             raise ValueError(f"it holds a {type(state).__name__}, not an lmbench checkpoint")
+        weights = state.get("model")
+        bad = next((name for name, value in (weights.items() if isinstance(weights, dict) else ())
+                    if torch.is_tensor(value) and value.is_floating_point() and not torch.isfinite(value).all()), None)
+        if bad is not None:
+            raise ValueError(f"its weights {bad} hold NaN or infinity")
     except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as err:
         raise DamagedFile(path, str(err) or type(err).__name__, "checkpoint",
                           "delete it and train again, or point at another run directory") from None
