@@ -85,5 +85,5 @@ def test_energy_rows_are_brown_only(tmp_path, capsys):
     assert main(["reproduce", "ap", "--extra", "energy", "--work-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "--extra energy: the ap table has no such row group (it is brown's)" in err and len(err.splitlines()) == 1
-    assert main(["reproduce", "brown", "--extra", "rnn"]) == 2
-    assert f"'rnn': give a comma-separated list of {', '.join(EXTRA_GROUPS)}" in capsys.readouterr().err
+    assert main(["reproduce", "brown", "--extra", "cnn"]) == 2
+    assert f"'cnn': give a comma-separated list of {', '.join(EXTRA_GROUPS)}" in capsys.readouterr().err
