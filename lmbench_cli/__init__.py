@@ -1,8 +1,10 @@
 """The `lmbench` command: one subcommand per stage of the suite.
 
 This is the top of the layers: it imports every package's command line, and nothing imports it
-(`lmbench` itself is the ground floor: errors, files, the model interface, option types). Before it
-imports them it asks OpenMP for passive waiting (`lmbench.threads`), which torch reads when it loads.
+(`lmbench` itself is the ground floor: errors, files, the model interface, option types). Every one of
+them is torch-free until a command runs: before a command with --threads runs, the free cores are
+measured and OpenMP asked for passive waiting where some are busy (`lmbench.threads`, read by torch
+when it loads), and the first log line says how many threads the run takes and why.
 
 Each package registers its subcommand through a `register(subparsers)` function whose `run(args)`
 returns a dict of figures: printed as JSON with --json, else as indented `key: value` lines.
@@ -16,22 +18,20 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import sys
 
-from lmbench import threads
+from baselines import cli as baselines_cli
+from corpora import cli as corpora_cli
+from lmbench import __version__, threads
+from lmbench.errors import LMBenchError
+from lmbench.options import OptionParser
+from mixing import cli as mixing_cli
+from neural import cli as neural_cli
+from reports import cli as reports_cli
 
-threads.choose_waiting()  # the free cores, measured before this command's work, and with them how OpenMP's
-# threads wait: before any package loads torch, and with it OpenMP (lmbench.threads)
-
-from baselines import cli as baselines_cli  # noqa: E402
-from corpora import cli as corpora_cli  # noqa: E402
-from lmbench import __version__  # noqa: E402
-from lmbench.errors import LMBenchError  # noqa: E402
-from lmbench.options import OptionParser  # noqa: E402
-from mixing import cli as mixing_cli  # noqa: E402
-from neural import cli as neural_cli  # noqa: E402
-from reports import cli as reports_cli  # noqa: E402
+log = logging.getLogger("lmbench")
 
 
 def build_parser() -> OptionParser:
@@ -80,6 +80,11 @@ def _main(argv: list[str] | None) -> int:
         args.argv = list(sys.argv[1:] if argv is None else argv)  # the words, for a command that relaunches itself
         logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                             format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
+        if hasattr(args, "threads"):  # a command that may run torch: the free cores now, before torch loads
+            threads.choose_waiting()
+            given = "--threads" if args.threads else "OMP_NUM_THREADS" if os.environ.get("OMP_NUM_THREADS") else ""
+            log.info("threads: %s%s", threads.described(args.threads or threads.default_threads()),
+                     f"; {given} sets the count" if given else "; the count: the free cores")
         result = args.run(args)
     except LMBenchError as err:  # one line, whatever it quotes (a path with a newline in its name)
         print(f"lmbench: error: {str(err).replace(chr(10), chr(92) + 'n')}", file=sys.stderr)

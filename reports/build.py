@@ -192,9 +192,10 @@ def _summary_figure(across: list[dict], directory: Path) -> Path | None:
     return drawn[0] if drawn else None
 
 
-def build_report(report_dir: Path, code: dict | None = None) -> dict:
+def build_report(report_dir: Path, code: dict | None = None, results_dir: Path = summary.RESULTS) -> dict:
     """Write table.*, claims.json, figures/*, report.md and report.html; return what was written.
-    `code`: the state of the checkout building it (reports.provenance; default: as found now)."""
+    `code`: the state of the checkout building it (reports.provenance; default: as found now);
+    `results_dir`: the committed reports its cross-corpus summary gathers (reports.summary)."""
     results = load_results(report_dir)
     code = code or code_state(report_dir)
     table = comparison(results)
@@ -203,8 +204,8 @@ def build_report(report_dir: Path, code: dict | None = None) -> dict:
     check("claims", claims, fix="nothing was written to claims.json: a bug of reports.claims, report it")
     atomic_write_text(report_dir / "claims.json", json.dumps(claims, indent=1))
     figures = draw_all(results, table, report_dir / "figures")
-    across = summary.gather(report_dir, results)
-    across_frame = summary.summary_frame(across)
+    across = summary.gather(report_dir, results, results_dir)
+    answer_frame, families_frame = summary.answer_frame(across), summary.families_frame(across)
     across_figure = _summary_figure(across, report_dir / "figures")
     claims_frame = pd.DataFrame(claims)[[column for column in CLAIM_COLUMNS if any(column in c for c in claims)]]
     claims_note = _claims_note(claims)
@@ -213,9 +214,8 @@ def build_report(report_dir: Path, code: dict | None = None) -> dict:
     headings = _headings(results)
     title = headings["title"]
 
-    md = [_stamp(results["meta"], code), "", f"# {title}", "", f"## {summary.HEADING}", "", summary.NOTE, "",
-          across_frame.to_markdown(index=False), "",
-          *([f"![summary](figures/{across_figure.name})", ""] if across_figure else []),
+    md = [_stamp(results["meta"], code), "", f"# {title}", "", f"## {summary.HEADING}", "",
+          *summary.summary_markdown(across, across_figure, across_figure and f"figures/{across_figure.name}"),
           f"{_corpus_line(results)} {headings['note']}".replace("<unk>", "`<unk>`"), "",  # (bare, a tag)
           to_markdown(table), "", f"## {headings['claims']}", "",
           *([claims_note, ""] if claims_note else []), claims_frame.to_markdown(index=False)]
@@ -227,7 +227,8 @@ def build_report(report_dir: Path, code: dict | None = None) -> dict:
     md += ["", "## Figures", ""] + [f"![{p.stem}](figures/{p.name})" for p in figures]
     atomic_write_text(report_dir / "report.md", "\n".join(md) + "\n")
 
-    sections = [("summary", summary.HEADING, f"<p>{html.escape(summary.NOTE)}</p>" + html_table(across_frame)
+    sections = [("summary", summary.HEADING, f"<p>{html.escape(summary.ANSWER_NOTE)}</p>" + html_table(answer_frame)
+                 + f"<p>Every family's rows: {html.escape(summary.NOTE)}</p>" + html_table(families_frame)
                  + (_figure_html(across_figure) if across_figure else "")),
                 ("table", headings["table"], f"<p>{html.escape(headings['note'])}</p>"
                  + html_table(_display(table), first_extra=_first_extra(table),
@@ -256,4 +257,4 @@ def build_report(report_dir: Path, code: dict | None = None) -> dict:
     return {"commit": stamp(code), "tables": {k: str(v) for k, v in written.items()},
             "figures": [str(p) for p in [across_figure, *figures] if p],
             "report": str(report_dir / "report.md"), "html": str(report_dir / "report.html"),
-            "claims": claims}
+            "claims": claims, "quick": summary.is_quick(results)}

@@ -36,7 +36,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from corpora.corpus import SPLITS, Corpus, slice_corpus, unk_warning
-from lmbench import __version__, bootstrap
+from lmbench import __version__, bootstrap, threads
 from lmbench.errors import LMBenchError
 from lmbench.files import DamagedFile, atomic_write_text, locked, read_checked, set_aside, write_checked
 from lmbench.model import perplexity, split_logprobs, split_perplexity
@@ -525,21 +525,24 @@ def run_metadata(seconds: float, code: dict) -> dict:
                    f"{'CUDA ' + torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU'}",
         "wall_seconds": round(seconds, 1),
         "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "threads": {"threads": torch.get_num_threads(), **threads.machine_now()},
     }
 
 
 def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir: Path | None = None,
               skip: frozenset[str] = frozenset(), text: TextCorpus | None = None, extra: tuple[str, ...] = (),
               allow_dirty: bool = False, threads: int | None = None, seeds: int = 1,
-              seeds_for: tuple[str, ...] = ()) -> dict:
+              seeds_for: tuple[str, ...] = (), results_dir: Path | None = None) -> dict:
     """Run (or resume) the whole table and build the report; returns the report's summary.
     `skip`: kinds of rows (keys of RUNNERS) to leave out; `text`: the user's corpus when `corpus` is
     "text"; `extra`: names of the corpus's optional row groups to add (EXTRA_ROWS); `allow_dirty`: write
     into a committed report folder from a tree with uncommitted changes (reports.provenance); `threads`:
     CPU threads of the network rows (None: OMP_NUM_THREADS when set, else the free cores, lmbench.threads);
     `seeds`: the seeds each row with a network in it runs under (module docstring); `seeds_for`: the ids of
-    the network rows that take them (empty: every one)."""
+    the network rows that take them (empty: every one); `results_dir`: the committed reports the report's
+    cross-corpus summary gathers (default: results/ in the working directory, reports.summary)."""
     from reports.build import build_report
+    from reports.summary import RESULTS
 
     if corpus not in ROWS and not (corpus == "text" and text is not None):
         raise LMBenchError(f"no table for corpus {corpus!r}: use one of {', '.join(ROWS)}, or text with "
@@ -559,7 +562,7 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
     code = checked_state(report_dir, allow_dirty)  # before any row runs
     results = Reproduction(default_settings(corpus, quick), work_dir, report_dir, text, extra, code,
                            threads, seeds, seeds_for).run(skip)
-    built = build_report(report_dir, code)
+    built = build_report(report_dir, code, results_dir or RESULTS)
     return {"report_dir": str(report_dir), "wall_seconds": results["meta"]["wall_seconds"], **built}
 
 

@@ -292,9 +292,9 @@ def test_a_network_row_is_trained_and_scored_under_the_threads_asked_for(corpus_
     every thread count set, the training's and the exact scoring's, is 2 (the scoring used to take the
     free cores: a 2-thread AP run scored its networks on 1 thread)."""
     import torch
-    from neural.training import recipe
+    from lmbench import threads
     counts = []
-    monkeypatch.setattr(recipe, "free_cores", lambda: 1)
+    monkeypatch.setattr(threads, "free_cores", lambda: 1)
     monkeypatch.setattr(torch, "set_num_threads", counts.append)  # (records; the test process keeps its own)
     code, _, err = run_cli(capsys, *_argv(corpus_files, tmp_path, "--only", "nplm", "--networks", "ours",
                                           "--threads", "2"))
