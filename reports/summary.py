@@ -253,9 +253,9 @@ def answer_sentence(lines: list[dict]) -> str:
 
 def answer_block(lines: list[dict], link: str = "results/summary.md") -> str:
     """The README's answer: its sentence, the table, where the rest is."""
-    return "\n".join([textwrap.fill(answer_sentence(lines), WRAP), "", narrow_markdown(answer_frame(lines)), "",
+    return "\n".join([textwrap.fill(answer_sentence(lines), WRAP, break_on_hyphens=False), "", narrow_markdown(answer_frame(lines)), "",
                       textwrap.fill(f"{ANSWER_NOTE} Every family's row with its 95% interval: [{link}]({link}); "
-                                    "every row of a corpus: its report, `results/NAME/report.md`.", WRAP)])
+                                    "every row of a corpus: its report, `results/NAME/report.md`.", WRAP, break_on_hyphens=False)])
 
 
 def duration(seconds: float) -> str:
@@ -277,7 +277,7 @@ def cost_block(reports: dict[str, dict]) -> str:
     return "\n".join([narrow_markdown(frame), "", textwrap.fill(
         "Its rows' time: the sum of every row's own time as it was first computed (a row the last run took from "
         "the row cache counts its first run's; a run beside other work stretches it); the last run's wall time: "
-        "the run that wrote results.json.", WRAP)])
+        "the run that wrote results.json.", WRAP, break_on_hyphens=False)])
 
 
 def block_markers(name: str) -> tuple[str, str]:
