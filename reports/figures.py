@@ -240,23 +240,32 @@ def context_size(results: dict, directory: Path) -> Path | None:
     return save_figure(fig, directory, "context_size")
 
 
-MIN_BUCKET_TOKENS = 100  # effective-n buckets with fewer test tokens are merged with the one before them
+MIN_BUCKET_TOKENS = 100  # the fewest test tokens an effective-n point of the figure stands on
 
 
-def merged_buckets(tokens: np.ndarray, means: list[np.ndarray]) -> tuple[int, np.ndarray, list[np.ndarray]]:
-    """The effective-n buckets as the figure draws them: from the first with fewer than
-    MIN_BUCKET_TOKENS tokens on, every bucket merged into the one before it (token-weighted means:
-    no point from a handful of tokens). Returns the number of buckets kept (the last of them the
-    merged one), their tokens and each series' means."""
-    short = np.flatnonzero(tokens < MIN_BUCKET_TOKENS)
-    kept = max(1, int(short[0])) if len(short) else len(tokens)
-    merged_tokens = np.append(tokens[:kept - 1], tokens[kept - 1:].sum())
-    merged = []
-    for series in means:
-        series = np.asarray(series, dtype=float)
-        tail = tokens[kept - 1:]
-        merged.append(np.append(series[:kept - 1], (series[kept - 1:] * tail).sum() / max(tail.sum(), 1)))
-    return kept, merged_tokens, merged
+def merged_buckets(n: list[int], tokens: np.ndarray, means: list) -> tuple[list[str], np.ndarray, list[np.ndarray]]:
+    """The effective-n buckets as the figure draws them: left to right, each group of buckets closed once
+    it holds MIN_BUCKET_TOKENS tokens (a short rest joins the last group; empty buckets before a group
+    are left out), each series' means weighted by the buckets' tokens: no point from a handful of
+    tokens. Returns each group's label ("7", "13-14", "8+": to the last bucket, 16 or more), tokens and
+    means."""
+    groups, current = [], []
+    for bucket, count in enumerate(tokens):
+        if count == 0 and not current:
+            continue
+        current.append(bucket)
+        if tokens[current].sum() >= MIN_BUCKET_TOKENS:
+            groups.append(current)
+            current = []
+    if current:
+        groups[-1:] = [groups[-1] + current] if groups else [current]
+    last = len(n) - 1
+    labels = [f"{n[group[0]]}+" if group[-1] == last else str(n[group[0]]) if len(group) == 1
+              else f"{n[group[0]]}-{n[group[-1]]}" for group in groups]
+    counts = np.array([tokens[group].sum() for group in groups])
+    merged = [np.array([(np.asarray(series, dtype=float)[group] * tokens[group]).sum() / max(tokens[group].sum(), 1)
+                        for group in groups]) for series in means]
+    return labels, counts, merged
 
 
 def effective_n(results: dict, directory: Path) -> Path | None:
@@ -264,7 +273,7 @@ def effective_n(results: dict, directory: Path) -> Path | None:
     count written on it), and per bucket the mean log-probability of KN 5 alone, of ∞-gram + KN 5, and,
     where the run has them, of the best network alone (chosen on valid, among those mixed with the
     counts) and of its mixture with KN 5 and the ∞-gram (where the counts still win). Buckets of fewer
-    than MIN_BUCKET_TOKENS tokens are merged into the one before them ("8+")."""
+    than MIN_BUCKET_TOKENS tokens are merged with their neighbours ("13-14", "8+": `merged_buckets`)."""
     rows = by_id(results)
     row = rows.get(INFINI_GRAM)
     if not row or not row.get("effective_n"):
@@ -279,10 +288,9 @@ def effective_n(results: dict, directory: Path) -> Path | None:
         mixed = with_counts[best["id"]]
         lines += [(mixed["effective_n"]["network_mean_logprob"], best["model"]),
                   (mixed["effective_n"]["mixed_mean_logprob"], mixed["model"])]
-    kept, tokens, means = merged_buckets(np.array(profile["tokens"]),
-                                         [profile["p_inf_nonzero"], *(series for series, _ in lines)])
-    n = np.array(profile["n"][:kept])
-    names = [str(value) for value in n[:-1]] + [f"{n[-1]}+" if kept < len(profile["n"]) else str(n[-1])]
+    names, tokens, means = merged_buckets(profile["n"], np.array(profile["tokens"]),
+                                          [profile["p_inf_nonzero"], *(series for series, _ in lines)])
+    n = np.arange(len(names))
     fig, (share, logprob) = plt.subplots(2, 1, figsize=(7, 5.5), sharex=True)
     share.bar(n, tokens / tokens.sum(), color="0.6", label="share of test tokens")
     share.plot(n, means[0] * tokens / tokens.sum(), "o-", color="C2", label="... with P∞(w) > 0")
@@ -290,13 +298,12 @@ def effective_n(results: dict, directory: Path) -> Path | None:
         share.annotate(f"{count:,}", (position, height), xytext=(0, 2), textcoords="offset points", ha="center",
                        va="bottom", fontsize=6.5)
     share.set(ylabel="share of test tokens", ylim=(0, 1.18 * (tokens / tokens.sum()).max()),
-              title=f"Test tokens by the ∞-gram's effective n (on each bar its tokens; buckets under "
-                    f"{MIN_BUCKET_TOKENS} merged)")
+              title=f"Test tokens by the ∞-gram's effective n\n(each bar's tokens written on it; buckets merged "
+                    f"to at least {MIN_BUCKET_TOKENS})")
     share.title.set_fontsize(10)
     share.legend(fontsize=8, loc="upper right")
-    filled = tokens > 0
     for series, (_, label) in zip(means[1:], lines):
-        logprob.plot(n[filled], series[filled], marker="o", label=label)
+        logprob.plot(n, series, marker="o", label=label)
     logprob.set(xlabel="effective n (length of the matched suffix + 1; 16: 16 or more)",
                 ylabel="mean log-probability")
     logprob.set_xticks(n, names)

@@ -50,15 +50,17 @@ def test_effective_n_draws_no_point_from_a_handful_of_tokens(tmp_path, drawn):
     tokens = np.array(next(row for row in results["rows"] if row["id"] == "infini-gram-kn-5")["effective_n"]["tokens"])
     figures.effective_n(results, tmp_path)
     share, logprob = drawn["effective_n"]
-    kept = int(np.flatnonzero(tokens < figures.MIN_BUCKET_TOKENS)[0])  # Brown: buckets 9 on hold 32 tokens
-    assert [tick.get_text() for tick in logprob.get_xticklabels()][-1] == f"{kept}+"
-    assert all(len(line.get_xdata()) == kept for line in logprob.get_lines())
+    # Brown: from effective n 9 on 32 tokens, joined to 8's 106
+    assert tokens[7] >= figures.MIN_BUCKET_TOKENS > tokens[8:].sum()
+    assert [tick.get_text() for tick in logprob.get_xticklabels()] == [str(n) for n in range(1, 8)] + ["8+"]
+    assert all(len(line.get_xdata()) == 8 for line in logprob.get_lines())
     counts = [int(text.get_text().replace(",", "")) for text in share.texts]
-    assert counts == [*tokens[:kept - 1], tokens[kept - 1:].sum()] and min(counts) >= figures.MIN_BUCKET_TOKENS
+    assert counts == [*tokens[:7], tokens[7:].sum()] and min(counts) >= figures.MIN_BUCKET_TOKENS
 
 
 def test_merged_buckets_weigh_each_bucket_by_its_tokens():
-    kept, tokens, (means,) = figures.merged_buckets(np.array([500, 300, 120, 30, 10, 0]),
-                                                    [np.array([-1.0, -2.0, -3.0, -4.0, -6.0, 0.0])])
-    assert kept == 3 and tokens.tolist() == [500, 300, 160]
-    assert means.tolist() == pytest.approx([-1.0, -2.0, (120 * -3 + 30 * -4 + 10 * -6) / 160])
+    """An empty first bucket left out, two short ones joined, a short rest joined to the last group."""
+    labels, tokens, (means,) = figures.merged_buckets(
+        [1, 2, 3, 4, 5, 6, 7], np.array([0, 500, 60, 50, 300, 30, 10]), [np.array([0.0, -1, -2, -3, -4, -5, -6])])
+    assert labels == ["2", "3-4", "5+"] and tokens.tolist() == [500, 110, 340]
+    assert means.tolist() == pytest.approx([-1.0, (60 * -2 + 50 * -3) / 110, (300 * -4 + 30 * -5 + 10 * -6) / 340])
