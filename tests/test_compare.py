@@ -75,7 +75,7 @@ def test_quick_comparison_end_to_end(corpus_files, tmp_path, capsys):
                key=lambda row: (row["valid_ppl"], row["id"]))["id"]  # the best network on valid
     assert_judged(claims["The best network + KN 5 + ∞-gram beats the best network + KN 5"],
                   rows[f"{best}-kn-interp-5-infini-gram"], rows[f"{best}-kn-interp-5-em"])
-    assert {c: f"{claims[c]['verdict']}: {claims[c]['ours']}" for c in claims} == summary["claims"]
+    assert summary["claims"].startswith("not judged on a quick run")  # its report has them, the terminal not
     # the headline recomputed from the rows: the best network alone against the best n-gram model
     # (the paper-shape networks: NPLM (ours) has its own line in the summary, not the paper's claims)
     best = {kind: min((r["test_ppl"], r["id"]) for r in rows.values() if r["kind"] == kind and not r.get("ours"))
