@@ -78,17 +78,19 @@ reproduce-ap: install
 
 # The same comparison on your own corpus: make compare TRAIN=a.txt VALID=b.txt TEST=c.txt, or one file cut
 # by lines, make compare CORPUS=all.txt [SPLIT=0.8,0.1,0.1]; [NAME=mine] [NETWORKS=mlp1,mlp9] [ONLY=ngram]
-# [MIN_COUNT=2: the default, 1 where train has <unk>] [VOCAB_SIZE=10000] [QUICK=1] [SEEDS=3] [THREADS=1]
+# [MIN_COUNT=2: the default, 1 where train has <unk>] [VOCAB_SIZE=10000] [QUICK=1] [SEEDS=3] [SEEDS_FOR=lstm]
+# [THREADS=1] [MEMORY=4G] [TMP_DIR=DIR] [SKIP=network] [EXTRA=...: the text table has no optional group yet]
 # [BUDGET=20m: the default, the whole run's wall time, every network row the same training FLOPs; 2h; none: every
 # recipe to its end; results/NAME/results.json: the updates it recorded] [BUDGET_FLOPS=1e15: FLOPs per network row];
-# the report goes to runs/reports/NAME (default runs/reports/text; git ignores runs/).
+# the report goes to runs/reports/NAME (default runs/reports/text; git ignores runs/; REPORT_DIR=DIR elsewhere).
 compare: install
 	@test -n "$(CORPUS)" -o \( -n "$(TRAIN)" -a -n "$(VALID)" -a -n "$(TEST)" \) || { echo "compare: give CORPUS= (one file, cut by lines), or TRAIN=, VALID= and TEST= (files of whitespace-separated tokens)" >&2; exit 2; }
 	$(PY) -m lmbench_cli reproduce text $(if $(CORPUS),--corpus-file $(CORPUS) $(if $(SPLIT),--split $(SPLIT)),--train $(TRAIN) --valid $(VALID) --test $(TEST)) $(if $(NAME),--name $(NAME)) \
 		$(if $(NETWORKS),--networks $(NETWORKS)) $(if $(ONLY),--only $(ONLY)) $(if $(QUICK),--quick) \
 		$(if $(MIN_COUNT),--min-count $(MIN_COUNT)) $(if $(VOCAB_SIZE),--vocab-size $(VOCAB_SIZE)) \
 		$(if $(MEMORY),--memory $(MEMORY)) $(if $(TMP_DIR),--tmp-dir $(TMP_DIR)) $(if $(SEEDS),--seeds $(SEEDS))$(if $(SEEDS_FOR), --seeds-for $(SEEDS_FOR)) $(if $(THREADS),--threads $(THREADS)) \
-		$(if $(BUDGET),--budget $(BUDGET)) $(if $(BUDGET_FLOPS),--budget-flops $(BUDGET_FLOPS))
+		$(if $(BUDGET),--budget $(BUDGET)) $(if $(BUDGET_FLOPS),--budget-flops $(BUDGET_FLOPS)) \
+		$(if $(REPORT_DIR),--report-dir $(REPORT_DIR)) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA))
 
 # Render the Brown report in headless Chromium (not installed by `make install`: `apt-get install -y
 # chromium`, or set CHROMIUM) and fail unless a screenshot of the whole page comes out (reports/page_check.py:

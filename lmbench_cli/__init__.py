@@ -1,11 +1,13 @@
 """The `lmbench` command: one subcommand per stage of the suite.
 
 This is the top of the layers: it imports the packages' command lines, and nothing imports it
-(`lmbench` itself is the ground floor: errors, files, the model interface, option types). Before it
-imports them it asks OpenMP for passive waiting (`lmbench.threads`), which torch reads when it loads.
-It imports only the command line of the subcommand named (`COMMANDS`; all of them for --help or a
-word it does not know), so that `corpus`, `ngram` and `mix` start without the networks' registry,
-whose family files load torch (`neural.families`).
+(`lmbench` itself is the ground floor: errors, files, the model interface, option types). It imports
+only the command line of the subcommand named (`COMMANDS`; all of them for --help or a word it does not
+know), so that `corpus`, `ngram` and `mix` start without the networks' registry, whose family files load
+torch (`neural.families`). Before a command that trains or scores a network (`THREADED`: those with
+--threads) loads it, the free cores are measured and OpenMP asked for passive waiting where some are busy
+(`lmbench.threads`, read by torch when it loads), and the first log line says how many threads the run
+takes and why.
 
 Each package registers its subcommands through a `register(subparsers)` function whose `run(args)`
 returns a dict of figures: printed as JSON with --json, else as indented `key: value` lines.
@@ -20,21 +22,21 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import os
 import signal
 import sys
 
-from lmbench import threads
+from lmbench import __version__, threads
+from lmbench.errors import LMBenchError
+from lmbench.options import OptionParser
 
-threads.choose_waiting()  # the free cores, measured before this command's work, and with them how OpenMP's
-# threads wait: before any package loads torch, and with it OpenMP (lmbench.threads)
+log = logging.getLogger("lmbench")
 
-from lmbench import __version__  # noqa: E402
-from lmbench.errors import LMBenchError  # noqa: E402
-from lmbench.options import OptionParser  # noqa: E402
-
-# Each package's command line and the subcommands its `register` adds (tests/test_cli.py checks them).
+# Each package's command line and the subcommands its `register` adds (tests/test_cli.py checks them), and
+# the commands that take --threads (their package loads torch: the cores are measured before).
 COMMANDS = {"corpora.cli": ("corpus",), "baselines.cli": ("ngram",), "neural.cli": ("train", "eval", "nplm"),
             "mixing.cli": ("mix",), "reports.cli": ("reproduce", "report")}
+THREADED = ("train", "eval", "nplm", "reproduce")
 
 
 def build_parser(argv: list[str] | None = None) -> OptionParser:
@@ -83,10 +85,16 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     try:
         argv = list(sys.argv[1:] if argv is None else argv)
+        if next((word for word in argv if not word.startswith("-")), None) in THREADED:
+            threads.choose_waiting()  # the free cores now, before the command's package loads torch
         args = build_parser(argv).parse_args(argv)
         args.argv = argv  # the words, for a command that relaunches itself
         logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                             format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
+        if hasattr(args, "threads"):  # a command that may run torch: its threads and why
+            given = "--threads" if args.threads else "OMP_NUM_THREADS" if os.environ.get("OMP_NUM_THREADS") else ""
+            log.info("threads: %s%s", threads.described(args.threads or threads.default_threads()),
+                     f"; {given} sets the count" if given else "; the count: the free cores")
         result = args.run(args)
     except LMBenchError as err:  # one line, whatever it quotes (a path with a newline in its name)
         print(f"lmbench: error: {str(err).replace(chr(10), chr(92) + 'n')}", file=sys.stderr)

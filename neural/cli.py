@@ -183,7 +183,7 @@ def _device_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bf16", action="store_true", help="bfloat16 for the |V|-sized matrix products")
     parser.add_argument("--threads", type=integer(1, THREADS_MAX), default=None,
                         help="CPU threads (default: OMP_NUM_THREADS when set, else the cores not busy at the start: "
-                             "the cores less the load average, at least 1; docs/parallel.md)")
+                             "the cores less those /proc/stat shows busy over 0.3 s, at least 1; docs/parallel.md)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 

@@ -234,20 +234,22 @@ def _summary_figure(across: list[dict], directory: Path) -> Path | None:
     return drawn[0] if drawn else None
 
 
-def build_report(report_dir: Path, code: dict | None = None, results_text: str | None = None) -> dict:
+def build_report(report_dir: Path, code: dict | None = None, results_text: str | None = None,
+                 results_dir: Path = summary.RESULTS) -> dict:
     """Write table.*, claims.json, figures/*, report.md and report.html (and results.json: `results_text`,
     from a run) into the report folder, all of it or nothing (lmbench.files.replaced_folder: the folder
     is built in a copy that then takes its place); return what was written, under `report_dir`.
-    `code`: the state of the checkout building it (reports.provenance; default: as found now)."""
+    `code`: the state of the checkout building it (reports.provenance; default: as found now);
+    `results_dir`: the committed reports its cross-corpus summary gathers (reports.summary)."""
     report_dir = Path(report_dir)
     code = code or code_state(report_dir)
     with replaced_folder(report_dir) as stage:
         if results_text is not None:
             atomic_write_text(stage / "results.json", results_text)
-        return _build(stage, report_dir, code)
+        return _build(stage, report_dir, code, results_dir)
 
 
-def _build(stage: Path, report_dir: Path, code: dict) -> dict:
+def _build(stage: Path, report_dir: Path, code: dict, results_dir: Path) -> dict:
     """build_report's files, written into `stage` (the new report folder, to be moved to `report_dir`)."""
     results = load_results(stage)
     table = comparison(results)
@@ -256,8 +258,8 @@ def _build(stage: Path, report_dir: Path, code: dict) -> dict:
     check("claims", claims, fix="nothing was written to claims.json: a bug of reports.claims, report it")
     atomic_write_text(stage / "claims.json", json.dumps(claims, indent=1))
     figures = draw_all(results, table, stage / "figures")
-    across = summary.gather(report_dir, results)
-    across_frame = summary.summary_frame(across)
+    across = summary.gather(report_dir, results, results_dir)
+    answer_frame, families_frame = summary.answer_frame(across), summary.families_frame(across)
     across_figure = _summary_figure(across, stage / "figures")
     claims_frame = pd.DataFrame(claims)[[column for column in CLAIM_COLUMNS if any(column in c for c in claims)]]
     claims_frame = claims_frame.where(pd.notna(claims_frame), "").rename(columns=CLAIM_HEADERS)
@@ -269,9 +271,8 @@ def _build(stage: Path, report_dir: Path, code: dict) -> dict:
     headings = _headings(results)
     title = headings["title"]
 
-    md = [_stamp(results["meta"], code), "", f"# {title}", "", f"## {summary.HEADING}", "", summary.NOTE, "",
-          across_frame.to_markdown(index=False), "",
-          *([f"![summary](figures/{across_figure.name})", ""] if across_figure else []),
+    md = [_stamp(results["meta"], code), "", f"# {title}", "", f"## {summary.HEADING}", "",
+          *summary.summary_markdown(across, across_figure, across_figure and f"figures/{across_figure.name}"),
           f"{_corpus_line(results)} {headings['note']}{_intervals_note(results)}".replace("<unk>", "`<unk>`").replace("</d>", "`</d>`"),
           "",  # (<unk> bare would be a tag)
           to_markdown(table), "", f"## {headings['claims']}", "",
@@ -284,7 +285,8 @@ def _build(stage: Path, report_dir: Path, code: dict) -> dict:
     md += ["", "## Figures", ""] + [f"![{p.stem}](figures/{p.name})" for p in figures]
     atomic_write_text(stage / "report.md", "\n".join(md) + "\n")
 
-    sections = [("summary", summary.HEADING, f"<p>{html.escape(summary.NOTE)}</p>" + html_table(across_frame)
+    sections = [("summary", summary.HEADING, f"<p>{html.escape(summary.ANSWER_NOTE)}</p>" + html_table(answer_frame)
+                 + f"<p>Every family's rows: {html.escape(summary.NOTE)}</p>" + html_table(families_frame)
                  + (_figure_html(across_figure) if across_figure else "")),
                 ("table", headings["table"], f"<p>{html.escape(headings['note'] + _intervals_note(results))}</p>"
                  + html_table(_display(table), first_extra=_first_extra(table),
@@ -316,4 +318,4 @@ def _build(stage: Path, report_dir: Path, code: dict) -> dict:
     return {"commit": stamp(code), "tables": {k: moved(v) for k, v in written.items()},
             "figures": [moved(p) for p in [across_figure, *figures] if p],
             "report": str(report_dir / "report.md"), "html": str(report_dir / "report.html"),
-            "claims": claims}
+            "claims": claims, "quick": summary.is_quick(results)}

@@ -49,6 +49,12 @@ def _add_name(parser: argparse.ArgumentParser) -> None:
                         help="text: the report's name, written to runs/reports/NAME (default: text)")
 
 
+def _add_results_dir(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--results-dir", type=output_directory, default=None,
+                        help=f"the folder of committed reports (its index.txt lists them) {what} (default: "
+                             "results/ in the working directory, never beside the installed package)")
+
+
 def _add_allow_dirty(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-dirty", action="store_true",
                         help="write into a committed report folder (results/brown, ...) although the checkout "
@@ -94,6 +100,7 @@ def register(subparsers) -> None:
     budget.add_argument("--budget-flops", type=number(1.0, 1e40), default=None, metavar="FLOPS",
                         help="the network rows' compute budget as training FLOPs per network row (e.g. 1e15)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _add_results_dir(parser, "that the report's cross-corpus summary gathers")
     _add_allow_dirty(parser)
     text = parser.add_argument_group("your own corpus (reproduce text)")
     text.add_argument("--train", type=existing_file, help="training file of whitespace-separated tokens")
@@ -123,8 +130,11 @@ def register(subparsers) -> None:
     parser.add_argument("corpus", choices=CORPORA + ["summary"])
     parser.add_argument("--quick", action="store_true", help="the report of the quick run")
     _add_name(parser)
-    parser.add_argument("--report-dir", type=output_directory, help="default runs/reports/NAME; summary: the folder of results/index.txt (default results)")
+    parser.add_argument("--report-dir", type=output_directory, help="default runs/reports/NAME (summary: see "
+                        "--results-dir)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _add_results_dir(parser, "that the cross-corpus summary gathers; summary: where summary.md and its figure "
+                     "are written, and the answer block of the README.md beside that folder")
     _add_allow_dirty(parser)
     parser.set_defaults(run=run_report)
 
@@ -190,20 +200,33 @@ def run_reproduce(args: argparse.Namespace) -> dict:
                            "when the report is written (the row cache would go with it): give them separate folders")
     budget = args.budget or (DEFAULT_BUDGET if args.corpus == "text" and args.budget_flops is None else None)
     summary = reproduce(args.corpus, args.quick, work_dir, report_dir, frozenset(args.skip), text, args.extra,
-                        args.allow_dirty, args.threads, args.seeds, args.seeds_for, budget, args.budget_flops)
+                        args.allow_dirty, args.threads, args.seeds, args.seeds_for, budget, args.budget_flops,
+                        args.results_dir)
     return {key: summary[key] for key in ("commit", "report_dir", "wall_seconds", "report", "html", "seeds_advice")
-            if key in summary} | {
-        "claims": {c["claim"]: f"{c['verdict']}: {c['ours']}" for c in summary["claims"]}}
+            if key in summary} | _verdicts(summary["claims"], summary["quick"])
+
+
+def _verdicts(claims: list[dict], quick: bool) -> dict:
+    """The claims' verdicts for the terminal; none for a quick run, whose numbers measure nothing (its
+    report keeps them, under its QUICK banner)."""
+    if quick:
+        return {"claims": "not judged on a quick run (its report lists them under its QUICK banner)"}
+    return {"claims": {c["claim"]: f"{c['verdict']}: {c['ours']}" for c in claims}}
 
 
 def run_report(args: argparse.Namespace) -> dict:
-    if args.corpus == "summary":  # the reports results/index.txt lists (--report-dir: another folder of reports)
-        from reports.summary import RESULTS, write_summary
-        written = write_summary(args.report_dir or RESULTS)
-        return {"summary": written["summary"], "figure": written["figure"]}
+    from reports.summary import RESULTS
+    results_dir = args.results_dir or RESULTS
+    if args.corpus == "summary":  # the reports results/index.txt lists, in the working directory's results/
+        from reports.summary import write_summary
+        if args.report_dir is not None:
+            raise LMBenchError("report summary: --report-dir names one report's folder; give the folder of "
+                               f"reports as --results-dir {args.report_dir}")
+        written = write_summary(results_dir)
+        return {key: written[key] for key in ("summary", "figure", "readme") if key in written}
     from reports.build import build_report
     from reports.provenance import checked_state
     report_dir = _report_dir(args)
-    built = build_report(report_dir, checked_state(report_dir, args.allow_dirty))
-    return {"commit": built["commit"], "report": built["report"], "html": built["html"], "figures": built["figures"],
-            "claims": {c["claim"]: f"{c['verdict']}: {c['ours']}" for c in built["claims"]}}
+    built = build_report(report_dir, checked_state(report_dir, args.allow_dirty), results_dir=results_dir)
+    return {"commit": built["commit"], "report": built["report"], "html": built["html"],
+            "figures": built["figures"]} | _verdicts(built["claims"], built["quick"])

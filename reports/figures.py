@@ -120,7 +120,7 @@ def time_to_perplexity(results: dict, directory: Path) -> Path | None:
     runs = [r for r in results["rows"] if r["family"] and r.get("curve") and shape(r, rows) == mlp1]
     if not runs:
         return None
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    fig, ax = plt.subplots(figsize=(9.5, 4.5))
     for run in runs:
         objective = (run.get("config") or {}).get("objective", "softmax")
         seconds = np.cumsum([point["seconds"] for point in run["curve"]])
@@ -136,8 +136,16 @@ def time_to_perplexity(results: dict, directory: Path) -> Path | None:
     ax.set(xlabel="training minutes (validation not counted)", ylabel="validation perplexity",
            title=f"Time to perplexity, MLP1 shape (n={mlp1['n']}, h={mlp1['h']}, m={mlp1['m']})")
     ax.set_xscale("log")
-    ax.legend(fontsize=8)
+    ax.xaxis.set_major_formatter(FuncFormatter(_minutes))  # 1, 10, not 10^0, 10^1
+    ax.xaxis.set_minor_formatter(FuncFormatter(  # and 2, 5, 20, 50 between them
+        lambda value, _: _minutes(value) if round(value / 10 ** np.floor(np.log10(value))) in (2, 5) else ""))
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside the axes: over no curve
     return save_figure(fig, directory, "time_to_perplexity")
+
+
+def _minutes(value: float, _=None) -> str:
+    """A tick of the log minutes axis as a plain number: 0.5, 1, 2, 10."""
+    return f"{value:g}"
 
 
 FAMILY_MARKERS = {"NPLM": "o", "NPLM mixed with Del. Int.": "s", "Del. Int.": "D"}
@@ -216,7 +224,7 @@ def context_size(results: dict, directory: Path) -> Path | None:
     series = {"Kneser-Ney back-off": [f"kn-backoff-{n}" for n in (3, 4, 5)],
               "Kneser-Ney interpolated": [f"kn-interp-{n}" for n in (3, 4, 5)],
               "NPLM h50 m30 (MLP7, MLP5)": ["mlp7", "mlp5"]}
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plt.subplots(figsize=(8, 4))
     drawn = False
     for label, ids in series.items():
         points = [(shape(rows[i], rows)["n"], rows[i]["test_ppl"]) for i in ids if i in rows and rows[i].get("test_ppl")]
@@ -228,15 +236,44 @@ def context_size(results: dict, directory: Path) -> Path | None:
         return None
     ax.set(xlabel="n (context size + 1)", ylabel="test perplexity", title="Perplexity against context size")
     ax.set_xticks([3, 4, 5])
-    ax.legend()
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside the axes: over no line
     return save_figure(fig, directory, "context_size")
 
 
+MIN_BUCKET_TOKENS = 100  # the fewest test tokens an effective-n point of the figure stands on
+
+
+def merged_buckets(n: list[int], tokens: np.ndarray, means: list) -> tuple[list[str], np.ndarray, list[np.ndarray]]:
+    """The effective-n buckets as the figure draws them: left to right, each group of buckets closed once
+    it holds MIN_BUCKET_TOKENS tokens (a short rest joins the last group; empty buckets before a group
+    are left out), each series' means weighted by the buckets' tokens: no point from a handful of
+    tokens. Returns each group's label ("7", "13-14", "8+": to the last bucket, 16 or more), tokens and
+    means."""
+    groups, current = [], []
+    for bucket, count in enumerate(tokens):
+        if count == 0 and not current:
+            continue
+        current.append(bucket)
+        if tokens[current].sum() >= MIN_BUCKET_TOKENS:
+            groups.append(current)
+            current = []
+    if current:
+        groups[-1:] = [groups[-1] + current] if groups else [current]
+    last = len(n) - 1
+    labels = [f"{n[group[0]]}+" if group[-1] == last else str(n[group[0]]) if len(group) == 1
+              else f"{n[group[0]]}-{n[group[-1]]}" for group in groups]
+    counts = np.array([tokens[group].sum() for group in groups])
+    merged = [np.array([(np.asarray(series, dtype=float)[group] * tokens[group]).sum() / max(tokens[group].sum(), 1)
+                        for group in groups]) for series in means]
+    return labels, counts, merged
+
+
 def effective_n(results: dict, directory: Path) -> Path | None:
-    """The ∞-gram row's test tokens by effective n (issue 37): the share of tokens in each bucket, and
-    per bucket the mean log-probability of KN 5 alone, of ∞-gram + KN 5, and, where the run has them, of
-    the best network alone (chosen on valid, among those mixed with the counts) and of its mixture
-    with KN 5 and the ∞-gram (where the counts still win)."""
+    """The ∞-gram row's test tokens by effective n (issue 37): the share of tokens in each bucket (its
+    count written on it), and per bucket the mean log-probability of KN 5 alone, of ∞-gram + KN 5, and,
+    where the run has them, of the best network alone (chosen on valid, among those mixed with the
+    counts) and of its mixture with KN 5 and the ∞-gram (where the counts still win). Buckets of fewer
+    than MIN_BUCKET_TOKENS tokens are merged with their neighbours ("13-14", "8+": `merged_buckets`)."""
     rows = by_id(results)
     row = rows.get(INFINI_GRAM)
     if not row or not row.get("effective_n"):
@@ -246,23 +283,30 @@ def effective_n(results: dict, directory: Path) -> Path | None:
                    if mixed.get("mix") == WITH_COUNTS and mixed.get("effective_n")}
     networks = [rows[network] for network in with_counts if rows.get(network, {}).get("valid_ppl") is not None]
     best = min(networks, key=lambda network: (network["valid_ppl"], network["id"]), default=None)
-    n, tokens = np.array(profile["n"]), np.array(profile["tokens"], dtype=float)
-    fig, (share, logprob) = plt.subplots(2, 1, figsize=(7, 5.5), sharex=True)
-    share.bar(n, tokens / tokens.sum(), color="0.6", label="share of test tokens")
-    share.plot(n, np.array(profile["p_inf_nonzero"]) * tokens / tokens.sum(), "o-", color="C2",
-               label="... with P∞(w) > 0")
-    share.set(ylabel="share of test tokens", title="Test tokens by the ∞-gram's effective n")
-    share.legend(fontsize=8)
-    filled = tokens > 0
     lines = [(profile["kn_mean_logprob"], "interpolated KN 5"), (profile["mixed_mean_logprob"], "∞-gram + KN 5")]
     if best is not None:
         mixed = with_counts[best["id"]]
         lines += [(mixed["effective_n"]["network_mean_logprob"], best["model"]),
                   (mixed["effective_n"]["mixed_mean_logprob"], mixed["model"])]
-    for means, label in lines:
-        logprob.plot(n[filled], np.array(means)[filled], marker="o", label=label)
+    names, tokens, means = merged_buckets(profile["n"], np.array(profile["tokens"]),
+                                          [profile["p_inf_nonzero"], *(series for series, _ in lines)])
+    n = np.arange(len(names))
+    fig, (share, logprob) = plt.subplots(2, 1, figsize=(7, 5.5), sharex=True)
+    share.bar(n, tokens / tokens.sum(), color="0.6", label="share of test tokens")
+    share.plot(n, means[0] * tokens / tokens.sum(), "o-", color="C2", label="... with P∞(w) > 0")
+    for position, count, height in zip(n, tokens, tokens / tokens.sum()):
+        share.annotate(f"{count:,}", (position, height), xytext=(0, 2), textcoords="offset points", ha="center",
+                       va="bottom", fontsize=6.5)
+    share.set(ylabel="share of test tokens", ylim=(0, 1.18 * (tokens / tokens.sum()).max()),
+              title=f"Test tokens by the ∞-gram's effective n\n(each bar's tokens written on it; buckets merged "
+                    f"to at least {MIN_BUCKET_TOKENS})")
+    share.title.set_fontsize(10)
+    share.legend(fontsize=8, loc="upper right")
+    for series, (_, label) in zip(means[1:], lines):
+        logprob.plot(n, series, marker="o", label=label)
     logprob.set(xlabel="effective n (length of the matched suffix + 1; 16: 16 or more)",
-                ylabel="mean log-probability", xticks=n)
+                ylabel="mean log-probability")
+    logprob.set_xticks(n, names)
     logprob.legend(fontsize=8)
     return save_figure(fig, directory, "effective_n")
 

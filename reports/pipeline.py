@@ -37,7 +37,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from corpora.corpus import SPLITS, Corpus, slice_corpus, unk_warning
-from lmbench import __version__, bootstrap
+from lmbench import __version__, bootstrap, threads
 from lmbench.errors import LMBenchError
 from lmbench.files import DamagedFile, atomic_write_text, locked, read_checked, set_aside, write_checked
 from lmbench.model import perplexity, split_perplexity
@@ -572,13 +572,15 @@ def run_metadata(seconds: float, code: dict) -> dict:
                    f"{'CUDA ' + torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU'}",
         "wall_seconds": round(seconds, 1),
         "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "threads": {"threads": torch.get_num_threads(), **threads.machine_now()},
     }
 
 
 def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir: Path | None = None,
               skip: frozenset[str] = frozenset(), text: TextCorpus | None = None, extra: tuple[str, ...] = (),
               allow_dirty: bool = False, threads: int | None = None, seeds: int = 1,
-              seeds_for: tuple[str, ...] = (), budget: str | None = None, budget_flops: float | None = None) -> dict:
+              seeds_for: tuple[str, ...] = (), budget: str | None = None, budget_flops: float | None = None,
+              results_dir: Path | None = None) -> dict:
     """Run (or resume) the whole table and build the report; returns the report's summary.
     `skip`: kinds of rows (keys of RUNNERS) to leave out; `text`: the user's corpus when `corpus` is
     "text"; `extra`: names of the corpus's optional row groups to add (EXTRA_ROWS); `allow_dirty`: write
@@ -586,9 +588,11 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
     CPU threads of the network rows (None: OMP_NUM_THREADS when set, else the free cores, lmbench.threads);
     `seeds`: the seeds each row with a network in it runs under (module docstring); `seeds_for`: the ids of
     the network rows that take them (empty: every one); `budget`, `budget_flops`: the network rows' compute
-    budget (reports.budget; None: each recipe's own length)."""
+    budget (reports.budget; None: each recipe's own length); `results_dir`: the committed reports the
+    report's cross-corpus summary gathers (default: results/ in the working directory, reports.summary)."""
     from reports.build import build_report
     from reports.claims import seeds_advice
+    from reports.summary import RESULTS
 
     if corpus not in ROWS and not (corpus == "text" and text is not None):
         raise LMBenchError(f"no table for corpus {corpus!r}: use one of {', '.join(ROWS)}, or text with "
@@ -610,7 +614,7 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
                                 threads, seeds, seeds_for, budget, budget_flops)
     reproduction.write_results_file = False  # written with the report: the folder is replaced whole
     results = reproduction.run(skip)
-    built = build_report(report_dir, code, reproduction.results_text)
+    built = build_report(report_dir, code, reproduction.results_text, results_dir or RESULTS)
     advice = seeds_advice(built["claims"])
     if advice and not quick:
         log.warning(advice)

@@ -1,29 +1,36 @@
-"""Across corpora: how much the network buys over interpolated Kneser-Ney, the suite's short answer.
+"""Across corpora: how much the networks buy over interpolated Kneser-Ney, the suite's short answer.
 
-For every corpus with a committed report (the folders of results/ that results/index.txt lists, read
-from their results.json) and this report's own, four numbers against interpolated modified KN 5 (the strongest n-gram model): the
-best network of the paper's shapes alone, and mixed with KN 5 (EM weights fitted on valid); then each
-of our own networks (rows marked `ours`: NPLM (ours) and each family beyond 2003, `neural.families`,
-where the run has them), alone and mixed with KN 5. Test perplexity, and its
-ratio to KN 5's. "Best" is chosen on valid perplexity, never on test. A row missing from a
-results.json (not in that run, or left out by --skip) is shown as not run.
+For every corpus with a committed report (the folders of a results folder that its index.txt lists,
+read from their results.json) and this report's own, the rows against interpolated modified KN 5 (the
+strongest single n-gram model), test perplexity and its ratio to KN 5's. "Best" is chosen on valid
+perplexity, never on test, and always named:
 
-Where the rows keep their bootstrap blocks (lmbench.bootstrap), the table gives each test perplexity's
-95% interval, "188.9 [186.8, 191.0]", and the figure each ratio's, by the paired test against KN 5 on
-the same blocks, as error bars.
+- the best n-gram mixture (n-gram models mixed with each other: the ∞-gram + KN 5);
+- the best paper-shape network: the paper's network (equation 1) in a shape of its tables, alone and
+  mixed with KN 5 (EM weights fitted on valid);
+- each of our own networks (`ours`: NPLM (ours) and each family beyond 2003, `neural.families`), alone
+  and mixed with KN 5;
+- the best network (any family) and the best mixture (any mixture of the run).
 
-Nothing here trains or scores a model: the table and the figure (one group of bars per corpus,
-perplexity relative to KN 5) are rebuilt from the results.json files alone, at the top of every
-report (`lmbench report NAME`) and as results/summary.md and results/summary.png
-(`lmbench report summary`). Only the listed reports are gathered, never whatever folder lies there: a
-user's own run shows itself beside them, and never enters another's summary. A quick run (a slice of
-its corpus, one epoch a network) is never gathered, not even into its own report's summary: its
-perplexities measure nothing.
+Three views of the same lines: the answer table (a row per corpus, five entries and their differences
+from KN 5, narrow enough to read at a glance: README.md and the top of summary.md), every family's
+rows with their 95% bootstrap intervals (summary.md and the top of every report), and the figure (one
+group of bars per corpus: each network and, hatched in its colour, its mixture with KN 5, hanging
+from KN 5's line; rows a corpus does not have are left out).
+
+Nothing here trains or scores a model: all of it is rebuilt from the results.json files alone, at the
+top of every report (`lmbench report NAME`) and as summary.md, summary.png and the README's answer
+(`lmbench report summary`, in the results folder of the working directory or --results-dir). Only the
+listed reports are gathered, never whatever folder lies there: a user's own run shows itself beside
+them, and never enters another's summary. A quick run (a slice of its corpus, one epoch a network) is
+never gathered, not even into its own report's summary: its perplexities measure nothing.
 """
 
 from __future__ import annotations
 
 import logging
+import re
+import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -37,22 +44,28 @@ from reports.records import by_id, load_results, paper_network
 
 log = logging.getLogger(__name__)
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"  # the committed reports, beside the code
+RESULTS = Path("results")  # the committed reports: the results folder of the working directory by default
 INDEX = "index.txt"  # in a folder of reports: the names of those the summary gathers
+README = "README.md"  # beside a results folder: the page whose answer block `lmbench report summary` writes
+WRAP = 105  # the width of the README blocks' prose lines
 
-HEADING = "Across corpora: the network against interpolated KN 5"
-NOT_RUN = "not run"
+HEADING = "Across corpora: the networks against interpolated KN 5"
 OURS = {"ours": ("nplm", "NPLM (ours)"),
         **{name: (name, label) for name, label in STREAM_NETWORKS.items()}}  # entry: (the family of our row, its label)
-ENTRIES = {"paper": "best paper-shape network", "paper + KN 5": "best paper-shape network + KN 5",
-           **{key: value for entry, (_, label) in OURS.items()
-              for key, value in ((entry, label), (f"{entry} + KN 5", f"{label} + KN 5"))}}  # entry: its label
-NOTE = ("Test perplexity (in square brackets its 95% bootstrap interval, where the run kept the rows' blocks), "
-        "and in round brackets its difference from interpolated KN 5 on the same corpus (ours / KN 5 - 1); the "
-        "best paper-shape network is the paper's network (equation 1, a shape of its tables) with the lowest "
-        "valid perplexity; the networks marked (ours): our own designs, shown where a corpus has their row; "
-        "+ KN 5: mixed with interpolated KN 5 by EM weights fitted on valid; the figure's lines: each ratio's "
-        "95% interval by the paired test against KN 5.")
+PAIRED = ["paper", *OURS]  # the entries shown alone and mixed with KN 5, in this order
+LABELS = {"KN 5": "interpolated KN 5", "n-gram mixture": "best n-gram mixture",
+          "paper": "best paper-shape network", "network": "best network (any family)", "mixture": "best mixture",
+          **{entry: label for entry, (_, label) in OURS.items()}}
+NOTE = ("Test perplexity, in square brackets its 95% bootstrap interval (where the run kept the rows' blocks), "
+        "in round brackets its difference from interpolated KN 5 on the same corpus (row / KN 5 - 1). Every "
+        "\"best\" row is picked on valid perplexity and named: the best paper-shape network is the paper's "
+        "network (equation 1) in a shape of its tables; the best network (any family) and the best mixture "
+        "are picked among every network and every mixture of the run; + KN 5: mixed with interpolated KN 5 by "
+        "EM weights fitted on valid. The figure's bars hang from KN 5's line; its error bars: each ratio's 95% "
+        "interval by the paired test against KN 5.")
+ANSWER_NOTE = ("KN 5: the test perplexity of interpolated Kneser-Ney 5-gram; every other column: the test perplexity "
+               "of the row it names, as its difference from KN 5's on the same corpus (row / KN 5 - 1), picked on "
+               "valid perplexity, never test; + KN 5 + ∞: mixed with KN 5 and the ∞-gram.")
 
 
 def _ran(row: dict | None) -> bool:
@@ -72,6 +85,14 @@ def _mixed_with(rows: dict, network: dict | None, partner: dict | None) -> dict 
                  and sorted(row["parts"]) == sorted([network["id"], partner["id"]])), None)
 
 
+def _ngram_mixture(row: dict, rows: dict) -> bool:
+    """n-gram models mixed with each other: the ∞-gram row (interpolated with KN 5 by construction), or a
+    mixture whose every part is an n-gram model."""
+    if row["kind"] == "ngram":
+        return row["method"] == "infini-gram"
+    return bool(row["mix"]) and all(rows.get(part, {}).get("kind") == "ngram" for part in row["parts"])
+
+
 def _ratio_interval(row: dict, kn5: dict) -> list[float] | None:
     """The 95% interval of the row's test perplexity / KN 5's, by the paired test on their test blocks."""
     blocks = [found.get("blocks", {}).get("test") for found in (row, kn5)]
@@ -80,16 +101,20 @@ def _ratio_interval(row: dict, kn5: dict) -> list[float] | None:
 
 
 def corpus_line(name: str, results: dict) -> dict:
-    """One corpus's entries: for KN 5 and each of ENTRIES, the row's id, label and test perplexity
-    (None: not run) and its ratio to KN 5's, and their 95% intervals `ci95` and `ratio_ci95` (None:
-    the rows keep no blocks)."""
+    """One corpus's entries: for KN 5, the best n-gram mixture, the best paper-shape network, each of
+    ours (and each of those + KN 5), the best network (any family) and the best mixture: the row's id,
+    label and test perplexity (None: not run), its ratio to KN 5's, and their 95% intervals `ci95` and
+    `ratio_ci95` (None: the rows keep no blocks)."""
     rows = by_id(results)
     kn5 = next((row for row in rows.values() if row["method"] == "kneser-ney" and row["n"] == 5 and _ran(row)), None)
-    paper = _best_on_valid(rows, lambda row: paper_network(row, rows) and not row["mix"])
-    found = {"KN 5": kn5, "paper": paper, "paper + KN 5": _mixed_with(rows, paper, kn5)}
+    found = {"KN 5": kn5, "n-gram mixture": _best_on_valid(rows, lambda row: _ngram_mixture(row, rows)),
+             "paper": _best_on_valid(rows, lambda row: paper_network(row, rows) and not row["mix"])}
     for entry, (family, _) in OURS.items():
-        ours = _best_on_valid(rows, lambda row: row["ours"] and row["family"] == family and not row["mix"])
-        found.update({entry: ours, f"{entry} + KN 5": _mixed_with(rows, ours, kn5)})
+        found[entry] = _best_on_valid(rows, lambda row: row["ours"] and row["family"] == family and not row["mix"])
+    for entry in PAIRED:
+        found[f"{entry} + KN 5"] = _mixed_with(rows, found[entry], kn5)
+    found["network"] = _best_on_valid(rows, lambda row: row["kind"] == "network" and not row["mix"])
+    found["mixture"] = _best_on_valid(rows, lambda row: bool(row["mix"]) and not _ngram_mixture(row, rows))
     line = {"corpus": name}
     for entry, row in found.items():
         ppl = row["test_ppl"] if _ran(row) else None
@@ -118,9 +143,9 @@ def listed_reports(root: Path) -> list[Path]:
     return [root / name for name in names if name and not name.startswith("#")]
 
 
-def gather(report_dir: Path | None = None, current: dict | None = None, root: Path = RESULTS) -> list[dict]:
-    """The lines of every report `root`/index.txt lists and of `current`, the results of the report at
-    `report_dir`, quick runs left out, sorted by corpus name."""
+def listed_results(root: Path = RESULTS, report_dir: Path | None = None) -> dict[str, dict]:
+    """The results of every full run `root`/index.txt lists but the one at `report_dir`, by corpus name
+    (one that does not load is left out, with a warning)."""
     found = {}
     for folder in listed_reports(root):
         if report_dir is not None and folder.resolve() == Path(report_dir).resolve():
@@ -132,87 +157,234 @@ def gather(report_dir: Path | None = None, current: dict | None = None, root: Pa
             continue
         if not is_quick(results):
             found[corpus_name(results)] = results
+    return found
+
+
+def gather(report_dir: Path | None = None, current: dict | None = None, root: Path = RESULTS) -> list[dict]:
+    """The lines of every report `root`/index.txt lists and of `current`, the results of the report at
+    `report_dir`, quick runs left out, sorted by corpus name."""
+    found = listed_results(root, report_dir)
     if current is not None and not is_quick(current):
         found[corpus_name(current)] = current
     return [corpus_line(name, found[name]) for name in sorted(found)]
 
 
+def _difference(entry: dict) -> str:
+    return "" if entry["ratio"] is None else f"{100 * (entry['ratio'] - 1):+.1f}%"
+
+
 def _cell(entry: dict) -> str:
-    if entry["test_ppl"] is None:
-        return NOT_RUN
-    ratio = "" if entry["ratio"] is None else f" ({100 * (entry['ratio'] - 1):+.1f}%)"
+    """Test perplexity [its 95% interval] (its difference from KN 5)."""
     interval = "" if entry["ci95"] is None else f" [{entry['ci95'][0]:.1f}, {entry['ci95'][1]:.1f}]"
-    return f"{entry['test_ppl']:.1f}{interval}{ratio}"
+    difference = _difference(entry)
+    return f"{entry['test_ppl']:.1f}{interval}" + (f" ({difference})" if difference else "")
 
 
-def shown_ours(lines: list[dict]) -> list[str]:
-    """The entries of OURS that some corpus has run (a family no report has is no column of all "not run")."""
-    return [entry for entry in OURS if any(line[key]["test_ppl"] is not None for line in lines
-                                           for key in (entry, f"{entry} + KN 5"))]
+def short_name(model: str, narrow: bool = False) -> str:
+    """A row's label as the summary names it: "NPLM, MLP1 shape" -> "MLP1", "KN interpolated 5" -> "KN 5";
+    `narrow` (the answer table): "∞-gram" -> "∞", and our stream networks without "(ours)" (every one is
+    ours; NPLM (ours) keeps it, beside the paper's NPLM)."""
+    name = re.sub(r"NPLM, (\w+) shape", r"\1", model).replace("KN interpolated 5", "KN 5")
+    return re.sub(r"(?<!NPLM) \(ours\)", "", name.replace("∞-gram", "∞")) if narrow else name
 
 
-def summary_frame(lines: list[dict]) -> pd.DataFrame:
-    """The table: a line per corpus, KN 5's test perplexity, the paper-shape network's label and its
-    test perplexity alone and mixed with KN 5, then each of ours that some corpus has, alone and mixed
-    with KN 5."""
-    ours = shown_ours(lines)
-    columns = ["corpus", "interpolated KN 5", ENTRIES["paper"], "alone", "+ KN 5",
-               *(column for entry in ours for column in (ENTRIES[entry], "+ KN 5"))]
-    return pd.DataFrame([[line["corpus"], _cell(line["KN 5"]), line["paper"]["model"] or NOT_RUN, _cell(line["paper"]),
-                          _cell(line["paper + KN 5"]),
-                          *(_cell(line[key]) for entry in ours for key in (entry, f"{entry} + KN 5"))]
-                         for line in lines], columns=columns)
+def _short_cell(entry: dict, named: bool = True) -> str:
+    """The answer table's cell: the row's short name and its difference from KN 5 (its perplexity, with
+    its interval, is in every family's table)."""
+    if entry["ratio"] is None:
+        return "not run"
+    return (f"{short_name(entry['model'], narrow=True)} " if named else "") + _difference(entry)
+
+
+def answer_frame(lines: list[dict]) -> pd.DataFrame:
+    """The answer at a glance: a row per corpus; KN 5's test perplexity, then the best n-gram mixture's,
+    the best paper-shape network's, the best network's (any family) and the best mixture's difference
+    from it, the last three named."""
+    return pd.DataFrame([[line["corpus"], f"{line['KN 5']['test_ppl']:.1f}" if _ran(line["KN 5"]) else "not run",
+                          _short_cell(line["n-gram mixture"], named=False),
+                          *(_short_cell(line[entry]) for entry in ("paper", "network", "mixture"))] for line in lines],
+                        columns=["corpus", "KN 5", LABELS["n-gram mixture"], LABELS["paper"], LABELS["network"],
+                                 LABELS["mixture"]])
+
+
+def narrow_markdown(frame: pd.DataFrame) -> str:
+    """A Markdown table without padding: each line as long as its own cells (the answer table's lines
+    stay under 110 characters, where aligned columns would take the widest cell of each)."""
+    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "|".join(":--" for _ in frame.columns) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(str(value) for value in row) + " |" for row in frame.values])
+
+
+def families_frame(lines: list[dict]) -> pd.DataFrame:
+    """Every family's rows: a line per corpus and entry it has (KN 5, the best n-gram mixture, the best
+    paper-shape network, each of ours), test perplexity with its interval and difference alone and
+    mixed with KN 5; rows a corpus has not run are left out."""
+    found = []
+    for line in lines:
+        if _ran(line["KN 5"]):
+            found.append([line["corpus"], LABELS["KN 5"], _cell(line["KN 5"]), ""])
+        if _ran(line["n-gram mixture"]):
+            found.append([line["corpus"], f"{LABELS['n-gram mixture']}: {short_name(line['n-gram mixture']['model'])}",
+                          _cell(line["n-gram mixture"]), ""])
+        for entry in PAIRED:
+            alone, mixed = line[entry], line[f"{entry} + KN 5"]
+            if alone["test_ppl"] is None and mixed["test_ppl"] is None:
+                continue
+            label = f"{LABELS['paper']}: {short_name(alone['model'])}" if entry == "paper" else LABELS[entry]
+            found.append([line["corpus"], label, "" if alone["test_ppl"] is None else _cell(alone),
+                          "" if mixed["test_ppl"] is None else _cell(mixed)])
+    return pd.DataFrame(found, columns=["corpus", "row", "alone", "+ KN 5"])
+
+
+def answer_sentence(lines: list[dict]) -> str:
+    """The one sentence the answer opens with: the range of the best network's and the best mixture's
+    differences from KN 5 over the corpora, and the best paper-shape network's."""
+    def spread(entry: str) -> str:
+        found = sorted((line[entry]["ratio"], line["corpus"]) for line in lines if line[entry]["ratio"] is not None)
+        if not found:
+            return "not run"
+        (low, low_corpus), (high, high_corpus) = found[0], found[-1]
+        if len(found) == 1:
+            return f"{100 * (low - 1):+.1f}% ({low_corpus})"
+        return f"{100 * (high - 1):+.1f}% ({high_corpus}) to {100 * (low - 1):+.1f}% ({low_corpus})"
+    counted = sum(line["network"]["ratio"] is not None for line in lines)
+    return (f"On the {counted} committed corpora the best network (any family) differs from interpolated KN 5 by "
+            f"{spread('network')} in test perplexity, the best mixture by {spread('mixture')}, and the best "
+            f"paper-shape network by {spread('paper')}.")
+
+
+def answer_block(lines: list[dict], link: str = "results/summary.md") -> str:
+    """The README's answer: its sentence, the table, where the rest is."""
+    return "\n".join([textwrap.fill(answer_sentence(lines), WRAP, break_on_hyphens=False), "", narrow_markdown(answer_frame(lines)), "",
+                      textwrap.fill(f"{ANSWER_NOTE} Every family's row with its 95% interval: [{link}]({link}); "
+                                    "every row of a corpus: its report, `results/NAME/report.md`.", WRAP, break_on_hyphens=False)])
+
+
+def duration(seconds: float) -> str:
+    """Seconds as a reader takes them in: "12.6 s", "44 min", "3 h 29 min"."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def cost_block(reports: dict[str, dict]) -> str:
+    """What each committed report cost, as its results.json's `meta` gives it: the sum of its rows' own
+    times (each as first computed, a row from the cache included), the wall time of the run that wrote
+    it (rows from the cache take none), its commit and machine."""
+    frame = pd.DataFrame([[name, duration(meta["rows_seconds"]) if meta.get("rows_seconds") is not None else "",
+                           duration(meta["wall_seconds"]), meta["commit"], meta["machine"]]
+                          for name, meta in ((name, results["meta"]) for name, results in sorted(reports.items()))],
+                         columns=["report", "its rows' time", "the last run's wall time", "commit", "machine"])
+    return "\n".join([narrow_markdown(frame), "", textwrap.fill(
+        "Its rows' time: the sum of every row's own time as it was first computed (a row the last run took from "
+        "the row cache counts its first run's; a run beside other work stretches it); the last run's wall time: "
+        "the run that wrote results.json.", WRAP, break_on_hyphens=False)])
+
+
+def block_markers(name: str) -> tuple[str, str]:
+    """The lines between which a page holds a block `lmbench report summary` writes."""
+    return f"<!-- {name}: written by `lmbench report summary` from results/*/results.json; edit there -->", f"<!-- /{name} -->"
+
+
+def with_block(page: str, name: str, block: str) -> str:
+    """`page` with the text between its `name` markers replaced by `block`."""
+    begin, end = block_markers(name)
+    first, last = page.find(begin), page.find(end)
+    if first < 0 or last < first:
+        raise LMBenchError(f"the page has no {name} block: put the lines {begin} and {end} where it goes")
+    return page[:first] + begin + "\n" + block + "\n" + page[last:]
+
+
+def page_blocks(lines: list[dict], reports: dict[str, dict], link: str = "results/summary.md") -> dict[str, str]:
+    """The blocks of README.md: the answer and what each report cost."""
+    return {"answer": answer_block(lines, link), "cost": cost_block(reports)}
+
+
+def with_blocks(page: str, blocks: dict[str, str]) -> str:
+    """`page` with each block it has markers for rewritten."""
+    for name, block in blocks.items():
+        if block_markers(name)[0] in page:
+            page = with_block(page, name, block)
+    return page
+
+
+FAMILY_COLOURS = {entry: f"C{i}" for i, entry in enumerate(PAIRED)}  # a network and its mixture: one colour
 
 
 def summary_figure(lines: list[dict], path: Path) -> Path | None:
-    """Bars of test perplexity / KN 5's, one group per corpus, a line at 1 (KN 5 itself), and the ratios'
-    95% intervals as error bars where the rows have them."""
+    """A group of bars per corpus: each network its corpus has (the best paper-shape network, each of
+    ours) and, hatched in the same colour, its mixture with KN 5, hanging from KN 5's line at 1; the
+    axis spans the data; error bars: the ratios' 95% intervals where the rows have them; each bar's
+    difference from KN 5 written vertically on the far side of KN 5's line (or above the error bar of a
+    bar above it), clear of the error bars."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
+    from matplotlib.patches import Patch
 
     from reports.figures import save_figure
 
-    if not lines:
+    groups = [[(entry, mixed) for entry in PAIRED for mixed in (False, True)
+               if line[f"{entry} + KN 5" if mixed else entry]["ratio"] is not None] for line in lines]
+    if not any(groups):
         return None
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.9 * len(lines) + 2), 4.2))
-    entries = ["paper", "paper + KN 5", *(key for entry in shown_ours(lines) for key in (entry, f"{entry} + KN 5"))]
-    width = 0.8 / len(entries)
-    shown = [line[entry]["ratio"] for line in lines for entry in entries if line[entry]["ratio"] is not None]
-    top = max([1.0, *shown]) * 1.1  # room for the tallest bar's label (and KN 5's line at 1)
-    for i, entry in enumerate(entries):
-        x = np.arange(len(lines)) + (i - (len(entries) - 1) / 2) * width
-        ratios = [line[entry]["ratio"] for line in lines]
-        intervals = [line[entry].get("ratio_ci95") for line in lines]
-        ax.bar(x, [r if r is not None else 0 for r in ratios], width, label=ENTRIES[entry], color=f"C{i}",
-               hatch="//" if entry.endswith("KN 5") else None, edgecolor="white")
-        drawn = [(position, found) for position, found in zip(x, intervals) if found]
-        if drawn:  # each interval as drawn, low to high (a percentile interval need not straddle the ratio)
-            ax.vlines([position for position, _ in drawn], [found[0] for _, found in drawn],
-                      [found[1] for _, found in drawn], color="black", lw=0.9)
-        for position, ratio, found in zip(x, ratios, intervals):  # above the bar, or its error bar
-            ax.annotate(NOT_RUN if ratio is None else f"{ratio:.2f}", (position, found[1] if found else ratio or 0),
-                        xytext=(0, 2),
-                        textcoords="offset points", ha="center", va="bottom", fontsize=7,
-                        rotation=90 if ratio is None else 0, color="dimgrey" if ratio is None else "black")
-    ax.axhline(1.0, color="black", lw=1, ls="--", label="interpolated KN 5")
-    ax.set_xticks(np.arange(len(lines)), [line["corpus"] for line in lines])
-    ax.set(ylabel="test perplexity / interpolated KN 5's", title="How much the network buys over interpolated KN 5",
-           ylim=(0, top))
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside the axes: no bar behind it
+    width = 0.8 / max(len(group) for group in groups)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.9 * len(lines) + 2.5), 4.4))
+    low, high = 1.0, 1.0
+    for position, (line, group) in enumerate(zip(lines, groups)):
+        for i, (entry, mixed) in enumerate(group):
+            found = line[f"{entry} + KN 5" if mixed else entry]
+            x = position + (i - (len(group) - 1) / 2) * width
+            ratio, interval = found["ratio"], found.get("ratio_ci95")
+            ax.bar(x, ratio - 1, width, bottom=1, color=FAMILY_COLOURS[entry], hatch="///" if mixed else None,
+                   edgecolor="white", linewidth=0.5)
+            if interval:  # as drawn, low to high (a percentile interval need not straddle the ratio)
+                ax.vlines(x, interval[0], interval[1], color="black", lw=0.9)
+            ends = [ratio, *(interval or [])]
+            low, high = min(low, *ends), max(high, *ends)
+            above = max(1.0, *ends)  # the label on the far side of KN 5's line, clear of the bar's error bar
+            ax.annotate(f"{100 * (ratio - 1):+.1f}%", (x, above), xytext=(0, 3), textcoords="offset points",
+                        ha="center", va="bottom", fontsize=7, rotation=90)
+    span = high - low
+    ax.set_ylim(low - 0.05 * span, high + 0.2 * span)  # room above for the labels
+    ax.axhline(1.0, color="black", lw=1, ls="--")
+    ax.set_xticks(range(len(lines)), [line["corpus"] for line in lines])
+    ax.set_xlim(-0.6, len(lines) - 0.4)
+    ax.set(ylabel="test perplexity / interpolated KN 5's",
+           title="How much each network buys over interpolated KN 5 (bars from KN 5's line)")
+    shown = [entry for entry in PAIRED if any(entry == e for group in groups for e, _ in group)]
+    handles = [Patch(color=FAMILY_COLOURS[entry], label=LABELS[entry]) for entry in shown]
+    handles += [Patch(facecolor="lightgrey", edgecolor="white", hatch="///", label="hatched: + KN 5 (mixed)"),
+                plt.Line2D([], [], color="black", ls="--", label="interpolated KN 5 (1)")]
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside the axes
     return save_figure(fig, path.parent, path.stem)
+
+
+def summary_markdown(lines: list[dict], figure: Path | None, figure_link: str | None = None) -> list[str]:
+    """The summary's Markdown: the answer, every family's rows, the figure."""
+    return [ANSWER_NOTE, "", narrow_markdown(answer_frame(lines)), "", "Every family's rows:", "", NOTE, "",
+            families_frame(lines).to_markdown(index=False), "",
+            *([f"![summary]({figure_link or figure.name})", ""] if figure else [])]
 
 
 def write_summary(reports_root: Path = RESULTS) -> dict:
     """`lmbench report summary`: reports_root/summary.md and summary.png (.svg) from the results.json of
-    every full run reports_root/index.txt lists."""
-    lines = gather(root=reports_root)
+    every full run reports_root/index.txt lists, and the answer block of the README.md beside
+    reports_root (where there is one)."""
+    reports = listed_results(reports_root)
+    lines = [corpus_line(name, reports[name]) for name in sorted(reports)]
     if not lines:
         raise LMBenchError(f"no report listed in {reports_root / INDEX} has a results.json: list the report "
                            "folders there, one a line, after `lmbench reproduce ... --report-dir` made them")
     figure = summary_figure(lines, reports_root / "summary.png")
-    text = [f"# {HEADING}", "", NOTE, "",
-            summary_frame(lines).to_markdown(index=False), "", f"![summary]({figure.name})", ""]
-    atomic_write_text(reports_root / "summary.md", "\n".join(text))
-    return {"summary": str(reports_root / "summary.md"), "figure": str(figure), "lines": lines}
+    atomic_write_text(reports_root / "summary.md", "\n".join([f"# {HEADING}", "", answer_sentence(lines), "",
+                                                              *summary_markdown(lines, figure)]))
+    written = {"summary": str(reports_root / "summary.md"), "figure": str(figure), "lines": lines}
+    readme = reports_root.parent / README
+    if readme.exists():
+        page = readme.read_text()
+        rewritten = with_blocks(page, page_blocks(lines, reports, f"{reports_root.name}/summary.md"))
+        if rewritten != page:
+            atomic_write_text(readme, rewritten)
+            written["readme"] = str(readme)
+    return written

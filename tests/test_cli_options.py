@@ -355,7 +355,7 @@ def test_reproduce_and_report(place, capsys, data):
         parts += [draw(output_folder("--work-dir", place, own=True)),  # (not in --report-dir, replaced whole)
                   draw(option("--skip", st.sampled_from(["ngram", "network", "mix"])))]
     summary = {"commit": "commit abc (clean tree)", "report_dir": "r", "wall_seconds": 0.0, "report": "r/report.md",
-               "html": "r/report.html", "figures": [], "claims": []}
+               "html": "r/report.html", "figures": [], "claims": [], "quick": False}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("reports.pipeline.reproduce", lambda *args: summary)
         patch.setattr("reports.build.build_report", lambda *args: summary)

@@ -78,7 +78,7 @@ def test_quick_comparison_end_to_end(corpus_files, tmp_path, capsys):
                key=lambda row: (row["valid_ppl"], row["id"]))["id"]  # the best network on valid
     assert_judged(claims["The best network + KN 5 + ∞-gram beats the best network + KN 5"],
                   rows[f"{best}-kn-interp-5-infini-gram"], rows[f"{best}-kn-interp-5-em"])
-    assert {c: f"{claims[c]['verdict']}: {claims[c]['ours']}" for c in claims} == summary["claims"]
+    assert summary["claims"].startswith("not judged on a quick run")  # its report has them, the terminal not
     # the headline recomputed from the rows: the best paper-shape network alone against the best n-gram model,
     # each the best on valid (NPLM (ours) has its own line in the summary, not the paper's claims)
     best = {kind: rows[min((r["valid_ppl"], r["id"]) for r in rows.values() if r["kind"] == kind and not r.get("ours")
@@ -297,9 +297,9 @@ def test_a_network_row_is_trained_and_scored_under_the_threads_asked_for(corpus_
     every thread count set, the training's and the exact scoring's, is 2 (the scoring used to take the
     free cores: a 2-thread AP run scored its networks on 1 thread)."""
     import torch
-    from neural.training import recipe
+    from lmbench import threads
     counts = []
-    monkeypatch.setattr(recipe, "free_cores", lambda: 1)
+    monkeypatch.setattr(threads, "free_cores", lambda: 1)
     monkeypatch.setattr(torch, "set_num_threads", counts.append)  # (records; the test process keeps its own)
     code, _, err = run_cli(capsys, *_argv(corpus_files, tmp_path, "--only", "nplm", "--networks", "ours",
                                           "--threads", "2"))

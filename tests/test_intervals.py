@@ -177,15 +177,15 @@ def test_the_summary_gives_each_perplexitys_interval_and_each_ratios_paired_one(
     assert line["KN 5"]["ratio_ci95"] is None  # KN 5 against itself: no bar
     kn5_low, kn5_high = line["KN 5"]["ci95"]
     assert high - low < (kn5_high - kn5_low) / 200 / 4  # the pairing removes the documents' shared spread
-    cell = summary.summary_frame([line])["interpolated KN 5"][0]
+    cell = summary.families_frame([line])["alone"][0]  # KN 5's line
     assert cell == f"200.0 [{kn5_low:.1f}, {kn5_high:.1f}] (+0.0%)"
     without = summary.corpus_line("old", fake_results({"kn-interp-5": 200.0, "mlp9": 190.0}))
-    assert summary.summary_frame([without])["interpolated KN 5"][0] == "200.0 (+0.0%)"
+    assert summary.families_frame([without])["alone"][0] == "200.0 (+0.0%)"
     drawn = []
     monkeypatch.setattr("matplotlib.axes.Axes.vlines", lambda self, x, low, high, **kwargs: drawn.append((low, high)))
     summary.summary_figure([line], tmp_path / "summary.png")
-    assert ([low], [high]) in drawn and len(drawn) == sum(line[entry]["ratio_ci95"] is not None
-                                                          for entry in summary.ENTRIES)
+    assert (low, high) in drawn and len(drawn) == sum(line[key]["ratio_ci95"] is not None for entry in summary.PAIRED
+                                                      for key in (entry, f"{entry} + KN 5"))
 
 
 def test_the_summary_figure_draws_an_interval_that_misses_its_ratio(tmp_path):

@@ -4,7 +4,6 @@ NaN handling, refused checkpoints, save/load, and the CLI."""
 import dataclasses
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -39,12 +38,10 @@ def tiny(**overrides) -> RunConfig:
 @pytest.mark.parametrize("omp, expected", [("1", 1), ("3", 3), (None, 3), ("", 3), ("x", 3)])
 def test_a_run_that_names_no_thread_count_takes_omp_num_threads_else_the_free_cores(monkeypatch, omp, expected):
     """Several jobs sharing the cores (the test processes, a user's OMP_NUM_THREADS=1) each keep to theirs;
-    else the cores not busy (lmbench.threads.free_cores: here 4 cores, a load of 1)."""
+    else the cores not busy (lmbench.threads.free_cores: here 4 cores, 1 of them busy)."""
     from lmbench import threads
     before = torch.get_num_threads()
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
-    monkeypatch.setattr(os, "getloadavg", lambda: (1.0, 1.0, 1.0))
-    threads.free_cores.cache_clear()
+    monkeypatch.setattr(threads, "machine_now", lambda: {"cores": 4, "busy": 1.0, "free": 3, "source": "a test"})
     if omp is None:
         monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     else:
@@ -56,7 +53,6 @@ def test_a_run_that_names_no_thread_count_takes_omp_num_threads_else_the_free_co
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
-        threads.free_cores.cache_clear()
 
 
 def test_weight_decay_spares_biases_and_compounds():

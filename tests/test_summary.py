@@ -1,12 +1,19 @@
-"""The cross-corpus summary: KN 5, the best paper-shape network (chosen on valid), NPLM (ours), each
-mixed with KN 5, as ratios to KN 5, rebuilt from results.json files alone; missing rows shown as not run."""
+"""The cross-corpus summary: KN 5, the best n-gram mixture, the best paper-shape network, each of ours
+(alone and mixed with KN 5), the best network (any family) and the best mixture, all chosen on valid,
+as ratios to KN 5, rebuilt from results.json files alone; the answer table narrow, absent rows left out
+of every family's table and of the figure; written where the working directory (or --results-dir) says."""
 
 import json
+import re
+from pathlib import Path
+
 import pytest
 
 from lmbench_cli import main
-from reports.experiments import AP_NETWORK, TABLE1_NETWORKS, Row, kn5_mixtures, mixture, network, stream_rows
-from reports.summary import corpus_line, gather, summary_frame
+from reports.experiments import (AP_NETWORK, INFINI_GRAM, TABLE1_NETWORKS, Row, infini_gram_row, kn5_mixtures,
+                                 mixture, network, stream_rows)
+from reports.summary import (answer_frame, block_markers, corpus_line, families_frame, gather, listed_reports,
+                             narrow_markdown)
 
 KN5 = Row("kn-interp-5", "ngram", "Kneser-Ney interpolated", n=5, method="kneser-ney")
 
@@ -34,7 +41,7 @@ def first_corpus() -> dict:
     mixes = kn5_mixtures([mlp1, mlp9, energy])[::2]  # each + KN 5 (not + KN 5 + ∞-gram)
     return results("first", [record(KN5, 210, 200), record(mlp1, 210, 180), record(mlp9, 205, 190),
                              record(ours, 190, 160), record(energy, 100, 100), record(lstm, 155, 150),
-                             record(lstm_kn5, 145, 140),
+                             record(lstm_kn5, 145, 140), record(infini_gram_row(), 209, 201),
                              record(mixes[0], 180, 150), record(mixes[1], 185, 170), record(mixes[2], 90, 90)])
 
 
@@ -55,6 +62,9 @@ def test_a_corpus_line_picks_on_valid_and_gives_ratios_to_kn5():
     assert line["ours + KN 5"]["test_ppl"] is None and line["ours + KN 5"]["ratio"] is None
     assert line["lstm"]["id"] == "lstm" and line["lstm + KN 5"]["ratio"] == pytest.approx(0.7)
     assert line["transformer"]["test_ppl"] is None
+    # the named bests of any family: the energy network (valid 100) and its mixture (90), the ∞-gram + KN 5
+    assert line["network"]["id"] == "energy1" and line["mixture"]["id"] == "energy1-kn-interp-5-em"
+    assert line["n-gram mixture"]["id"] == INFINI_GRAM and line["n-gram mixture"]["ratio"] == pytest.approx(1.005)
 
 
 def test_summary_table_from_the_listed_results_files(tmp_path):
@@ -65,35 +75,103 @@ def test_summary_table_from_the_listed_results_files(tmp_path):
     (tmp_path / "index.txt").write_text("# the committed reports\nfirst\nsecond\nfirst-quick\n")
     lines = gather(root=tmp_path)  # the quick run is not a corpus of the summary, an unlisted folder is not read
     assert [line["corpus"] for line in lines] == ["first", "second"]
-    table = summary_frame(lines).values.tolist()
-    # the columns of ours that some corpus has (no corpus has a Transformer: no column of all "not run")
-    assert list(summary_frame(lines).columns[5:]) == ["NPLM (ours)", "+ KN 5", "LSTM (ours)", "+ KN 5"]
-    assert table == [["first", "200.0 (+0.0%)", "NPLM, MLP9 shape", "190.0 (-5.0%)", "170.0 (-15.0%)",
-                      "160.0 (-20.0%)", "not run", "150.0 (-25.0%)", "140.0 (-30.0%)"],
-                     ["second", "100.0 (+0.0%)", "MLP", "104.0 (+4.0%)", "85.0 (-15.0%)",
-                      *["not run"] * 4]]
+    assert answer_frame(lines).values.tolist() == [
+        ["first", "200.0", "+0.5%", "MLP9 -5.0%", "Energy network -50.0%", "Energy network + KN 5 -55.0%"],
+        ["second", "100.0", "not run", "MLP +4.0%", "MLP +4.0%", "MLP + KN 5 -15.0%"]]
+    # every family's rows: those a corpus has, alone and mixed (no transformer: no line of all "not run")
+    assert families_frame(lines).values.tolist() == [
+        ["first", "interpolated KN 5", "200.0 (+0.0%)", ""],
+        ["first", "best n-gram mixture: ∞-gram + KN 5", "201.0 (+0.5%)", ""],
+        ["first", "best paper-shape network: MLP9", "190.0 (-5.0%)", "170.0 (-15.0%)"],
+        ["first", "NPLM (ours)", "160.0 (-20.0%)", ""],
+        ["first", "LSTM (ours)", "150.0 (-25.0%)", "140.0 (-30.0%)"],
+        ["second", "interpolated KN 5", "100.0 (+0.0%)", ""],
+        ["second", "best paper-shape network: MLP", "104.0 (+4.0%)", "85.0 (-15.0%)"]]
     # the report of a quick run is not gathered either, not even into its own summary; a full one is
     quick = results("first", [record(KN5, 1, 1)], quick=True)
     assert [line["corpus"] for line in gather(tmp_path / "first-quick", quick, tmp_path)] == ["first", "second"]
     mine = results("mine", [record(KN5, 1, 1)])
     assert [line["corpus"] for line in gather(tmp_path / "mine", mine, tmp_path)] == ["first", "mine", "second"]
 
-    assert main(["report", "summary", "--report-dir", str(tmp_path)]) == 0
+    assert main(["report", "summary", "--results-dir", str(tmp_path)]) == 0
     written = (tmp_path / "summary.md").read_text()
-    assert "| first    | 200.0 (+0.0%)" in written and "85.0 (-15.0%)" in written
+    assert re.search(r"\| first +\| best paper-shape network: MLP9 +\| 190.0 \(-5.0%\)", written)
     assert (tmp_path / "summary.png").exists() and (tmp_path / "summary.svg").exists()
 
 
+def test_summary_goes_to_the_working_directory_and_its_readme(tmp_path, monkeypatch):
+    """`lmbench report summary` reads and writes results/ in the working directory (never the results/
+    beside the installed code), and rewrites the answer block of the README.md beside it, the rest of
+    the page untouched."""
+    (tmp_path / "results" / "first").mkdir(parents=True)
+    (tmp_path / "results" / "first" / "results.json").write_text(json.dumps(first_corpus()))
+    (tmp_path / "results" / "index.txt").write_text("first\n")
+    begin, end = block_markers("answer")
+    (tmp_path / "README.md").write_text(f"# Mine\n\n{begin}\nold, typed by hand\n{end}\n\nThe rest.\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", "summary"]) == 0
+    assert (tmp_path / "results" / "summary.md").exists() and (tmp_path / "results" / "summary.png").exists()
+    readme = (tmp_path / "README.md").read_text()
+    assert "old, typed by hand" not in readme and readme.startswith(f"# Mine\n\n{begin}\n")
+    assert readme.endswith(f"{end}\n\nThe rest.\n")
+    assert "| first | 200.0 | +0.5% | MLP9 -5.0% |" in readme and "[results/summary.md](results/summary.md)" in readme
+
+
+def test_the_answer_table_reads_at_a_glance():
+    """The README's table: at most 110 characters a line, on the committed reports."""
+    results = Path(__file__).resolve().parents[1] / "results"
+    table = narrow_markdown(answer_frame(gather(root=results)))
+    assert len(table.splitlines()) == 2 + len(listed_reports(results))  # a line per corpus
+    assert max(len(line) for line in table.splitlines()) <= 110
+
+
 def test_summary_without_reports_names_the_run(tmp_path, capsys):
-    assert main(["report", "summary", "--report-dir", str(tmp_path)]) == 2
+    assert main(["report", "summary", "--results-dir", str(tmp_path)]) == 2
     assert "index.txt" in capsys.readouterr().err
+    assert main(["report", "summary", "--report-dir", str(tmp_path)]) == 2  # one report's folder: refused
+    assert "--results-dir" in capsys.readouterr().err
+
+
+def test_summary_figure_pairs_each_network_with_its_mixture(tmp_path, monkeypatch):
+    """One colour a network and its mixture with KN 5 (hatched), bars only for the rows a corpus has, the
+    axis from where the data are (not 0), every bar whole, each label above its error bar, the legend
+    outside the axes."""
+    import matplotlib.colors
+    import reports.figures
+    from reports.summary import summary_figure
+    lines = [corpus_line("first", first_corpus()), corpus_line("second", second_corpus())]
+    lines[1]["paper"]["ratio_ci95"] = [0.98, 1.12]  # an interval reaching above KN 5's line
+    shown, save = {}, reports.figures.save_figure
+
+    def keep(fig, directory, name, tight=True):
+        ax = fig.axes[0]
+        fig.canvas.draw()
+        bars = [patch for patch in ax.patches]
+        shown.update(bottom=ax.get_ylim()[0], top=ax.get_ylim()[1],
+                     bars=[(matplotlib.colors.to_hex(bar.get_facecolor()), bar.get_hatch(), bar.get_x(),
+                            bar.get_y() + bar.get_height(), bar.get_y()) for bar in bars],
+                     labels=[(text.get_text(), text.xy[1]) for text in ax.texts],  # where each is anchored
+                     legend=ax.get_legend().get_bbox_to_anchor().transformed(ax.transAxes.inverted()).x0)
+        return save(fig, directory, name, tight)
+    monkeypatch.setattr(reports.figures, "save_figure", keep)
+    assert summary_figure(lines, tmp_path / "summary.png").exists()
+    # first: paper, paper + KN 5, ours (no mixture: left out), lstm, lstm + KN 5; second: paper, paper + KN 5
+    bars = shown["bars"]
+    assert len(bars) == 7
+    assert bars[0][0] == bars[1][0] and not bars[0][1] and bars[1][1]  # the paper's shape: one colour, mixed hatched
+    assert bars[3][0] == bars[4][0] != bars[0][0] and bars[4][1]  # the LSTM's: another colour
+    assert 0.6 < shown["bottom"] < 0.7 and shown["top"] > 1.12  # from the data (lowest ratio 0.7), not 0
+    assert all(shown["bottom"] <= min(end, start) and max(end, start) <= shown["top"] for *_, end, start in bars)
+    labels = dict(shown["labels"])  # above KN 5's line, or above the error bar that reaches over it
+    assert labels["+4.0%"] == 1.12 and labels["-30.0%"] == 1.0
+    assert shown["legend"] > 1
 
 
 def test_summary_figure_shows_every_bar_whole(tmp_path, monkeypatch):
     import reports.figures
-    from reports.summary import ENTRIES, summary_figure
-    line = {"corpus": "worse", **{entry: {"ratio": None, "test_ppl": None} for entry in ENTRIES}}
-    line["paper"] = {"ratio": 1.8, "test_ppl": 180.0}  # a network far above KN 5: its bar must not be clipped
+    from reports.summary import summary_figure
+    line = corpus_line("worse", second_corpus())
+    line["paper"] = {**line["paper"], "ratio": 1.8, "ratio_ci95": None}  # far above KN 5: its bar must not be clipped
     shown, save = {}, reports.figures.save_figure
 
     def keep(fig, directory, name, tight=True):

@@ -38,12 +38,11 @@ update, exactly SGD's coupled decay.
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 
 from lmbench.errors import LMBenchError
-from lmbench.threads import free_cores
+from lmbench.threads import default_threads
 from neural.config import RunConfig
 
 
@@ -165,9 +164,3 @@ def resolve_device(name: str, threads: int | None = None) -> torch.device:
     return device
 
 
-def default_threads() -> int:
-    """The CPU threads of a run that names none: OMP_NUM_THREADS when it is set (as torch itself reads it:
-    a machine shared by several jobs, the test processes), else the cores not busy when the command
-    started (`lmbench.threads.free_cores`; docs/parallel.md)."""
-    value = os.environ.get("OMP_NUM_THREADS", "")
-    return int(value) if value.isdigit() and int(value) > 0 else free_cores()

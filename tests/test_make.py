@@ -1,0 +1,55 @@
+"""The Makefile's run targets pass every variable their comment documents to the command as its option
+(`make -n`: the command printed, nothing run): `make compare REPORT_DIR=/tmp/x` writes there."""
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+OPTIONS = {"TRAIN": "--train", "VALID": "--valid", "TEST": "--test", "CORPUS": "--corpus-file", "SPLIT": "--split",
+           "NAME": "--name", "NETWORKS": "--networks", "ONLY": "--only", "MIN_COUNT": "--min-count",
+           "VOCAB_SIZE": "--vocab-size", "QUICK": "--quick", "SEEDS": "--seeds", "SEEDS_FOR": "--seeds-for",
+           "THREADS": "--threads", "MEMORY": "--memory", "TMP_DIR": "--tmp-dir", "REPORT_DIR": "--report-dir",
+           "SKIP": "--skip", "EXTRA": "--extra"}  # a variable of the run targets: its option of `lmbench reproduce`
+VALUES = {"SPLIT": "0.7,0.2,0.1", "ONLY": "ngram", "QUICK": "1", "SKIP": "network", "EXTRA": "energy"}
+NEEDED = {"compare": {"TRAIN": "a.txt", "VALID": "b.txt", "TEST": "c.txt"}}
+
+
+def documented(target: str) -> list[str]:
+    """The variables of the comment block above `target:` in the Makefile (a target right below another's
+    recipe shares that one's comment: reproduce-ap, reproduce-brown's)."""
+    lines = (ROOT / "Makefile").read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"{target}:"))
+    while not lines[at - 1].startswith("#"):  # back over a sibling target's recipe to the shared comment
+        at -= 1
+    comment = []
+    for line in reversed(lines[:at]):
+        if not line.startswith("#"):
+            break
+        comment.append(line)
+    return sorted(set(re.findall(r"\b([A-Z][A-Z_]+)=", " ".join(comment))) - {"PYTHONPATH"})
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+@pytest.mark.parametrize("target", ["compare", "reproduce-brown", "reproduce-ap"])
+def test_every_documented_variable_reaches_the_command(target, tmp_path):
+    variables = documented(target)
+    assert {"REPORT_DIR", "SKIP", "EXTRA", "QUICK", "THREADS"} <= set(variables)
+    for variable in variables:
+        assert variable in OPTIONS, f"{variable}: documented for {target}, and no option known for it here"
+        value = VALUES.get(variable, f"/tmp/{variable.lower()}")
+        given = {**NEEDED.get(target, {}), variable: value}
+        if variable == "CORPUS":
+            given = {"CORPUS": value}
+        if variable == "SPLIT":
+            given = {"CORPUS": "all.txt", "SPLIT": value}
+        done = subprocess.run(["make", "-n", "-C", str(ROOT), target, f"VENV={tmp_path}/venv",
+                               *(f"{key}={found}" for key, found in given.items())],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        command = " ".join(done.stdout.replace("\\\n", " ").split())
+        expected = OPTIONS[variable] if variable == "QUICK" else f"{OPTIONS[variable]} {value}"
+        assert f"lmbench_cli reproduce" in command and expected in command, f"{target} {variable}={value}: {command}"
