@@ -201,6 +201,16 @@ def load(target: str) -> Any:
     return getattr(importlib.import_module(module), attribute)
 
 
+def families_markdown() -> str:
+    """The table of the registered families that docs/networks.md keeps between its `families` markers
+    (tests/test_docs.py checks it; the one list of the families in the docs, the rest link to it)."""
+    lines = ["| `--model` | what it is | context | shape options (defaults) |", "|---|---|---|---|"]
+    for name, entry in FAMILIES.items():
+        options = ", ".join(f"`--{option_name(f.name)}` {f.default}" for f in fields(entry.shape))
+        lines.append(f"| `{name}` | {entry.summary} | {entry.context} | {options} |")
+    return "\n".join(lines) + "\n"
+
+
 def option_name(field_name: str) -> str:
     return field_name.replace("_", "-")
 

@@ -27,12 +27,17 @@ from reports.tables import PAPER_TABLE, _display, comparison, figure, to_markdow
 
 log = logging.getLogger(__name__)
 
-TRAINING_NOTE = ("The network (nplm: equation 1; energy: section 5.1's energy network, whose epochs are "
-                 "validated on the first tokens of valid, its perplexities on all of it), training "
-                 "objective, epochs run and the best one (early stopping on valid), training "
-                 "seconds (validation not counted) and tokens/s; valid and test are exact full-softmax "
-                 "perplexities, or for a class-factored network its own normalised distribution's, with "
-                 "the full softmax over the same network's word scores beside it.")
+def training_note(results: dict) -> str:
+    """What the table of how the networks were trained shows: each family of the run by its registered
+    summary (`neural.families`), then the columns."""
+    from neural.families import FAMILIES
+    present = dict.fromkeys(row["family"] for row in results["rows"] if row.get("family") and not row.get("mix"))
+    families = "; ".join(f"{name}: {FAMILIES[name].summary}" if name in FAMILIES else name for name in present)
+    return (f"The network ({families}), training objective, epochs run and the best one (on valid; a network "
+            "validated on the first tokens of valid has its perplexities on all of it), training seconds "
+            "(validation not counted) and tokens/s; valid and test are exact perplexities of the network's own "
+            "normalised distribution (for a class-factored one, with the full softmax over the same network's "
+            "word scores beside it).")
 
 
 CLAIM_COLUMNS = ("claim", "paper", "ours", "verdict", "holm", "training")  # the claims table's; claims.json
@@ -278,7 +283,7 @@ def _build(stage: Path, report_dir: Path, code: dict, results_dir: Path) -> dict
           to_markdown(table), "", f"## {headings['claims']}", "",
           *([claims_note, ""] if claims_note else []), claims_frame.to_markdown(index=False)]
     if training is not None:
-        md += ["", "## How the networks were trained", "", TRAINING_NOTE, "", training.to_markdown(index=False)]
+        md += ["", "## How the networks were trained", "", training_note(results), "", training.to_markdown(index=False)]
     if neighbors is not None:
         md += ["", f"## Nearest neighbours in the word features C of {results['neighbors']['row']}", "",
                neighbors.to_markdown(index=False)]
@@ -295,7 +300,7 @@ def _build(stage: Path, report_dir: Path, code: dict, results_dir: Path) -> dict
                  + html_table(claims_frame))]
     if training is not None:
         sections.append(("training", "How the networks were trained",
-                         f"<p>{html.escape(TRAINING_NOTE)}</p>" + html_table(training)))
+                         f"<p>{html.escape(training_note(results))}</p>" + html_table(training)))
     if neighbors is not None:
         sections.append(("neighbours", f"Nearest neighbours in the word features C of {results['neighbors']['row']}",
                          html_table(neighbors)))

@@ -143,6 +143,57 @@ def time_to_perplexity(results: dict, directory: Path) -> Path | None:
     return save_figure(fig, directory, "time_to_perplexity")
 
 
+def curve_flops(row: dict, vocab_size: int) -> np.ndarray | None:
+    """The training FLOPs a network row had spent at each point of its learning curve (its family's
+    analytic count per token, `NetworkShape.training_flops`, times the tokens read until then; the tokens
+    of an epoch: its tokens/s times its seconds); None for a row whose configuration is not kept."""
+    if not row.get("config") or not row.get("curve"):
+        return None
+    from neural.config import RunConfig
+    run = RunConfig.from_saved(row["config"])
+    tokens = np.cumsum([point["tokens_per_s"] * point["seconds"] for point in row["curve"]])
+    return run.shape.training_flops(vocab_size, run) * tokens
+
+
+def perplexity_against_compute(results: dict, directory: Path) -> Path | None:
+    """Validation perplexity (log) against training FLOPs (log), one line per network row from its learning
+    curve, KN 5 and the ∞-gram (+ KN 5) as horizontal lines, and on each line the first point below KN 5:
+    "beats KN 5 after X FLOPs"."""
+    rows = by_id(results)
+    vocab = results["corpus_summary"]["vocab_size"]
+    runs = [(row, flops) for row in results["rows"] if row.get("family") and row.get("curve") and not row.get("mix")
+            and (flops := curve_flops(row, vocab)) is not None]
+    if not runs:
+        return None
+    fig, ax = plt.subplots(figsize=(10, 5))
+    kn5 = rows.get("kn-interp-5", {}).get("valid_ppl")
+    for i, (row, flops) in enumerate(runs):
+        valid = np.array([point["valid_perplexity"] for point in row["curve"]])
+        colour = PALETTE[i % len(PALETTE)]
+        ax.plot(flops, valid, marker=ROW_MARKERS[i % len(ROW_MARKERS)], ms=4, color=colour, label=row["model"])
+        below = np.flatnonzero(valid < kn5) if kn5 else []
+        if len(below):
+            first = below[0]
+            ax.plot(flops[first], valid[first], marker="*", ms=13, color=colour, markeredgecolor="black", zorder=5)
+            ax.annotate(f"{flops[first]:.1e}", (flops[first], valid[first]), xytext=(4, -11),
+                        textcoords="offset points", fontsize=7, color=colour)
+    for row_id, label, above in (("kn-interp-5", "interpolated KN 5", True), ("infini-gram-kn-5", "∞-gram + KN 5", False)):
+        if rows.get(row_id, {}).get("valid_ppl"):  # (KN 5 labelled above its line, the ∞-gram's just below it, below)
+            ax.axhline(rows[row_id]["valid_ppl"], ls=":", lw=1, color="grey")
+            ax.annotate(f"{label} {rows[row_id]['valid_ppl']:.1f}", (0.0, rows[row_id]["valid_ppl"]),
+                        xycoords=("axes fraction", "data"), xytext=(4, 2 if above else -9), textcoords="offset points",
+                        fontsize=7, color="dimgrey")
+    ax.set(xscale="log", yscale="log", xlabel="training FLOPs (forward and backward, the families' analytic counts)",
+           ylabel="validation perplexity",
+           title="Perplexity against compute (a star: the first epoch below interpolated KN 5, its FLOPs)")
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    ax.yaxis.set_minor_locator(LogLocator(subs=(1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9)))
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside the axes: over no curve
+    return save_figure(fig, directory, "perplexity_against_compute")
+
+
 def _minutes(value: float, _=None) -> str:
     """A tick of the log minutes axis as a plain number: 0.5, 1, 2, 10."""
     return f"{value:g}"
@@ -389,6 +440,7 @@ def draw_all(results: dict, table, directory: Path) -> list[Path]:
     """The report's figures of `results` (and its `table`, which follows from them), drawn once."""
     def draw() -> list[Path]:
         drawn = [learning_curves(results, directory), time_to_perplexity(results, directory),
+                 perplexity_against_compute(results, directory),
                  paper_vs_ours(results, table, directory),
                  context_size(results, directory), word_vectors(results, directory), effective_n(results, directory)]
         return [path for path in drawn if path is not None]

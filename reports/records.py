@@ -120,9 +120,11 @@ def check_blocks(row: dict, tokens: dict) -> None:
         seeds = row.get("seeds")
         stated = row.get(f"{split}_ppl")
         if isinstance(seeds, list) and seeds and all(_number((s or {}).get(f"{split}_ppl")) for s in seeds):
-            if stated is not None and abs(stated - math.fsum(s[f"{split}_ppl"] for s in seeds) / len(seeds)) > 1e-9 * stated:
+            geometric = math.exp(math.fsum(math.log(s[f"{split}_ppl"]) for s in seeds) / len(seeds))
+            arithmetic = math.fsum(s[f"{split}_ppl"] for s in seeds) / len(seeds)  # (files written before the one centre)
+            if stated is not None and min(abs(stated - geometric), abs(stated - arithmetic)) > 1e-9 * stated:
                 raise ValueError(f"row {row['id']!r} has {split}_ppl {stated}, not the mean of its seeds' perplexities")
-            stated = math.exp(math.fsum(math.log(s[f"{split}_ppl"]) for s in seeds) / len(seeds))  # the blocks': their
+            stated = geometric  # the blocks': their
         if stated is None:                                                                         # mean log-probabilities
             continue
         recomputed = -math.fsum(logprob) / sum(counts)

@@ -4,6 +4,7 @@ schedule that cannot end with it is refused in one line."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -107,3 +108,15 @@ def test_a_bad_budget_value_is_one_line():
     from reports.budget import parse_budget
     with pytest.raises(LMBenchError, match="give a wall time such as 20m"):
         parse_budget("fast")
+
+
+def test_a_learning_curve_in_flops_is_the_analytic_count_times_the_tokens_read():
+    """The perplexity-against-compute figure's x: each epoch's tokens (tokens/s times seconds) summed, times
+    the family's FLOPs per token (an NPLM n3 m2 h3 over 10 words, softmax: 492 a token, a hand count)."""
+    from neural.config import RunConfig
+    from reports.figures import curve_flops
+    config = RunConfig(model="nplm", n=3, m=2, h=3, objective="softmax")
+    assert config.shape.training_flops(10, config) == 492
+    row = {"config": dataclasses.asdict(config), "curve": [{"tokens_per_s": 100.0, "seconds": 2.0},
+                                                           {"tokens_per_s": 50.0, "seconds": 2.0}]}
+    assert curve_flops(row, 10).tolist() == [492 * 200.0, 492 * 300.0]

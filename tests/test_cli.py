@@ -110,3 +110,21 @@ def test_the_commands_that_train_no_network_start_without_torch():
         done = subprocess.run([sys.executable, "-c", code, command], capture_output=True, text=True,
                               cwd=Path(__file__).resolve().parents[1])
         assert done.stdout.strip().splitlines()[-1] == "False", (command, done.stderr[-300:])
+
+
+def test_every_command_with_threads_measures_the_cores_before_its_package_loads_torch():
+    """`lmbench_cli.THREADED` names the commands whose parsers take --threads: the free cores are measured
+    (and OpenMP's waiting set) before their package loads the registry, and with it torch."""
+    import argparse
+    import importlib
+    from lmbench_cli import COMMANDS, THREADED
+    threaded = set()
+    for module in COMMANDS:
+        subparsers = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(module).register(subparsers)
+        for name, parser in subparsers.choices.items():
+            nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+            parsers = [parser] + [p for action in nested for p in action.choices.values()]
+            if any("--threads" in a.option_strings for p in parsers for a in p._actions):
+                threaded.add(name)
+    assert threaded == set(THREADED)

@@ -21,3 +21,15 @@ def test_docs_build_strictly(tmp_path):
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "site" / "index.html").exists()
+
+
+def test_the_docs_list_the_families_the_registry_has():
+    """docs/networks.md's table of families is the registry's (`neural.families.families_markdown`): a family
+    added, renamed or given another option fails here until the table is written again."""
+    import re
+    from neural.families import families_markdown
+    page = (ROOT / "docs" / "networks.md").read_text()
+    found = re.search(r"<!-- families -->\n(.*?)<!-- /families -->", page, flags=re.S)
+    assert found is not None and found.group(1) == families_markdown(), (
+        "docs/networks.md's families table is stale: put this between its <!-- families --> markers:\n"
+        + families_markdown())

@@ -39,12 +39,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 PATH_TYPES = {"existing_file": "input", "existing_directory": "input folder", "examined_path": "input folder",
               "output_file": "output", "output_directory": "output folder"}
-TEXT_TYPES = {"comma_list.<locals>.parse", "row_ids", "folder_name", "str"}  # names and lists of names
+TEXT_TYPES = {"comma_list.<locals>.parse", "row_ids", "folder_name", "str", "_budget"}  # names, lists, a budget
 FREE_TEXT = {"words", "device", "rdzv_endpoint"}  # options of any text (checked where they are used: torch, torchrun)
 TEMPORARY = {"--tmp-dir"}  # output folders of temporary files only (a folder of their own, removed): no input at risk
 CORPUS_FILES = ("--train", "--valid", "--test", "--corpus-file")
 # what each subcommand needs first (positionals, a required option); {dir}: a run folder, {npz}: log-probabilities
 POSITIONALS = {"corpus": ["text"], "ngram": ["--method", "kneser-ney"], "nplm train": [], "nplm eval": ["{dir}"],
+               "train": [], "eval": ["{dir}"],
                "nplm neighbors": ["{dir}", "w1"], "mix": ["{npz}"], "reproduce": ["text"], "report": ["text"]}
 
 
