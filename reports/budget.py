@@ -17,8 +17,9 @@ are the same on every machine. Each row's FLOPs per update f_r come from its fam
 A wall-time budget T is turned into FLOPs by measuring, on this machine at the run's thread count, each
 network's seconds per update s_r (a few updates after one to warm up) and its exact scoring's seconds per
 token, and by the cost model of the committed results for the rows with no network (`reports.estimate`):
-with R the seconds of everything but the networks' updates (those rows, every network's exact scoring of
-its splits and the validation after each of its epochs), each row gets F = (T - R) / sum_r (s_r / f_r)
+with R the seconds of everything but the networks' updates (the time already spent loading the corpus and
+measuring, those rows, every network's exact scoring of its splits and the validation after each of its
+epochs, and the report), each row gets F = (T - R) / sum_r (s_r / f_r)
 FLOPs, u_r = floor(F / f_r) updates, but never more than the row's recipe run to its end (its epochs, or
 the halving rule's usual length): a budget larger than a small corpus needs trains each network as far as
 `--budget none` would, and no further. A budget that leaves a row less than one update is refused, naming
@@ -45,6 +46,7 @@ RULE = "equal training FLOPs per network row"
 FILE = "budget.json"  # in the work folder: the budget's updates per row, read again by a re-run of the same budget
 WARMUP_UPDATES, TIMED_UPDATES = 1, 4  # a network's speed: updates run before timing, and timed
 SCORED_TOKENS = 20_000  # a network's exact scoring speed: timed on at most this many valid tokens
+REPORT_SECONDS = 60  # the report built after the rows (tables, claims' 10,000 resamples, figures), on 2 cores
 
 
 def parse_budget(text: str) -> float | str | None:
@@ -173,7 +175,8 @@ def resolve(reproduction, asked: str | None, flops_budget: float | None) -> dict
         seconds = None
     else:
         seconds = spec
-        rest = reproduction.seconds_without_networks()
+        spent = time.time() - reproduction.started  # the corpus loaded and the networks' paces measured
+        rest = reproduction.seconds_without_networks() + spent + REPORT_SECONDS
         weighted = {r: speeds[r].update_seconds * copies[r] for r in flops}
         each, updates = allocate(flops, {r: Speed(weighted[r], 0, speeds[r].epoch_updates, 0) for r in flops},
                                  seconds, rest, apart)

@@ -97,7 +97,7 @@ def register(subparsers) -> None:
                              "length), measured on this machine once and recorded in results.json; none: every "
                              "recipe to its end; a results.json: the updates that run recorded (default: "
                              f"{DEFAULT_BUDGET} for text, none for brown and ap; docs/your-corpus.md)")
-    budget.add_argument("--budget-flops", type=number(1.0, 1e40), default=None, metavar="FLOPS",
+    budget.add_argument("--budget-flops", type=number(1.0, 1e25), default=None, metavar="FLOPS",
                         help="the network rows' compute budget as training FLOPs per network row (e.g. 1e15)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     _add_results_dir(parser, "that the report's cross-corpus summary gathers")
@@ -194,7 +194,8 @@ def run_reproduce(args: argparse.Namespace) -> dict:
     text = _text_corpus(args)
     report_dir = _report_dir(args)
     work_dir = args.work_dir or Path("runs") / report_name(args.corpus, args.quick, text.name if text else None)
-    refuse_overwriting(args, {}, folders={"--report-dir": report_dir, "--work-dir": work_dir})
+    refuse_overwriting(args, {}, folders={"--report-dir": report_dir, "--work-dir": work_dir,
+                                          **({"--results-dir": args.results_dir} if args.results_dir else {})})
     if Path(report_dir).resolve() in (Path(work_dir).resolve(), *Path(work_dir).resolve().parents):
         raise LMBenchError(f"--work-dir {work_dir} lies in --report-dir {report_dir}, which is replaced as a whole "
                            "when the report is written (the row cache would go with it): give them separate folders")

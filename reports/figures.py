@@ -147,7 +147,8 @@ def curve_flops(row: dict, vocab_size: int) -> np.ndarray | None:
     """The training FLOPs a network row had spent at each point of its learning curve (its family's
     analytic count per token, `NetworkShape.training_flops`, times the tokens read until then; the tokens
     of an epoch: its tokens/s times its seconds); None for a row whose configuration is not kept."""
-    if not row.get("config") or not row.get("curve"):
+    if not row.get("config") or not row.get("curve") or not all(
+            "tokens_per_s" in point and "seconds" in point for point in row["curve"]):
         return None
     from neural.config import RunConfig
     run = RunConfig.from_saved(row["config"])

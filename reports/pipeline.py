@@ -133,6 +133,7 @@ class Reproduction:
         # are known its record (reports.budget.resolve): each network row's updates; None: the recipes' lengths
         self.budget_asked, self.budget_flops, self.budget = budget, budget_flops, None
         self.original: dict[str, str] = {}  # a seed copy's id: the id of the row it copies
+        self.started = time.time()  # (set again when the run starts: the budget counts from there)
         # the seeds of the rows with a network in them: the settings' seed, then one more each (`seed_copies`)
         self.seeds = [settings.seed + i for i in range(seeds)]
         self.seeds_for = seeds_for  # the network rows that take the further seeds (empty: every one)
@@ -257,7 +258,7 @@ class Reproduction:
     def run(self, skip: frozenset[str] = frozenset()) -> dict:
         """Run every row not cached, except the rows of the kinds in `skip` (and mixtures of them),
         which the results list as not run."""
-        started = time.time()
+        started = self.started = time.time()
         self.corpus = self.load_corpus()
         warning = unk_warning(self.corpus.summary())
         if warning:

@@ -285,7 +285,8 @@ def training_cost(record: dict, vocab_size: int) -> dict:
         from neural.config import RunConfig
         run = RunConfig.from_saved(record["config"])
         flops = run.shape.training_flops(vocab_size, run) * record["tokens_per_s"] * record["train_seconds"]
-    return {"updates": record.get("updates"), "train FLOPs": None if flops is None else f"{flops:.2g}",
+    updates = record.get("updates") or (record["curve"][-1].get("step") if record.get("curve") else None)
+    return {"updates": updates, "train FLOPs": None if flops is None else f"{flops:.2g}",
             "stopped": record.get("stopped")}
 
 
