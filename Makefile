@@ -81,7 +81,8 @@ reproduce-ap: install
 # [MIN_COUNT=2: the default, 1 where train has <unk>] [VOCAB_SIZE=10000] [QUICK=1] [SEEDS=3] [SEEDS_FOR=lstm]
 # [THREADS=1] [MEMORY=4G] [TMP_DIR=DIR] [SKIP=network] [EXTRA=...: the text table has no optional group yet]
 # [BUDGET=20m: the default, the whole run's wall time, every network row the same training FLOPs; 2h; none: every
-# recipe to its end; results/NAME/results.json: the updates it recorded] [BUDGET_FLOPS=1e15: FLOPs per network row];
+# recipe to its end; results/NAME/results.json: the updates it recorded] [BUDGET_FLOPS=1e15: FLOPs per network row]
+# [BUDGET_RULE=flops: the default, equal training FLOPs per network; recipe: the same share of each one's recipe];
 # the report goes to runs/reports/NAME (default runs/reports/text; git ignores runs/; REPORT_DIR=DIR elsewhere).
 compare: install
 	@test -n "$(CORPUS)" -o \( -n "$(TRAIN)" -a -n "$(VALID)" -a -n "$(TEST)" \) || { echo "compare: give CORPUS= (one file, cut by lines), or TRAIN=, VALID= and TEST= (files of whitespace-separated tokens)" >&2; exit 2; }
@@ -89,7 +90,7 @@ compare: install
 		$(if $(NETWORKS),--networks $(NETWORKS)) $(if $(ONLY),--only $(ONLY)) $(if $(QUICK),--quick) \
 		$(if $(MIN_COUNT),--min-count $(MIN_COUNT)) $(if $(VOCAB_SIZE),--vocab-size $(VOCAB_SIZE)) \
 		$(if $(MEMORY),--memory $(MEMORY)) $(if $(TMP_DIR),--tmp-dir $(TMP_DIR)) $(if $(SEEDS),--seeds $(SEEDS))$(if $(SEEDS_FOR), --seeds-for $(SEEDS_FOR)) $(if $(THREADS),--threads $(THREADS)) \
-		$(if $(BUDGET),--budget $(BUDGET)) $(if $(BUDGET_FLOPS),--budget-flops $(BUDGET_FLOPS)) \
+		$(if $(BUDGET),--budget $(BUDGET)) $(if $(BUDGET_FLOPS),--budget-flops $(BUDGET_FLOPS)) $(if $(BUDGET_RULE),--budget-rule $(BUDGET_RULE)) \
 		$(if $(REPORT_DIR),--report-dir $(REPORT_DIR)) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA))
 
 # Render the Brown report in headless Chromium (not installed by `make install`: `apt-get install -y

@@ -42,7 +42,9 @@ from lmbench.files import atomic_write_text
 
 log = logging.getLogger(__name__)
 
-RULE = "equal training FLOPs per network row"
+# How the rows share a budget (`--budget-rule`): each row's updates are x times its weight, x as large as fits
+RULES = {"flops": "equal training FLOPs per network row",  # weight 1 / FLOPs per update: x = the FLOPs of each
+         "recipe": "the same share of every network's recipe"}  # weight: its recipe's updates; x = the share (<= 1)
 FILE = "budget.json"  # in the work folder: the budget's updates per row, read again by a re-run of the same budget
 WARMUP_UPDATES, TIMED_UPDATES = 1, 4  # a network's speed: updates run before timing, and timed
 SCORED_TOKENS = 20_000  # a network's exact scoring speed: timed on at most this many valid tokens
@@ -118,25 +120,26 @@ def network_seconds_apart(config, speed: Speed, updates: int, tokens: dict, pape
     return speed.score_seconds * (scored + math.ceil(updates / speed.epoch_updates) * validated)
 
 
-def allocate(flops: dict[str, float], speeds: dict[str, Speed], seconds: float, rest: float,
-             apart) -> tuple[float, dict[str, int]]:
-    """(F, updates per row) for a wall budget of `seconds`, `rest` of which go to the rows without a network:
-    F = (seconds - rest - the networks' scoring) / sum_r (s_r / f_r), computed twice so that the validation
-    of the epochs the first F gives is counted (`apart(row, updates)`: a row's seconds besides updates)."""
-    per_flop = sum(speeds[r].update_seconds / flops[r] for r in flops)  # seconds per FLOP of every row at once
-    updates = {r: 1 for r in flops}
+def allocate(weights: dict[str, float], update_seconds: dict[str, float], seconds: float, rest: float,
+             apart, most: float = math.inf) -> tuple[float, dict[str, int]]:
+    """(x, updates per row) for a wall budget of `seconds`, `rest` of which go to the rows without a network:
+    row r trains floor(x w_r) updates (`weights` w_r), x = (seconds - rest - the networks' scoring) /
+    sum_r (w_r s_r) (`update_seconds` s_r), at most `most`; computed twice so that the validation of the
+    epochs the first x gives is counted (`apart(row, updates)`: a row's seconds besides its updates)."""
+    per_x = sum(weights[r] * update_seconds[r] for r in weights)  # the seconds of every row's updates at x = 1
+    updates = {r: 1 for r in weights}
     for _ in range(2):
-        left = seconds - rest - sum(apart(r, updates[r]) for r in flops)
-        each = left / per_flop
-        updates = {r: max(0, math.floor(each / flops[r])) for r in flops}
-    return each, updates
+        x = min(most, (seconds - rest - sum(apart(r, updates[r]) for r in weights)) / per_x)
+        updates = {r: max(0, math.floor(x * weights[r])) for r in weights}
+    return x, updates
 
 
-def resolve(reproduction, asked: str | None, flops_budget: float | None) -> dict | None:
-    """The run's budget record (None: no budget, the recipes' own lengths): {"asked", "rule", "flops_per_row",
-    "seconds", "rows": {row id: {"updates", "flops", "seconds_per_update", ...}}}, from `asked` (a wall
-    time, or a results.json recorded budget) or `flops_budget` (FLOPs per row); a re-run of the same budget
-    reads the record its first run kept in the work folder."""
+def resolve(reproduction, asked: str | None, flops_budget: float | None, rule: str = "flops") -> dict | None:
+    """The run's budget record (None: no budget, the recipes' own lengths): {"asked", "rule", "flops_per_row"
+    (the flops rule's) or "share" (the recipe rule's), "seconds", "rows": {row id: {"updates", "flops",
+    "update_seconds", ...}}}, from `asked` (a wall time, or a results.json recorded budget) or
+    `flops_budget` (FLOPs per row) shared by `rule` (RULES); a re-run of the same budget reads the record
+    its first run kept in the work folder."""
     spec = parse_budget(asked) if asked is not None else None
     if spec is None and flops_budget is None:
         return None
@@ -146,7 +149,7 @@ def resolve(reproduction, asked: str | None, flops_budget: float | None) -> dict
     if isinstance(spec, str):  # a recorded budget: the same updates per row, wherever it runs
         return recorded_budget(Path(spec), [row.id for row in networks])
     kept = reproduction.work / FILE
-    key = {"asked": asked, "flops_per_row": flops_budget, "rows": sorted(row.id for row in networks)}
+    key = {"asked": asked, "flops_per_row": flops_budget, "rule": rule, "rows": sorted(row.id for row in networks)}
     if kept.exists():
         record = json.loads(kept.read_text())
         if record.get("key") == key:
@@ -170,6 +173,7 @@ def resolve(reproduction, asked: str | None, flops_budget: float | None) -> dict
     def apart(r: str, updates: int) -> float:
         return copies[r] * network_seconds_apart(configs[r], speeds[r], updates, tokens, paper[r])
 
+    full = {r: recipe_updates(configs[r], speeds[r].epoch_updates) for r in flops}
     if flops_budget is not None:
         each, updates = flops_budget, {r: math.floor(flops_budget / flops[r]) for r in flops}
         seconds = None
@@ -177,10 +181,9 @@ def resolve(reproduction, asked: str | None, flops_budget: float | None) -> dict
         seconds = spec
         spent = time.time() - reproduction.started  # the corpus loaded and the networks' paces measured
         rest = reproduction.seconds_without_networks() + spent + REPORT_SECONDS
-        weighted = {r: speeds[r].update_seconds * copies[r] for r in flops}
-        each, updates = allocate(flops, {r: Speed(weighted[r], 0, speeds[r].epoch_updates, 0) for r in flops},
-                                 seconds, rest, apart)
-    full = {r: recipe_updates(configs[r], speeds[r].epoch_updates) for r in flops}
+        weights = {r: 1 / flops[r] for r in flops} if rule == "flops" else {r: float(full[r]) for r in flops}
+        each, updates = allocate(weights, {r: speeds[r].update_seconds * copies[r] for r in flops}, seconds, rest,
+                                 apart, math.inf if rule == "flops" else 1.0)
     updates = {r: min(updates[r], full[r]) for r in flops}  # never more than the recipe's own length
     short = [r for r, u in updates.items() if u < 1]
     if short:
@@ -193,14 +196,17 @@ def resolve(reproduction, asked: str | None, flops_budget: float | None) -> dict
         raise LMBenchError(f"--budget {asked} leaves {', '.join(short)} less than one update after the rest of the "
                            f"run (about {reproduction.seconds_without_networks() / 60:.0f} min here): give at least "
                            f"{math.ceil(smallest / 60)}m")
-    budget = {"asked": asked if asked is not None else f"{flops_budget:g} FLOPs per network row", "rule": RULE,
-              "flops_per_row": each, "seconds": seconds,
+    budget = {"asked": asked if asked is not None else f"{flops_budget:g} FLOPs per network row",
+              "rule": RULES[rule if flops_budget is None else "flops"],
+              "flops_per_row": each if rule == "flops" or flops_budget is not None else None,
+              "share": each if rule == "recipe" and flops_budget is None else None, "seconds": seconds,
               "rows": {r: {"updates": updates[r], "flops": updates[r] * flops[r], "flops_per_update": flops[r],
                            **{k: v for k, v in asdict(speeds[r]).items()},
                            "expected_seconds": single(r, updates[r])}
                        for r in flops}}
     atomic_write_text(kept, json.dumps({"key": key, "budget": budget}, indent=1))
-    log.info("budget %s: %.3g training FLOPs per network row (%s)", budget["asked"], each,
+    log.info("budget %s, %s (%s): %s", budget["asked"], budget["rule"],
+             f"{each:.3g} FLOPs each" if budget["share"] is None else f"{100 * each:.0f}% of each recipe",
              ", ".join(f"{r} {u:,} updates" for r, u in updates.items()))
     return budget
 

@@ -99,6 +99,10 @@ def register(subparsers) -> None:
                              f"{DEFAULT_BUDGET} for text, none for brown and ap; docs/your-corpus.md)")
     budget.add_argument("--budget-flops", type=number(1.0, 1e25), default=None, metavar="FLOPS",
                         help="the network rows' compute budget as training FLOPs per network row (e.g. 1e15)")
+    parser.add_argument("--budget-rule", choices=("flops", "recipe"), default=DEFAULT_RULE,
+                        help="how the network rows share a wall-time --budget: flops, the same training FLOPs each "
+                             "(claims between networks at equal compute); recipe, the same share of each network's "
+                             f"own recipe (each as near its converged figure as the time allows; default {DEFAULT_RULE})")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     _add_results_dir(parser, "that the report's cross-corpus summary gathers")
     _add_allow_dirty(parser)
@@ -177,6 +181,7 @@ def _report_dir(args: argparse.Namespace) -> Path:
 
 
 DEFAULT_BUDGET = "20m"  # `reproduce text`'s: a 1M-token corpus's whole comparison on 2 cores
+DEFAULT_RULE = "flops"  # how its rows share it (reports.budget.RULES)
 
 
 def _budget(text: str) -> str:
@@ -202,7 +207,7 @@ def run_reproduce(args: argparse.Namespace) -> dict:
     budget = args.budget or (DEFAULT_BUDGET if args.corpus == "text" and args.budget_flops is None else None)
     summary = reproduce(args.corpus, args.quick, work_dir, report_dir, frozenset(args.skip), text, args.extra,
                         args.allow_dirty, args.threads, args.seeds, args.seeds_for, budget, args.budget_flops,
-                        args.results_dir)
+                        args.results_dir, args.budget_rule)
     return {key: summary[key] for key in ("commit", "report_dir", "wall_seconds", "report", "html", "seeds_advice")
             if key in summary} | _verdicts(summary["claims"], summary["quick"])
 

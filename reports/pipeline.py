@@ -127,11 +127,12 @@ class RowRun:
 class Reproduction:
     def __init__(self, settings: Settings, work_dir: Path, report_dir: Path, text: TextCorpus | None = None,
                  extra: tuple[str, ...] = (), code: dict | None = None, threads: int | None = None, seeds: int = 1,
-                 seeds_for: tuple[str, ...] = (), budget: str | None = None, budget_flops: float | None = None):
+                 seeds_for: tuple[str, ...] = (), budget: str | None = None, budget_flops: float | None = None,
+                 budget_rule: str = "flops"):
         self.settings = settings
         # the compute budget asked (a wall time or a recorded budget; FLOPs per network row), and once the rows
         # are known its record (reports.budget.resolve): each network row's updates; None: the recipes' lengths
-        self.budget_asked, self.budget_flops, self.budget = budget, budget_flops, None
+        self.budget_asked, self.budget_flops, self.budget_rule, self.budget = budget, budget_flops, budget_rule, None
         self.original: dict[str, str] = {}  # a seed copy's id: the id of the row it copies
         self.started = time.time()  # (set again when the run starts: the budget counts from there)
         # the seeds of the rows with a network in them: the settings' seed, then one more each (`seed_copies`)
@@ -270,7 +271,7 @@ class Reproduction:
         self.original = {copy.id: row_id for row_id, copies in self.seeded.items() for copy in copies}
         if not self.settings.quick:  # (a quick run trains one epoch a network: what a budget would cut)
             from reports.budget import resolve
-            self.budget = resolve(self, self.budget_asked, self.budget_flops)
+            self.budget = resolve(self, self.budget_asked, self.budget_flops, self.budget_rule)
         results = {}
         progress = self.progress()
         log.info("reproduce %s: %s", self.settings.corpus, progress.summary(len(self.rows)))
@@ -581,7 +582,7 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
               skip: frozenset[str] = frozenset(), text: TextCorpus | None = None, extra: tuple[str, ...] = (),
               allow_dirty: bool = False, threads: int | None = None, seeds: int = 1,
               seeds_for: tuple[str, ...] = (), budget: str | None = None, budget_flops: float | None = None,
-              results_dir: Path | None = None) -> dict:
+              results_dir: Path | None = None, budget_rule: str = "flops") -> dict:
     """Run (or resume) the whole table and build the report; returns the report's summary.
     `skip`: kinds of rows (keys of RUNNERS) to leave out; `text`: the user's corpus when `corpus` is
     "text"; `extra`: names of the corpus's optional row groups to add (EXTRA_ROWS); `allow_dirty`: write
@@ -589,7 +590,7 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
     CPU threads of the network rows (None: OMP_NUM_THREADS when set, else the free cores, lmbench.threads);
     `seeds`: the seeds each row with a network in it runs under (module docstring); `seeds_for`: the ids of
     the network rows that take them (empty: every one); `budget`, `budget_flops`: the network rows' compute
-    budget (reports.budget; None: each recipe's own length); `results_dir`: the committed reports the
+    budget (reports.budget; None: each recipe's own length) and `budget_rule` how the rows share it; `results_dir`: the committed reports the
     report's cross-corpus summary gathers (default: results/ in the working directory, reports.summary)."""
     from reports.build import build_report
     from reports.claims import seeds_advice
@@ -612,7 +613,7 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
     report_dir = report_dir or USER_REPORTS / name
     code = checked_state(report_dir, allow_dirty)  # before any row runs
     reproduction = Reproduction(default_settings(corpus, quick), work_dir, report_dir, text, extra, code,
-                                threads, seeds, seeds_for, budget, budget_flops)
+                                threads, seeds, seeds_for, budget, budget_flops, budget_rule)
     reproduction.write_results_file = False  # written with the report: the folder is replaced whole
     results = reproduction.run(skip)
     built = build_report(report_dir, code, reproduction.results_text, results_dir or RESULTS)

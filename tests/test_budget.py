@@ -120,3 +120,16 @@ def test_a_learning_curve_in_flops_is_the_analytic_count_times_the_tokens_read()
     row = {"config": dataclasses.asdict(config), "curve": [{"tokens_per_s": 100.0, "seconds": 2.0},
                                                            {"tokens_per_s": 50.0, "seconds": 2.0}]}
     assert curve_flops(row, 10).tolist() == [492 * 200.0, 492 * 300.0]
+
+
+def test_the_rows_share_a_wall_budget_by_their_weights_at_most_once_each_recipe():
+    """updates_r = floor(x w_r), x filling the seconds left after the rest: the flops rule's weights are
+    1 / FLOPs per update (x: the FLOPs of each row), the recipe rule's each recipe's updates (x: the share
+    of it, at most all of it); the validation an epoch costs comes off before x is fixed."""
+    from reports.budget import allocate
+    x, updates = allocate({"a": 10.0, "b": 20.0}, {"a": 1.0, "b": 0.5}, 100.0, 20.0, lambda r, u: 0.0)
+    assert (x, updates) == (4.0, {"a": 40, "b": 80})  # 40 s and 40 s: the 80 left
+    x, updates = allocate({"a": 10.0, "b": 20.0}, {"a": 1.0, "b": 0.5}, 100.0, 20.0, lambda r, u: 0.0, most=1.0)
+    assert (x, updates) == (1.0, {"a": 10, "b": 20})  # never more than the whole recipe
+    x, updates = allocate({"a": 10.0}, {"a": 1.0}, 100.0, 20.0, lambda r, u: u / 10)  # 0.1 s of validation an update
+    assert updates["a"] == 72  # x = (80 - 8.0) / 10 once the first guess's validation is counted

@@ -13,10 +13,11 @@ OPTIONS = {"TRAIN": "--train", "VALID": "--valid", "TEST": "--test", "CORPUS": "
            "NAME": "--name", "NETWORKS": "--networks", "ONLY": "--only", "MIN_COUNT": "--min-count",
            "VOCAB_SIZE": "--vocab-size", "QUICK": "--quick", "SEEDS": "--seeds", "SEEDS_FOR": "--seeds-for",
            "THREADS": "--threads", "MEMORY": "--memory", "TMP_DIR": "--tmp-dir", "REPORT_DIR": "--report-dir",
-           "SKIP": "--skip", "EXTRA": "--extra", "BUDGET": "--budget", "BUDGET_FLOPS": "--budget-flops"}
+           "SKIP": "--skip", "EXTRA": "--extra", "BUDGET": "--budget", "BUDGET_FLOPS": "--budget-flops",
+           "BUDGET_RULE": "--budget-rule"}
 # (a variable of the run targets: its option of `lmbench reproduce`)
 VALUES = {"SPLIT": "0.7,0.2,0.1", "ONLY": "ngram", "QUICK": "1", "SKIP": "network", "EXTRA": "energy", "BUDGET": "2h",
-          "BUDGET_FLOPS": "1e15"}
+          "BUDGET_FLOPS": "1e15", "BUDGET_RULE": "recipe"}
 NEEDED = {"compare": {"TRAIN": "a.txt", "VALID": "b.txt", "TEST": "c.txt"}}
 
 
