@@ -181,6 +181,20 @@ def _training_frame(results: dict) -> pd.DataFrame | None:
     return pd.DataFrame(records) if records else None
 
 
+def _budget_note(results: dict) -> str | None:
+    """Whether the claims between networks are made at equal compute: the run's budget and its rule
+    (reports.budget), or none (every recipe to its end: each network trained as long as its recipe took)."""
+    budget = results.get("budget")
+    if not budget:
+        return None
+    if budget.get("share") is not None:
+        return (f"The networks trained under a compute budget ({budget['asked']}: {budget['rule']}, "
+                f"{100 * budget['share']:.0f}% of each): claims between networks are not made at equal compute.")
+    return (f"The networks trained under a compute budget ({budget['asked']}: {budget['rule']}, "
+            f"{budget['flops_per_row']:.2g} each, or all its recipe where that is less): claims between networks "
+            "are made at equal training compute.")
+
+
 def _claims_note(claims: list[dict]) -> str | None:
     """`NO_INTERVAL` when the claims compare rows without intervals (results without blocks); else how
     many claims the report tests, what "after Holm" and "training randomness" say, and where a claim
@@ -268,7 +282,7 @@ def _build(stage: Path, report_dir: Path, code: dict, results_dir: Path) -> dict
     across_figure = _summary_figure(across, stage / "figures")
     claims_frame = pd.DataFrame(claims)[[column for column in CLAIM_COLUMNS if any(column in c for c in claims)]]
     claims_frame = claims_frame.where(pd.notna(claims_frame), "").rename(columns=CLAIM_HEADERS)
-    claims_note = _claims_note(claims)
+    claims_note = " ".join(note for note in (_claims_note(claims), _budget_note(results)) if note) or None
     if claims_note == TOO_FEW_NOTE:
         log.warning(TOO_FEW_NOTE)
     neighbors = _neighbors_frame(results)

@@ -18,11 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-import torch
 from torch import nn
 
 from neural.families import Family, register
-from neural.networks.stream import STREAM, RecurrentNetwork, RecurrentShape
+from neural.networks.stream import STREAM, OneStateNetwork, RecurrentShape
 
 
 @dataclass(frozen=True)
@@ -32,7 +31,7 @@ class GRUShape(RecurrentShape):
     gates: ClassVar[int] = 3  # G (`RecurrentShape.training_flops`): the reset and update gates, the candidate
 
 
-class GRUNetwork(RecurrentNetwork):
+class GRUNetwork(OneStateNetwork):
     """P(w_t | all of w_<t) through a stacked GRU; state: ((layers, B, h),)."""
 
     family = "gru"
@@ -48,17 +47,8 @@ class GRUNetwork(RecurrentNetwork):
         """The recurrent families' uniform start (`reset_uniformly`): biases 0, the gates half open."""
         self.reset_uniformly(self.gru)
 
-    def initial_state(self, batch: int, device=None) -> tuple[torch.Tensor]:
-        """(h,), zeros: ((layers, B, h),)."""
-        device = device or self.embedding.device
-        return (torch.zeros((self.shape.layers, batch, self.shape.h), device=device, dtype=self.embedding.dtype),)
-
-    def encode(self, inputs: torch.Tensor, state=None):
-        """z (B, T, h) for inputs (B, T), and the state (h,) after the last step."""
-        if state is None:
-            state = self.initial_state(inputs.shape[0], inputs.device)
-        z, last = self.gru(self.drop(self.embed(inputs)), state[0])
-        return self.drop(z), (last,)
+    def recurrent_layers(self) -> nn.Module:
+        return self.gru
 
 
 register(Family("gru", GRUShape, GRUNetwork, label="GRU", quick={"m": 64, "h": 64}, order=4,

@@ -19,11 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-import torch
 from torch import nn
 
 from neural.families import Family, register
-from neural.networks.stream import STREAM, RecurrentNetwork, RecurrentShape
+from neural.networks.stream import STREAM, OneStateNetwork, RecurrentShape
 
 
 @dataclass(frozen=True)
@@ -33,7 +32,7 @@ class RNNShape(RecurrentShape):
     gates: ClassVar[int] = 1  # G (`RecurrentShape.training_flops`): the one tanh layer
 
 
-class RNNNetwork(RecurrentNetwork):
+class RNNNetwork(OneStateNetwork):
     """P(w_t | all of w_<t) through stacked tanh recurrences; state: ((layers, B, h),)."""
 
     family = "rnn"
@@ -50,17 +49,8 @@ class RNNNetwork(RecurrentNetwork):
         """The recurrent families' uniform start (`reset_uniformly`)."""
         self.reset_uniformly(self.rnn)
 
-    def initial_state(self, batch: int, device=None) -> tuple[torch.Tensor]:
-        """(h,), zeros: ((layers, B, h),)."""
-        device = device or self.embedding.device
-        return (torch.zeros((self.shape.layers, batch, self.shape.h), device=device, dtype=self.embedding.dtype),)
-
-    def encode(self, inputs: torch.Tensor, state=None):
-        """z (B, T, h) for inputs (B, T), and the state (h,) after the last step."""
-        if state is None:
-            state = self.initial_state(inputs.shape[0], inputs.device)
-        z, last = self.rnn(self.drop(self.embed(inputs)), state[0])
-        return self.drop(z), (last,)
+    def recurrent_layers(self) -> nn.Module:
+        return self.rnn
 
 
 register(Family("rnn", RNNShape, RNNNetwork, label="RNN", quick={"m": 64, "h": 64}, compared=False,

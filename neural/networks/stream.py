@@ -318,6 +318,26 @@ class RecurrentNetwork(StreamNetwork):
         return self.log_probs(z[0, -1:])[0]
 
 
+class OneStateNetwork(RecurrentNetwork):
+    """A recurrent family whose state is one tensor of (layers, B, h) (the GRU, the Elman RNN): its torch
+    recurrent module, `recurrent_layers()` (batch first, `layers` stacked layers of h units), reads the
+    dropped-out embeddings with the state carried; its outputs, dropped out, are the features."""
+
+    def recurrent_layers(self) -> nn.Module:
+        raise NotImplementedError
+
+    def initial_state(self, batch: int, device=None) -> tuple[torch.Tensor]:
+        """(h,), zeros: ((layers, B, h),)."""
+        device = device or self.embedding.device
+        return (torch.zeros((self.shape.layers, batch, self.shape.h), device=device, dtype=self.embedding.dtype),)
+
+    def encode(self, inputs: torch.Tensor, state=None):
+        """z (B, T, h) for inputs (B, T), and the state (h,) after the last step."""
+        if state is None:
+            state = self.initial_state(inputs.shape[0], inputs.device)
+        z, last = self.recurrent_layers()(self.drop(self.embed(inputs)), state[0])
+        return self.drop(z), (last,)
+
 class StreamLanguageModel(LanguageModel):
     """A trained stream network behind the suite's interface (order None: the whole history). It is
     made by `neural.training.trainer.train_network` and loaded by `neural.training.checkpoint.load_network`."""
