@@ -82,7 +82,7 @@ reproduce-ap: install
 # [THREADS=1] [MEMORY=4G] [TMP_DIR=DIR] [SKIP=network] [EXTRA=...: the text table has no optional group yet]
 # [BUDGET=20m: the default, the whole run's wall time, every network row the same training FLOPs; 2h; none: every
 # recipe to its end; results/NAME/results.json: the updates it recorded] [BUDGET_FLOPS=1e15: FLOPs per network row]
-# [BUDGET_RULE=flops: the default, equal training FLOPs per network; recipe: the same share of each one's recipe];
+# [BUDGET_RULE=recipe: the default, the same share of each network's recipe; flops: equal training FLOPs per network];
 # the report goes to runs/reports/NAME (default runs/reports/text; git ignores runs/; REPORT_DIR=DIR elsewhere).
 compare: install
 	@test -n "$(CORPUS)" -o \( -n "$(TRAIN)" -a -n "$(VALID)" -a -n "$(TEST)" \) || { echo "compare: give CORPUS= (one file, cut by lines), or TRAIN=, VALID= and TEST= (files of whitespace-separated tokens)" >&2; exit 2; }

@@ -134,7 +134,7 @@ def allocate(weights: dict[str, float], update_seconds: dict[str, float], second
     return x, updates
 
 
-def resolve(reproduction, asked: str | None, flops_budget: float | None, rule: str = "flops") -> dict | None:
+def resolve(reproduction, asked: str | None, flops_budget: float | None, rule: str = "recipe") -> dict | None:
     """The run's budget record (None: no budget, the recipes' own lengths): {"asked", "rule", "flops_per_row"
     (the flops rule's) or "share" (the recipe rule's), "seconds", "rows": {row id: {"updates", "flops",
     "update_seconds", ...}}}, from `asked` (a wall time, or a results.json recorded budget) or

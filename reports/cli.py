@@ -181,7 +181,7 @@ def _report_dir(args: argparse.Namespace) -> Path:
 
 
 DEFAULT_BUDGET = "20m"  # `reproduce text`'s: a 1M-token corpus's whole comparison on 2 cores
-DEFAULT_RULE = "flops"  # how its rows share it (reports.budget.RULES)
+DEFAULT_RULE = "recipe"  # how its rows share it (reports.budget.RULES; docs/your-corpus.md says why)
 
 
 def _budget(text: str) -> str:

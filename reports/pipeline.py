@@ -128,7 +128,7 @@ class Reproduction:
     def __init__(self, settings: Settings, work_dir: Path, report_dir: Path, text: TextCorpus | None = None,
                  extra: tuple[str, ...] = (), code: dict | None = None, threads: int | None = None, seeds: int = 1,
                  seeds_for: tuple[str, ...] = (), budget: str | None = None, budget_flops: float | None = None,
-                 budget_rule: str = "flops"):
+                 budget_rule: str = "recipe"):
         self.settings = settings
         # the compute budget asked (a wall time or a recorded budget; FLOPs per network row), and once the rows
         # are known its record (reports.budget.resolve): each network row's updates; None: the recipes' lengths
@@ -582,7 +582,7 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
               skip: frozenset[str] = frozenset(), text: TextCorpus | None = None, extra: tuple[str, ...] = (),
               allow_dirty: bool = False, threads: int | None = None, seeds: int = 1,
               seeds_for: tuple[str, ...] = (), budget: str | None = None, budget_flops: float | None = None,
-              results_dir: Path | None = None, budget_rule: str = "flops") -> dict:
+              results_dir: Path | None = None, budget_rule: str = "recipe") -> dict:
     """Run (or resume) the whole table and build the report; returns the report's summary.
     `skip`: kinds of rows (keys of RUNNERS) to leave out; `text`: the user's corpus when `corpus` is
     "text"; `extra`: names of the corpus's optional row groups to add (EXTRA_ROWS); `allow_dirty`: write
