@@ -24,7 +24,7 @@ import pandas as pd  # noqa: E402
 
 from lmbench.files import atomic_write_file, atomic_write_text  # noqa: E402
 from reports.experiments import INFINI_GRAM, PAPER_FAMILY, TABLE1_NETWORKS, WITH_COUNTS  # noqa: E402
-from reports.records import by_id, network_of, shape  # noqa: E402
+from reports.records import by_id, flops_per_token, network_of, shape  # noqa: E402
 
 
 DRAWN = "drawn.json"  # in a figures folder: which inputs drew which files (`drawn_once`)
@@ -150,10 +150,8 @@ def curve_flops(row: dict, vocab_size: int) -> np.ndarray | None:
     if not row.get("config") or not row.get("curve") or not all(
             "tokens_per_s" in point and "seconds" in point for point in row["curve"]):
         return None
-    from neural.config import RunConfig
-    run = RunConfig.from_saved(row["config"])
     tokens = np.cumsum([point["tokens_per_s"] * point["seconds"] for point in row["curve"]])
-    return run.shape.training_flops(vocab_size, run) * tokens
+    return flops_per_token(row, vocab_size) * tokens
 
 
 def perplexity_against_compute(results: dict, directory: Path) -> Path | None:

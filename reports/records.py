@@ -274,6 +274,16 @@ def family_shape(record: dict, rows: dict[str, dict]) -> str | None:
     return ", ".join(parts) or None
 
 
+def flops_per_token(record: dict, vocab_size: int) -> float | None:
+    """A network row's training FLOPs per training token, from the configuration results.json keeps
+    (its family's analytic count, `NetworkShape.training_flops`); None for a row that keeps none."""
+    if not record.get("config"):
+        return None
+    from neural.config import RunConfig
+    run = RunConfig.from_saved(record["config"])
+    return run.shape.training_flops(vocab_size, run)
+
+
 def training_cost(record: dict, vocab_size: int) -> dict:
     """A network row's cost: its updates, its training FLOPs (its family's analytic count per token times the
     tokens it trained on; for a row written before rows kept it, from its tokens/s and training seconds) and
@@ -282,9 +292,7 @@ def training_cost(record: dict, vocab_size: int) -> dict:
         return {"updates": None, "train FLOPs": None, "stopped": None}
     flops = record.get("train_flops")
     if flops is None and record.get("tokens_per_s") and record.get("train_seconds") and record.get("config"):
-        from neural.config import RunConfig
-        run = RunConfig.from_saved(record["config"])
-        flops = run.shape.training_flops(vocab_size, run) * record["tokens_per_s"] * record["train_seconds"]
+        flops = flops_per_token(record, vocab_size) * record["tokens_per_s"] * record["train_seconds"]
     updates = record.get("updates") or (record["curve"][-1].get("step") if record.get("curve") else None)
     return {"updates": updates, "train FLOPs": None if flops is None else f"{flops:.2g}",
             "stopped": record.get("stopped")}

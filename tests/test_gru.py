@@ -1,8 +1,7 @@
 """The GRU family (`neural.networks.gru`): the contract of every stream family is tested over the registry
 (tests/test_stream_networks.py); here what is the GRU's own: its equations, checked against a hand-written
-cell, and a state of one tensor carried exactly as the LSTM's two."""
+cell (the state carried across chunks: tests/test_stream_networks.py, every recurrent family)."""
 
-import numpy as np
 import torch
 
 from neural.networks.gru import GRUShape
@@ -30,15 +29,3 @@ def test_one_step_is_the_gru_equations():
     expected = (1 - u) * n + u * h
     torch.testing.assert_close(h1[0, 0], expected, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(z[0, 0], expected, rtol=1e-12, atol=1e-12)
-
-
-def test_the_state_carried_across_chunks_gives_the_whole_stream():
-    """Encoding a stream in two chunks, the state carried, is encoding it at once: what training's lanes
-    and the exact scoring rely on."""
-    torch.manual_seed(1)
-    net = GRUNetwork(GRUShape(layers=2, m=6, h=6), vocab_size=9).double().eval()
-    inputs = torch.from_numpy(np.random.default_rng(0).integers(0, 9, size=(3, 20)))
-    whole, _ = net.encode(inputs)
-    first, state = net.encode(inputs[:, :8])
-    second, _ = net.encode(inputs[:, 8:], state)
-    torch.testing.assert_close(torch.cat([first, second], dim=1), whole, rtol=1e-12, atol=1e-12)

@@ -1,7 +1,7 @@
 """The Elman RNN family (`neural.networks.rnn`): the contract of every stream family is tested over the
 registry (tests/test_stream_networks.py, tests/test_contract.py, tests/test_pinned_scores.py); here what
-is the RNN's own: its equation against a hand-written step, its exact scoring in one lane, the state
-carried across chunks, and its place in a comparison (a row only when named)."""
+is the RNN's own: its equation against a hand-written step, its exact scoring in one lane, and its place
+in a comparison (a row only when named)."""
 
 import numpy as np
 import torch
@@ -39,16 +39,6 @@ def test_it_is_scored_in_one_lane_exactly_as_by_one_pass_over_the_stream():
         whole = torch.log_softmax(net.b + z[0, 4000:] @ net.out.T, dim=-1)
     expected = whole.gather(1, torch.from_numpy(stream[4000:])[:, None])[:, 0].numpy()
     np.testing.assert_allclose(scores, expected, rtol=0, atol=1e-9)
-
-
-def test_the_state_carried_across_chunks_gives_the_whole_stream():
-    torch.manual_seed(1)
-    net = RNNNetwork(RNNShape(layers=2, m=6, h=6), vocab_size=9).double().eval()
-    inputs = torch.from_numpy(np.random.default_rng(0).integers(0, 9, size=(3, 20)))
-    whole, _ = net.encode(inputs)
-    first, state = net.encode(inputs[:, :8])
-    second, _ = net.encode(inputs[:, 8:], state)
-    torch.testing.assert_close(torch.cat([first, second], dim=1), whole, rtol=1e-12, atol=1e-12)
 
 
 def test_a_comparison_trains_it_only_when_named():

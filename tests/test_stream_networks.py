@@ -249,3 +249,16 @@ def test_a_reproduction_loads_a_stream_run_as_any_network(corpus, tmp_path):
     train_network(corpus, config, tmp_path, evaluate=False, progress=False)
     assert np.array_equal(split_logprobs(load_network(tmp_path, corpus, device="cpu"), corpus, "valid"),
                           split_logprobs(load_network(tmp_path, corpus, device="cpu"), corpus, "valid"))
+
+
+@pytest.mark.parametrize("family", [name for name in SHAPES if recurrent(name)])
+def test_the_state_carried_across_chunks_gives_the_whole_stream(family):
+    """Every recurrent family: encoding a stream in two chunks, the state carried, is encoding it at once,
+    what training's lanes and the exact scoring rely on."""
+    torch.manual_seed(1)
+    net = FAMILIES[family].network_class()(FAMILIES[family].shape(layers=2, m=6, h=6), 9).double().eval()
+    inputs = torch.from_numpy(np.random.default_rng(0).integers(0, 9, size=(3, 20)))
+    whole, _ = net.encode(inputs)
+    first, state = net.encode(inputs[:, :8])
+    second, _ = net.encode(inputs[:, 8:], state)
+    torch.testing.assert_close(torch.cat([first, second], dim=1), whole, rtol=1e-12, atol=1e-12)
