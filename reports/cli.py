@@ -99,7 +99,7 @@ def register(subparsers) -> None:
                              f"{DEFAULT_BUDGET} for text, none for brown and ap; docs/your-corpus.md)")
     budget.add_argument("--budget-flops", type=number(1.0, 1e25), default=None, metavar="FLOPS",
                         help="the network rows' compute budget as training FLOPs per network row (e.g. 1e15)")
-    parser.add_argument("--budget-rule", choices=("flops", "recipe"), default=DEFAULT_RULE,
+    parser.add_argument("--budget-rule", choices=("flops", "recipe"), default=None,
                         help="how the network rows share a wall-time --budget: flops, the same training FLOPs each "
                              "(claims between networks at equal compute); recipe, the same share of each network's "
                              f"own recipe (each as near its converged figure as the time allows; default {DEFAULT_RULE})")
@@ -205,9 +205,13 @@ def run_reproduce(args: argparse.Namespace) -> dict:
         raise LMBenchError(f"--work-dir {work_dir} lies in --report-dir {report_dir}, which is replaced as a whole "
                            "when the report is written (the row cache would go with it): give them separate folders")
     budget = args.budget or (DEFAULT_BUDGET if args.corpus == "text" and args.budget_flops is None else None)
+    if args.budget_rule and (args.budget_flops is not None or budget in (None, "none") or budget.endswith(".json")):
+        raise LMBenchError(f"--budget-rule shares a wall-time --budget among the network rows; this run has "
+                           f"{'--budget-flops (the same FLOPs each already)' if args.budget_flops is not None else 'none'}"
+                           ": drop --budget-rule, or give --budget 20m (say)")
     summary = reproduce(args.corpus, args.quick, work_dir, report_dir, frozenset(args.skip), text, args.extra,
                         args.allow_dirty, args.threads, args.seeds, args.seeds_for, budget, args.budget_flops,
-                        args.results_dir, args.budget_rule)
+                        args.results_dir, args.budget_rule or DEFAULT_RULE)
     return {key: summary[key] for key in ("commit", "report_dir", "wall_seconds", "report", "html", "seeds_advice")
             if key in summary} | _verdicts(summary["claims"], summary["quick"])
 

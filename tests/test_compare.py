@@ -151,6 +151,9 @@ def test_bounded_memory_gives_the_same_rows(corpus_files, tmp_path, capsys, monk
     (["reproduce", "brown", "--corpus-file", "pyproject.toml"], "--corpus-file: only for `lmbench reproduce text`"),
     (["reproduce", "ap", "--memory", "1G"], "--memory: only for `lmbench reproduce text`"),
     (["reproduce", "text", "--memory", "lots"], "give a size such as 4G"),
+    (["reproduce", "brown", "--budget-rule", "flops"], "--budget-rule shares a wall-time --budget"),
+    (["reproduce", "text", "--corpus-file", "pyproject.toml", "--budget-flops", "1e15", "--budget-rule", "recipe"],
+     "drop --budget-rule"),
 ])
 def test_bad_setups_end_in_one_line(argv, message, capsys):
     assert main(argv) == 2
