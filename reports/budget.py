@@ -143,7 +143,8 @@ def resolve(reproduction, asked: str | None, flops_budget: float | None, rule: s
     spec = parse_budget(asked) if asked is not None else None
     if spec is None and flops_budget is None:
         return None
-    networks = [row for row in reproduction.rows if row.family and row.id not in reproduction.original]
+    networks = [row for row in reproduction.rows if row.family and row.id not in reproduction.original
+                and row.id not in reproduction.left_out]
     if not networks:  # (--only ngram: nothing to budget)
         return None
     if isinstance(spec, str):  # a recorded budget: the same updates per row, wherever it runs

@@ -128,8 +128,13 @@ class Reproduction:
     def __init__(self, settings: Settings, work_dir: Path, report_dir: Path, text: TextCorpus | None = None,
                  extra: tuple[str, ...] = (), code: dict | None = None, threads: int | None = None, seeds: int = 1,
                  seeds_for: tuple[str, ...] = (), budget: str | None = None, budget_flops: float | None = None,
-                 budget_rule: str = "recipe"):
+                 budget_rule: str = "recipe", networks: tuple[str, ...] | None = None):
         self.settings = settings
+        # the paper's tables (a user's corpus: TextCorpus.networks): the network rows to train, by id ("ours": NPLM
+        # (ours), a family beyond 2003 by its name, which adds its row group); the table's other network rows and
+        # the mixtures of them are listed as not run (None: every one)
+        self.networks = networks
+        self.left_out: set[str] = set()  # the ids of the network rows `networks` leaves out
         # the compute budget asked (a wall time or a recorded budget; FLOPs per network row), and once the rows
         # are known its record (reports.budget.resolve): each network row's updates; None: the recipes' lengths
         self.budget_asked, self.budget_flops, self.budget_rule, self.budget = budget, budget_flops, budget_rule, None
@@ -162,8 +167,13 @@ class Reproduction:
                 return rows
             return rows + ours_rows(self.corpus)
         groups = EXTRA_ROWS.get(self.settings.corpus, {})
-        rows = ROWS[self.settings.corpus](self.corpus) + [row for name in self.extra for row in groups[name]()]
+        named = tuple(name for name in self.networks or () if name in groups and name not in self.extra)
+        rows = ROWS[self.settings.corpus](self.corpus) + [row for name in self.extra + named for row in groups[name]()]
         return [self._scaled(row) for row in rows]
+
+    def chosen(self, row: Row) -> bool:
+        """Whether a network row is one `networks` names (every one when it names none)."""
+        return self.networks is None or row.id in self.networks or (row.id == "nplm-ours" and OURS in self.networks)
 
     def _scaled(self, row: Row) -> Row:
         if self.settings.quick and row.classes:
@@ -266,7 +276,14 @@ class Reproduction:
             log.warning(warning)
         self.digest = corpus_digest(self.corpus)
         table = self.table_rows()
-        self.seeded = seed_copies(table, self.seeds[1:], self.seeds_for)
+        self.left_out = {row.id for row in table if row.family and not self.chosen(row)}
+        trained = tuple(row.id for row in table if row.family and row.id not in self.left_out)
+        unknown = [name for name in self.networks or () if name != OURS and name not in trained]
+        if unknown or (self.networks is not None and not trained):
+            raise LMBenchError(f"--networks {','.join(unknown or self.networks)}: no network row of that id in the "
+                               f"{self.settings.corpus} table; its networks: "
+                               f"{','.join(row.id for row in table if row.family)}, ours, or a family of --extra")
+        self.seeded = seed_copies(table, self.seeds[1:], self.seeds_for or (trained if self.left_out else ()))
         self.rows = table + [copy for copies in self.seeded.values() for copy in copies]
         self.original = {copy.id: row_id for row_id, copies in self.seeded.items() for copy in copies}
         if not self.settings.quick:  # (a quick run trains one epoch a network: what a budget would cut)
@@ -290,7 +307,8 @@ class Reproduction:
         """Put `row`'s result into `results`: read from its cache entry, else run (listed as not run when
         its kind is skipped or a part was not run). With `wait=False`, where another run of the work folder
         holds the row, or a part is not in `results` yet, do nothing and return False."""
-        if row.kind in skip or any(results.get(part, {}).get("status") == "not run" for part in row.parts):
+        if (row.kind in skip or row.id in self.left_out
+                or any(results.get(part, {}).get("status") == "not run" for part in row.parts)):
             results[row.id] = {**row.to_dict(), "status": "not run", "train_ppl": None, "valid_ppl": None,
                                "test_ppl": None, "seconds": None}
             progress.passed(row.id)
@@ -322,6 +340,7 @@ class Reproduction:
         tokens = {split: len(self.corpus.split(split)) for split in SPLITS}
         costs = {row.id: model.seconds(row.to_dict(), self.training_config(row) if row.family else None, tokens)
                  if self.budget is None or not row.family
+                 else 0.0 if row.id in self.left_out
                  else self.budget["rows"][self.original.get(row.id, row.id)]["expected_seconds"]
                  for row in self.rows}
         return RunProgress(costs, f"reproduce {self.settings.corpus}")
@@ -582,7 +601,8 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
               skip: frozenset[str] = frozenset(), text: TextCorpus | None = None, extra: tuple[str, ...] = (),
               allow_dirty: bool = False, threads: int | None = None, seeds: int = 1,
               seeds_for: tuple[str, ...] = (), budget: str | None = None, budget_flops: float | None = None,
-              results_dir: Path | None = None, budget_rule: str = "recipe") -> dict:
+              results_dir: Path | None = None, budget_rule: str = "recipe",
+              networks: tuple[str, ...] | None = None) -> dict:
     """Run (or resume) the whole table and build the report; returns the report's summary.
     `skip`: kinds of rows (keys of RUNNERS) to leave out; `text`: the user's corpus when `corpus` is
     "text"; `extra`: names of the corpus's optional row groups to add (EXTRA_ROWS); `allow_dirty`: write
@@ -590,7 +610,8 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
     CPU threads of the network rows (None: OMP_NUM_THREADS when set, else the free cores, lmbench.threads);
     `seeds`: the seeds each row with a network in it runs under (module docstring); `seeds_for`: the ids of
     the network rows that take them (empty: every one); `budget`, `budget_flops`: the network rows' compute
-    budget (reports.budget; None: each recipe's own length) and `budget_rule` how the rows share it; `results_dir`: the committed reports the
+    budget (reports.budget; None: each recipe's own length) and `budget_rule` how the rows share it; `networks`:
+    the paper's tables' network rows to train (Reproduction; a user's corpus: `text.networks`); `results_dir`: the committed reports the
     report's cross-corpus summary gathers (default: results/ in the working directory, reports.summary)."""
     from reports.build import build_report
     from reports.claims import seeds_advice
@@ -613,7 +634,7 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
     report_dir = report_dir or USER_REPORTS / name
     code = checked_state(report_dir, allow_dirty)  # before any row runs
     reproduction = Reproduction(default_settings(corpus, quick), work_dir, report_dir, text, extra, code,
-                                threads, seeds, seeds_for, budget, budget_flops, budget_rule)
+                                threads, seeds, seeds_for, budget, budget_flops, budget_rule, networks)
     reproduction.write_results_file = False  # written with the report: the folder is replaced whole
     results = reproduction.run(skip)
     built = build_report(report_dir, code, reproduction.results_text, results_dir or RESULTS)

@@ -91,3 +91,30 @@ def test_energy_rows_are_brown_only(tmp_path, capsys):
     assert "--extra energy: the ap table has no such row group (it is brown's)" in err and len(err.splitlines()) == 1
     assert main(["reproduce", "brown", "--extra", "cnn"]) == 2
     assert f"'cnn': give a comma-separated list of {', '.join(EXTRA_GROUPS)}" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("brown")
+def test_networks_on_a_papers_table_trains_only_those_and_lists_the_rest_not_run(tmp_path, capsys):
+    """`reproduce brown --networks gru`: one more network beside a committed report of the same corpus;
+    the table's n-gram rows run, its other networks (and their mixtures) are listed as not run."""
+    work, report = tmp_path / "work", tmp_path / "report"
+    argv = ["reproduce", "brown", "--quick", "--networks", "gru", "--work-dir", str(work), "--report-dir", str(report)]
+    assert main(argv) == 0
+    rows = {row["id"]: row for row in json.loads((report / "results.json").read_text())["rows"]}
+    ran = {row_id for row_id, row in rows.items() if row.get("status") != "not run"}
+    networks = {row_id for row_id in ran if rows[row_id]["kind"] == "network"}
+    assert networks == {"gru"}  # its row group added by naming it
+    assert {"gru-kn-interp-5-em", "kn-interp-5", "del-int", "infini-gram-kn-5"} <= ran
+    assert {"mlp1", "mlp2", "nplm-ours", "nplm-ours-kn-interp-5-em", "mlp1-nce"} <= set(rows) - ran
+
+
+def test_networks_a_papers_table_lacks_are_refused_before_any_row_runs(tmp_path, brown):
+    from lmbench.errors import LMBenchError
+    from reports.pipeline import Reproduction, default_settings
+    reproduction = Reproduction(default_settings("ap", True), tmp_path / "work", tmp_path / "report", networks=("mlp1",))
+    reproduction.load_corpus = lambda: brown  # (AP's table over any corpus: its rows, not its text, are checked)
+    with pytest.raises(LMBenchError, match=r"--networks mlp1: no network row of that id in the ap table; its "
+                                           r"networks: mlp-ap,nplm-ours"):
+        reproduction.run()
+    assert not (tmp_path / "work" / "rows").exists()
