@@ -120,6 +120,14 @@ def network_seconds_apart(config, speed: Speed, updates: int, tokens: dict, pape
     return speed.score_seconds * (scored + math.ceil(updates / speed.epoch_updates) * validated)
 
 
+def terms(budget: dict) -> str:
+    """A recorded budget as a reader takes it in: "20m: the same share of every network's recipe, 21% of
+    each" (the flops rule: the FLOPs each)."""
+    if budget.get("share") is not None:
+        return f"{budget['asked']}: {budget['rule']}, {100 * budget['share']:.0f}% of each"
+    return f"{budget['asked']}: {budget['rule']}, {budget['flops_per_row']:.2g} each, or all its recipe where that is less"
+
+
 def allocate(weights: dict[str, float], update_seconds: dict[str, float], seconds: float, rest: float,
              apart, most: float = math.inf) -> tuple[float, dict[str, int]]:
     """(x, updates per row) for a wall budget of `seconds`, `rest` of which go to the rows without a network:

@@ -187,12 +187,9 @@ def _budget_note(results: dict) -> str | None:
     budget = results.get("budget")
     if not budget:
         return None
-    if budget.get("share") is not None:
-        return (f"The networks trained under a compute budget ({budget['asked']}: {budget['rule']}, "
-                f"{100 * budget['share']:.0f}% of each): claims between networks are not made at equal compute.")
-    return (f"The networks trained under a compute budget ({budget['asked']}: {budget['rule']}, "
-            f"{budget['flops_per_row']:.2g} each, or all its recipe where that is less): claims between networks "
-            "are made at equal training compute.")
+    from reports.budget import terms
+    equal = "not made at equal compute" if budget.get("share") is not None else "made at equal training compute"
+    return f"The networks trained under a compute budget ({terms(budget)}): claims between networks are {equal}."
 
 
 def _claims_note(claims: list[dict]) -> str | None:

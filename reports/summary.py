@@ -39,8 +39,10 @@ from lmbench.bootstrap import paired_splits
 from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write_text
 
+from reports.budget import terms
+
 from reports.experiments import STREAM_NETWORKS
-from reports.records import by_id, load_results, paper_network
+from reports.records import by_id, load_results, network_of, paper_network
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +95,11 @@ def _ngram_mixture(row: dict, rows: dict) -> bool:
     return bool(row["mix"]) and all(rows.get(part, {}).get("kind") == "ngram" for part in row["parts"])
 
 
+def _kn5(rows: dict) -> dict | None:
+    """Interpolated KN 5's row, the reference of every ratio."""
+    return next((row for row in rows.values() if row["method"] == "kneser-ney" and row["n"] == 5 and _ran(row)), None)
+
+
 def _ratio_interval(row: dict, kn5: dict) -> list[float] | None:
     """The 95% interval of the row's test perplexity / KN 5's, by the paired test on their test blocks."""
     blocks = [found.get("blocks", {}).get("test") for found in (row, kn5)]
@@ -106,7 +113,7 @@ def corpus_line(name: str, results: dict) -> dict:
     label and test perplexity (None: not run), its ratio to KN 5's, and their 95% intervals `ci95` and
     `ratio_ci95` (None: the rows keep no blocks)."""
     rows = by_id(results)
-    kn5 = next((row for row in rows.values() if row["method"] == "kneser-ney" and row["n"] == 5 and _ran(row)), None)
+    kn5 = _kn5(rows)
     found = {"KN 5": kn5, "n-gram mixture": _best_on_valid(rows, lambda row: _ngram_mixture(row, rows)),
              "paper": _best_on_valid(rows, lambda row: paper_network(row, rows) and not row["mix"])}
     for entry, (family, _) in OURS.items():
@@ -118,7 +125,12 @@ def corpus_line(name: str, results: dict) -> dict:
     line = {"corpus": name}
     for entry, row in found.items():
         ppl = row["test_ppl"] if _ran(row) else None
+        behind = network_of(row, rows) if row else None  # the network of a mixture, whose training is the row's
+        report = (behind or {}).get("report", (row or {}).get("report"))
+        budget = results.get("budgets", {}).get(report) if report else results.get("budget")
         line[entry] = {"id": row and row["id"], "model": row and row["model"], "test_ppl": ppl,
+                       "report": report, "network": behind and behind["model"],
+                       "budget": budget if behind and behind.get("stopped") == "budget" else None,
                        "ratio": None if ppl is None or kn5 is None else ppl / kn5["test_ppl"],
                        "ci95": row.get("test_ppl_ci95") if ppl is not None else None,
                        "ratio_ci95": None if ppl is None or kn5 is None else _ratio_interval(row, kn5)}
@@ -134,38 +146,84 @@ def is_quick(results: dict) -> bool:
     return bool(results.get("settings", {}).get("quick"))
 
 
-def listed_reports(root: Path) -> list[Path]:
-    """The report folders `root`/index.txt names (one a line, # comments), in its order; none without it."""
+def listed_reports(root: Path) -> list[list[Path]]:
+    """The report folders `root`/index.txt names, a corpus a line (# comments), in its order: the corpus's
+    report, then any reports on the same token streams that add rows it lacks (`with_siblings`)."""
     index = root / INDEX
     if not index.exists():
         return []
-    names = [line.strip() for line in index.read_text().splitlines()]
-    return [root / name for name in names if name and not name.startswith("#")]
+    lines = [line.split() for line in index.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    return [[root / name for name in names] for names in lines]
 
 
-def listed_results(root: Path = RESULTS, report_dir: Path | None = None) -> dict[str, dict]:
-    """The results of every full run `root`/index.txt lists but the one at `report_dir`, by corpus name
-    (one that does not load is left out, with a warning)."""
-    found = {}
-    for folder in listed_reports(root):
-        if report_dir is not None and folder.resolve() == Path(report_dir).resolve():
+def same_streams(first: dict, other: dict) -> str | None:
+    """Why `other` is not a report on `first`'s token streams (None: it is): the same token counts and
+    vocabulary, and interpolated KN 5 (deterministic) at the same valid and test perplexities."""
+    summaries = [results["corpus_summary"] for results in (first, other)]
+    if any(summary.get(key) != summaries[0].get(key) for summary in summaries for key in ("tokens", "vocab_size")):
+        return "other token counts or another vocabulary"
+    kn5 = [_kn5(by_id(results)) for results in (first, other)]
+    if None in kn5 or any(abs(kn5[1][key] / kn5[0][key] - 1) > 1e-9 for key in ("valid_ppl", "test_ppl")):
+        return "interpolated KN 5 scores them differently"
+    return None
+
+
+def with_siblings(first: dict, siblings: list[tuple[str, dict]]) -> dict:
+    """A corpus's results with the rows its sibling reports add: each sibling (a report folder's name and
+    its results, on the same token streams) adds the rows that ran there and that no report before it
+    has, each naming the `report` it comes from; a sibling on other streams is left out, with a warning."""
+    rows, have = list(first["rows"]), {row["id"] for row in first["rows"] if _ran(row)}
+    budgets = {}  # a sibling's folder: its budget record (None: its networks trained to convergence)
+    for folder, results in siblings:
+        differs = same_streams(first, results)
+        if differs:
+            log.warning("summary: %s is left out of %s's line (%s)", folder, corpus_name(first), differs)
             continue
-        try:
-            results = load_results(folder)
-        except LMBenchError as err:  # another corpus's report: left out of this summary, not fatal to it
-            log.warning("summary: %s is left out (%s)", folder, err)
-            continue
-        if not is_quick(results):
-            found[corpus_name(results)] = results
-    return found
+        added = [{**row, "report": folder} for row in results["rows"] if _ran(row) and row["id"] not in have]
+        rows = [row for row in rows if _ran(row) or row["id"] not in {a["id"] for a in added}] + added
+        have |= {row["id"] for row in added}
+        budgets[folder] = results.get("budget")
+    return {**first, "rows": rows, "budgets": budgets}
+
+
+def _load(folder: Path) -> dict | None:
+    """A listed report's results; None for a quick run or one that does not load (with a warning)."""
+    try:
+        results = load_results(folder)
+    except LMBenchError as err:  # another corpus's report: left out of this summary, not fatal to it
+        log.warning("summary: %s is left out (%s)", folder, err)
+        return None
+    return None if is_quick(results) else results
+
+
+def listed_results(root: Path = RESULTS, report_dir: Path | None = None,
+                   current: dict | None = None) -> tuple[dict[str, dict], dict[str, dict]]:
+    """(the results of each corpus `root`/index.txt lists, its siblings' rows added, by corpus name; the
+    results of every listed report, by folder name); `current`, the results of the report at
+    `report_dir`, stands for that folder (a report not listed: its own corpus); quick runs left out."""
+    corpora, reports = {}, {}
+    placed = False
+    for folders in listed_reports(root):
+        found = []
+        for folder in folders:
+            if report_dir is not None and folder.resolve() == Path(report_dir).resolve():
+                results, placed = current, True
+            else:
+                results = _load(folder)
+            if results is not None and not is_quick(results):
+                found.append((folder.name, results))
+                reports[folder.name] = results
+        if found:
+            corpora[corpus_name(found[0][1])] = with_siblings(found[0][1], found[1:])
+    if current is not None and not placed and not is_quick(current):
+        corpora[corpus_name(current)] = current
+    return corpora, reports
 
 
 def gather(report_dir: Path | None = None, current: dict | None = None, root: Path = RESULTS) -> list[dict]:
-    """The lines of every report `root`/index.txt lists and of `current`, the results of the report at
+    """The lines of every corpus `root`/index.txt lists and of `current`, the results of the report at
     `report_dir`, quick runs left out, sorted by corpus name."""
-    found = listed_results(root, report_dir)
-    if current is not None and not is_quick(current):
-        found[corpus_name(current)] = current
+    found = listed_results(root, report_dir, current)[0]
     return [corpus_line(name, found[name]) for name in sorted(found)]
 
 
@@ -188,12 +246,35 @@ def short_name(model: str, narrow: bool = False) -> str:
     return re.sub(r"(?<!NPLM) \(ours\)", "", name.replace("∞-gram", "∞")) if narrow else name
 
 
+BUDGETED = "†"  # beside a row whose network trained under a compute budget; `budget_note` says which and how
+
+
+def _mark(entry: dict) -> str:
+    return BUDGETED if entry.get("budget") else ""
+
+
+def budget_note(lines: list[dict]) -> str | None:
+    """Which networks of the lines trained under a compute budget (not to their recipes' end), in which
+    report, under which budget (reports.budget.terms); None: every network trained to convergence."""
+    found: dict[tuple, list[str]] = {}
+    for line in lines:
+        for entry in line.values():
+            if isinstance(entry, dict) and entry.get("budget"):
+                key = (line["corpus"], entry["report"] or line["corpus"], terms(entry["budget"]))
+                found.setdefault(key, []).append(short_name(entry["network"]))
+    if not found:
+        return None
+    return (f"{BUDGETED} trained under a compute budget, not to its recipe's end: " + "; ".join(
+        f"{corpus}'s {', '.join(dict.fromkeys(networks))} (results/{report}, {budget})"
+        for (corpus, report, budget), networks in found.items()) + ".")
+
+
 def _short_cell(entry: dict, named: bool = True) -> str:
     """The answer table's cell: the row's short name and its difference from KN 5 (its perplexity, with
     its interval, is in every family's table)."""
     if entry["ratio"] is None:
         return "not run"
-    return (f"{short_name(entry['model'], narrow=True)} " if named else "") + _difference(entry)
+    return (f"{short_name(entry['model'], narrow=True)}{_mark(entry)} " if named else "") + _difference(entry)
 
 
 def answer_frame(lines: list[dict]) -> pd.DataFrame:
@@ -230,6 +311,7 @@ def families_frame(lines: list[dict]) -> pd.DataFrame:
             if alone["test_ppl"] is None and mixed["test_ppl"] is None:
                 continue
             label = f"{LABELS['paper']}: {short_name(alone['model'])}" if entry == "paper" else LABELS[entry]
+            label += _mark(alone if alone["test_ppl"] is not None else mixed)
             found.append([line["corpus"], label, "" if alone["test_ppl"] is None else _cell(alone),
                           "" if mixed["test_ppl"] is None else _cell(mixed)])
     return pd.DataFrame(found, columns=["corpus", "row", "alone", "+ KN 5"])
@@ -254,8 +336,9 @@ def answer_sentence(lines: list[dict]) -> str:
 
 def answer_block(lines: list[dict], link: str = "results/summary.md") -> str:
     """The README's answer: its sentence, the table, where the rest is."""
+    budgeted = budget_note(lines)
     return "\n".join([textwrap.fill(answer_sentence(lines), WRAP, break_on_hyphens=False), "", narrow_markdown(answer_frame(lines)), "",
-                      textwrap.fill(f"{ANSWER_NOTE} Every family's row with its 95% interval: [{link}]({link}); "
+                      textwrap.fill(f"{ANSWER_NOTE}{' ' + budgeted if budgeted else ''} Every family's row with its 95% interval: [{link}]({link}); "
                                     "every row of a corpus: its report, `results/NAME/report.md`.", WRAP, break_on_hyphens=False)])
 
 
@@ -313,7 +396,8 @@ FAMILY_COLOURS = {entry: f"C{i}" for i, entry in enumerate(PAIRED)}  # a network
 
 def summary_figure(lines: list[dict], path: Path) -> Path | None:
     """A group of bars per corpus: each network its corpus has (the best paper-shape network, each of
-    ours) and, hatched in the same colour, its mixture with KN 5, hanging from KN 5's line at 1; the
+    ours) and, hatched in the same colour, its mixture with KN 5, hanging from KN 5's line at 1 (faded: a
+    network trained under a compute budget); the
     axis spans the data; error bars: the ratios' 95% intervals where the rows have them; each bar's
     difference from KN 5 written vertically on the far side of KN 5's line (or above the error bar of a
     bar above it), clear of the error bars."""
@@ -337,7 +421,7 @@ def summary_figure(lines: list[dict], path: Path) -> Path | None:
             x = position + (i - (len(group) - 1) / 2) * width
             ratio, interval = found["ratio"], found.get("ratio_ci95")
             ax.bar(x, ratio - 1, width, bottom=1, color=FAMILY_COLOURS[entry], hatch="///" if mixed else None,
-                   edgecolor="white", linewidth=0.5)
+                   edgecolor="white", linewidth=0.5, alpha=0.45 if found.get("budget") else 1.0)
             if interval:  # as drawn, low to high (a percentile interval need not straddle the ratio)
                 ax.vlines(x, interval[0], interval[1], color="black", lw=0.9)
             ends = [ratio, *(interval or [])]
@@ -354,6 +438,9 @@ def summary_figure(lines: list[dict], path: Path) -> Path | None:
            title="How much each network buys over interpolated KN 5 (bars from KN 5's line)")
     shown = [entry for entry in PAIRED if any(entry == e for group in groups for e, _ in group)]
     handles = [Patch(color=FAMILY_COLOURS[entry], label=LABELS[entry]) for entry in shown]
+    if any(line[f"{entry} + KN 5" if mixed else entry].get("budget") for line, group in zip(lines, groups)
+           for entry, mixed in group):
+        handles.append(Patch(facecolor="grey", alpha=0.45, label=f"faded: under a compute budget ({BUDGETED})"))
     handles += [Patch(facecolor="lightgrey", edgecolor="white", hatch="///", label="hatched: + KN 5 (mixed)"),
                 plt.Line2D([], [], color="black", ls="--", label="interpolated KN 5 (1)")]
     ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside the axes
@@ -362,8 +449,9 @@ def summary_figure(lines: list[dict], path: Path) -> Path | None:
 
 def summary_markdown(lines: list[dict], figure: Path | None, figure_link: str | None = None) -> list[str]:
     """The summary's Markdown: the answer, every family's rows, the figure."""
-    return [ANSWER_NOTE, "", narrow_markdown(answer_frame(lines)), "", "Every family's rows:", "", NOTE, "",
-            families_frame(lines).to_markdown(index=False), "",
+    budgeted = budget_note(lines)
+    return [ANSWER_NOTE, "", narrow_markdown(answer_frame(lines)), "", *([budgeted, ""] if budgeted else []),
+            "Every family's rows:", "", NOTE, "", families_frame(lines).to_markdown(index=False), "",
             *([f"![summary]({figure_link or figure.name})", ""] if figure else [])]
 
 
@@ -371,8 +459,8 @@ def write_summary(reports_root: Path = RESULTS) -> dict:
     """`lmbench report summary`: reports_root/summary.md and summary.png (.svg) from the results.json of
     every full run reports_root/index.txt lists, and the answer block of the README.md beside
     reports_root (where there is one)."""
-    reports = listed_results(reports_root)
-    lines = [corpus_line(name, reports[name]) for name in sorted(reports)]
+    corpora, reports = listed_results(reports_root)
+    lines = [corpus_line(name, corpora[name]) for name in sorted(corpora)]
     if not lines:
         raise LMBenchError(f"no report listed in {reports_root / INDEX} has a results.json: list the report "
                            "folders there, one a line, after `lmbench reproduce ... --report-dir` made them")

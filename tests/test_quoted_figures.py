@@ -165,7 +165,7 @@ def test_readme_blocks_are_generated():
     results now (a hand edit, or a report rebuilt without the summary, fails here)."""
     from reports.summary import block_markers, corpus_line, listed_results, page_blocks, with_blocks
     readme = (ROOT / "README.md").read_text()
-    reports = listed_results(RESULTS)
-    blocks = page_blocks([corpus_line(name, reports[name]) for name in sorted(reports)], reports)
+    corpora, reports = listed_results(RESULTS)
+    blocks = page_blocks([corpus_line(name, corpora[name]) for name in sorted(corpora)], reports)
     assert all(block_markers(name)[0] in readme for name in blocks)
     assert with_blocks(readme, blocks) == readme

@@ -12,8 +12,8 @@ import pytest
 from lmbench_cli import main
 from reports.experiments import (AP_NETWORK, INFINI_GRAM, TABLE1_NETWORKS, Row, infini_gram_row, kn5_mixtures,
                                  mixture, network, stream_rows)
-from reports.summary import (answer_frame, block_markers, corpus_line, families_frame, gather, listed_reports,
-                             narrow_markdown)
+from reports.summary import (answer_frame, block_markers, budget_note, corpus_line, families_frame, gather,
+                             listed_reports, narrow_markdown)
 
 KN5 = Row("kn-interp-5", "ngram", "Kneser-Ney interpolated", n=5, method="kneser-ney")
 
@@ -99,6 +99,33 @@ def test_summary_table_from_the_listed_results_files(tmp_path):
     assert (tmp_path / "summary.png").exists() and (tmp_path / "summary.svg").exists()
 
 
+def test_a_sibling_report_adds_the_rows_its_corpus_lacks_and_says_they_trained_under_a_budget(tmp_path):
+    """An index line "first first-more": the second report (the same token streams: KN 5 the same) adds
+    the rows the first lacks (a GRU trained under a budget, marked † with its report and budget), never
+    one the first has; a report on other streams is left out of the line."""
+    gru, gru_kn5, _ = stream_rows(("gru",))
+    lstm, _, _ = stream_rows(("lstm",))
+    more = results("first-more", [record(KN5, 210, 200), {**record(gru, 120, 110), "stopped": "budget"},
+                                  record(gru_kn5, 115, 105), {**record(lstm, 10, 10), "stopped": "budget"}])
+    more["budget"] = {"asked": "80m", "rule": "the same share of every network's recipe", "share": 0.04,
+                      "flops_per_row": None}
+    other = results("first-other", [record(KN5, 210, 201), record(stream_rows(("transformer",))[0], 50, 50)])
+    for corpus in (first_corpus(), more, other):
+        (tmp_path / corpus["name"]).mkdir()
+        (tmp_path / corpus["name"] / "results.json").write_text(json.dumps(corpus))
+    (tmp_path / "index.txt").write_text("first first-more first-other\n")
+    [line] = gather(root=tmp_path)
+    assert line["lstm"]["test_ppl"] == 150 and line["lstm"]["budget"] is None  # the first report's, not the sibling's
+    assert line["gru"]["test_ppl"] == 110 and line["gru"]["report"] == "first-more" and line["gru"]["budget"]["asked"] == "80m"
+    assert line["gru + KN 5"]["budget"]["asked"] == "80m"  # a mixture of a budgeted network is budgeted too
+    assert line["transformer"]["test_ppl"] is None  # first-other's KN 5 scores other streams
+    assert line["network"]["id"] == "energy1" and line["mixture"]["id"] == "energy1-kn-interp-5-em"
+    assert ["first", "GRU (ours)†", "110.0 (-45.0%)", "105.0 (-47.5%)"] in families_frame([line]).values.tolist()
+    assert budget_note([line]) == ("† trained under a compute budget, not to its recipe's end: first's GRU (ours) "
+                                   "(results/first-more, 80m: the same share of every network's recipe, 4% of each).")
+    assert budget_note(gather(root=tmp_path / "nowhere", current=first_corpus())) is None
+
+
 def test_summary_goes_to_the_working_directory_and_its_readme(tmp_path, monkeypatch):
     """`lmbench report summary` reads and writes results/ in the working directory (never the results/
     beside the installed code), and rewrites the answer block of the README.md beside it, the rest of
@@ -121,7 +148,7 @@ def test_the_answer_table_reads_at_a_glance():
     """The README's table: at most 110 characters a line, on the committed reports."""
     results = Path(__file__).resolve().parents[1] / "results"
     table = narrow_markdown(answer_frame(gather(root=results)))
-    assert len(table.splitlines()) == 2 + len(listed_reports(results))  # a line per corpus
+    assert len(table.splitlines()) == 2 + len(listed_reports(results))  # a line per corpus (its siblings in it)
     assert max(len(line) for line in table.splitlines()) <= 110
 
 
