@@ -62,7 +62,7 @@ NOTE = ("Test perplexity, in square brackets its 95% bootstrap interval (where t
         "in round brackets its difference from interpolated KN 5 on the same corpus (row / KN 5 - 1). Every "
         "\"best\" row is picked on valid perplexity and named: the best paper-shape network is the paper's "
         "network (equation 1) in a shape of its tables; the best network (any family) and the best mixture "
-        "are picked among every network and every mixture of the run; + KN 5: mixed with interpolated KN 5 by "
+        "are picked among every network and every mixture of the corpus's reports; + KN 5: mixed with interpolated KN 5 by "
         "EM weights fitted on valid. The figure's bars hang from KN 5's line; its error bars: each ratio's 95% "
         "interval by the paired test against KN 5.")
 ANSWER_NOTE = ("KN 5: the test perplexity of interpolated Kneser-Ney 5-gram; every other column: the test perplexity "
