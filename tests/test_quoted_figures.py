@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from reports.summary import listed_reports
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 GUIDE_PAGES = sorted(path for path in (ROOT / "docs").glob("*.md") if path.name != "measurements.md")
@@ -97,8 +99,7 @@ def committed(name: str) -> dict:
     return figures
 
 
-REPORTS = [line.strip() for line in (RESULTS / "index.txt").read_text().splitlines()
-           if line.strip() and not line.startswith("#")]
+REPORTS = [folder.name for folders in listed_reports(RESULTS) for folder in folders]  # siblings too
 FIGURES = {name: committed(name) for name in REPORTS}
 
 
