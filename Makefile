@@ -68,19 +68,24 @@ bench-infinigram: install
 # SKIP=network leaves out the rows of a kind (listed as not run); EXTRA=energy adds the named optional
 # row groups (brown: energy, section 5.1's energy network, about 20 minutes more); SEEDS=3 trains every
 # network under 3 seeds (mean and sd, every seed's figure; 3 times the networks' time; SEEDS_FOR=nplm-ours,lstm: those rows only); THREADS=1 sets the
-# networks' CPU threads (default: the cores not busy at the start, docs/parallel.md). The report goes to
+# networks' CPU threads (default: the cores not busy at the start, docs/parallel.md); NETWORKS=gru trains only
+# the named network rows (the table's others listed as not run; a family beyond 2003 named adds its group: a
+# sibling of a committed report, docs/reproducing.md); BUDGET=80m (BUDGET_FLOPS=, BUDGET_RULE=) trains them under
+# a compute budget as `make compare` does (default: none, every recipe to its end). The report goes to
 # runs/reports/brown (ignored by git); REPORT_DIR=results/brown rebuilds the committed one.
 reproduce-brown: install
-	$(PY) -m lmbench_cli reproduce brown $(if $(QUICK),--quick) $(if $(REPORT_DIR),--report-dir $(REPORT_DIR)) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA)) $(if $(SEEDS),--seeds $(SEEDS))$(if $(SEEDS_FOR), --seeds-for $(SEEDS_FOR)) $(if $(THREADS),--threads $(THREADS))
+	$(PY) -m lmbench_cli reproduce brown $(if $(QUICK),--quick) $(if $(REPORT_DIR),--report-dir $(REPORT_DIR)) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA)) $(if $(SEEDS),--seeds $(SEEDS))$(if $(SEEDS_FOR), --seeds-for $(SEEDS_FOR)) $(if $(THREADS),--threads $(THREADS)) \
+		$(if $(NETWORKS),--networks $(NETWORKS)) $(if $(BUDGET),--budget $(BUDGET)) $(if $(BUDGET_FLOPS),--budget-flops $(BUDGET_FLOPS)) $(if $(BUDGET_RULE),--budget-rule $(BUDGET_RULE))
 
 reproduce-ap: install
-	$(PY) -m lmbench_cli reproduce ap $(if $(QUICK),--quick) $(if $(REPORT_DIR),--report-dir $(REPORT_DIR)) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA)) $(if $(SEEDS),--seeds $(SEEDS))$(if $(SEEDS_FOR), --seeds-for $(SEEDS_FOR)) $(if $(THREADS),--threads $(THREADS))
+	$(PY) -m lmbench_cli reproduce ap $(if $(QUICK),--quick) $(if $(REPORT_DIR),--report-dir $(REPORT_DIR)) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA)) $(if $(SEEDS),--seeds $(SEEDS))$(if $(SEEDS_FOR), --seeds-for $(SEEDS_FOR)) $(if $(THREADS),--threads $(THREADS)) \
+		$(if $(NETWORKS),--networks $(NETWORKS)) $(if $(BUDGET),--budget $(BUDGET)) $(if $(BUDGET_FLOPS),--budget-flops $(BUDGET_FLOPS)) $(if $(BUDGET_RULE),--budget-rule $(BUDGET_RULE))
 
 # The same comparison on your own corpus: make compare TRAIN=a.txt VALID=b.txt TEST=c.txt, or one file cut
 # by lines, make compare CORPUS=all.txt [SPLIT=0.8,0.1,0.1]; [NAME=mine] [NETWORKS=mlp1,mlp9] [ONLY=ngram]
 # [MIN_COUNT=2: the default, 1 where train has <unk>] [VOCAB_SIZE=10000] [QUICK=1] [SEEDS=3] [SEEDS_FOR=lstm]
 # [THREADS=1] [MEMORY=4G] [TMP_DIR=DIR] [SKIP=network] [EXTRA=...: the text table has no optional group yet]
-# [BUDGET=20m: the default, the whole run's wall time, every network row the same training FLOPs; 2h; none: every
+# [BUDGET=20m: the default, the whole run's wall time, shared among the network rows by BUDGET_RULE; 2h; none: every
 # recipe to its end; results/NAME/results.json: the updates it recorded] [BUDGET_FLOPS=1e15: FLOPs per network row]
 # [BUDGET_RULE=recipe: the default, the same share of each network's recipe; flops: equal training FLOPs per network];
 # the report goes to runs/reports/NAME (default runs/reports/text; git ignores runs/; REPORT_DIR=DIR elsewhere).
