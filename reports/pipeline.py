@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import platform
+import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -594,7 +595,15 @@ def run_metadata(seconds: float, code: dict) -> dict:
         "wall_seconds": round(seconds, 1),
         "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "threads": {"threads": torch.get_num_threads(), **threads.machine_now()},
+        "peak_memory_gb": round(peak_memory_bytes() / 1e9, 2),
     }
+
+
+def peak_memory_bytes() -> int:
+    """The run's peak resident memory so far: the process's high-water mark (Linux: kilobytes; macOS: bytes)."""
+    import resource
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
 
 
 def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir: Path | None = None,

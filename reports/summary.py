@@ -353,15 +353,29 @@ def duration(seconds: float) -> str:
 def cost_block(reports: dict[str, dict]) -> str:
     """What each committed report cost, as its results.json's `meta` gives it: the sum of its rows' own
     times (each as first computed, a row from the cache included), the wall time of the run that wrote
-    it (rows from the cache take none), its commit and machine."""
+    it (rows from the cache take none), its peak memory (where the run recorded it), the networks'
+    compute budget (reports.budget.terms; none: every recipe to its end), its commit and machine."""
+    def budget(results: dict) -> str:
+        spent = results.get("budget")
+        if not spent:
+            return "none"
+        if spent.get("share") is not None:
+            return f"{spent['asked']}, {100 * spent['share']:.0f}% of each recipe"
+        return f"{spent['asked']}, {spent['flops_per_row']:.2g} FLOPs each"
     frame = pd.DataFrame([[name, duration(meta["rows_seconds"]) if meta.get("rows_seconds") is not None else "",
-                           duration(meta["wall_seconds"]), meta["commit"], meta["machine"]]
-                          for name, meta in ((name, results["meta"]) for name, results in sorted(reports.items()))],
-                         columns=["report", "its rows' time", "the last run's wall time", "commit", "machine"])
+                           duration(meta["wall_seconds"]),
+                           f"{meta['peak_memory_gb']:.1f} GB" if meta.get("peak_memory_gb") is not None else "",
+                           budget(results), meta["commit"], meta["machine"]]
+                          for name, results, meta in ((name, results, results["meta"])
+                                                      for name, results in sorted(reports.items()))],
+                         columns=["report", "its rows' time", "the last run's wall time", "peak memory",
+                                  "networks' budget", "commit", "machine"])
     return "\n".join([narrow_markdown(frame), "", textwrap.fill(
         "Its rows' time: the sum of every row's own time as it was first computed (a row the last run took from "
         "the row cache counts its first run's; a run beside other work stretches it); the last run's wall time: "
-        "the run that wrote results.json.", WRAP, break_on_hyphens=False)])
+        "the run that wrote results.json; peak memory: that run's (blank: a run before runs recorded it); the "
+        "networks' budget: the wall time their updates were set from and each one's share of its recipe (none: "
+        "every recipe to its end).", WRAP, break_on_hyphens=False)])
 
 
 def block_markers(name: str) -> tuple[str, str]:

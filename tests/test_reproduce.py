@@ -59,6 +59,7 @@ def test_quick_reproduction_end_to_end(tmp_path, capsys):
     page = (report / "report.html").read_text()  # a quick run says so, and its differences are not coloured
     assert "<h1>QUICK: " in page and "QUICK run: a slice" in page and "num below" not in page and "num above" not in page
     assert {"commit", "dirty", "threads"} <= set(results["meta"])  # threads: the count taken and the machine seen
+    assert 0.05 < results["meta"]["peak_memory_gb"] < 24  # the run's high-water mark, in GB (not kB, not bytes)
     assert {"threads", "cores", "busy", "free", "source"} <= set(results["meta"]["threads"])
 
     # the verdicts follow from the rows: two claims recomputed here
