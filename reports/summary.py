@@ -321,7 +321,8 @@ def answer_sentence(lines: list[dict]) -> str:
     """The one sentence the answer opens with: the range of the best network's and the best mixture's
     differences from KN 5 over the corpora, and the best paper-shape network's."""
     def spread(entry: str) -> str:
-        found = sorted((line[entry]["ratio"], line["corpus"]) for line in lines if line[entry]["ratio"] is not None)
+        found = sorted((line[entry]["ratio"], line["corpus"] + _mark(line[entry])) for line in lines
+                       if line[entry]["ratio"] is not None)  # (a row trained under a budget: its corpus marked)
         if not found:
             return "not run"
         (low, low_corpus), (high, high_corpus) = found[0], found[-1]

@@ -12,7 +12,7 @@ import pytest
 from lmbench_cli import main
 from reports.experiments import (AP_NETWORK, INFINI_GRAM, TABLE1_NETWORKS, Row, infini_gram_row, kn5_mixtures,
                                  mixture, network, stream_rows)
-from reports.summary import (answer_frame, block_markers, budget_note, corpus_line, families_frame, gather,
+from reports.summary import (answer_frame, answer_sentence, block_markers, budget_note, corpus_line, families_frame, gather,
                              listed_reports, narrow_markdown)
 
 KN5 = Row("kn-interp-5", "ngram", "Kneser-Ney interpolated", n=5, method="kneser-ney")
@@ -124,6 +124,8 @@ def test_a_sibling_report_adds_the_rows_its_corpus_lacks_and_says_they_trained_u
     assert budget_note([line]) == ("† trained under a compute budget, not to its recipe's end: first's GRU (ours) "
                                    "(results/first-more, 80m: the same share of every network's recipe, 4% of each).")
     assert budget_note(gather(root=tmp_path / "nowhere", current=first_corpus())) is None
+    only = {**line, "network": line["gru"], "mixture": line["gru + KN 5"]}  # (as if the GRU were the best)
+    assert "by -45.0% (first†) in test perplexity" in answer_sentence([only])
 
 
 def test_summary_goes_to_the_working_directory_and_its_readme(tmp_path, monkeypatch):
