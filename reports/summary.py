@@ -337,7 +337,8 @@ def answer_sentence(lines: list[dict]) -> str:
 
 def answer_block(lines: list[dict], link: str = "results/summary.md") -> str:
     """The README's answer: its sentence, the table, where the rest is."""
-    budgeted = budget_note(lines)
+    budgeted = budget_note(lines) and (f"{BUDGETED} trained under a compute budget, not to its recipe's end (which "
+                                       "rows, in which report, under which budget: the summary).")
     return "\n".join([textwrap.fill(answer_sentence(lines), WRAP, break_on_hyphens=False), "", narrow_markdown(answer_frame(lines)), "",
                       textwrap.fill(f"{ANSWER_NOTE}{' ' + budgeted if budgeted else ''} Every family's row with its 95% interval: [{link}]({link}); "
                                     "every row of a corpus: its report, `results/NAME/report.md`.", WRAP, break_on_hyphens=False)])
@@ -374,9 +375,8 @@ def cost_block(reports: dict[str, dict]) -> str:
     return "\n".join([narrow_markdown(frame), "", textwrap.fill(
         "Its rows' time: the sum of every row's own time as it was first computed (a row the last run took from "
         "the row cache counts its first run's; a run beside other work stretches it); the last run's wall time: "
-        "the run that wrote results.json; peak memory: that run's (blank: a run before runs recorded it); the "
-        "networks' budget: the wall time their updates were set from and each one's share of its recipe (none: "
-        "every recipe to its end).", WRAP, break_on_hyphens=False)])
+        "the run that wrote results.json, and its peak memory (blank: not recorded before 2026-12-04); the "
+        "networks' budget: each one's share of its recipe (none: to its end).", WRAP, break_on_hyphens=False)])
 
 
 def block_markers(name: str) -> tuple[str, str]:
