@@ -139,9 +139,11 @@ def test_a_full_tmp_dir_is_one_line_and_removes_the_build(tmp_path, small_corpus
 
 
 SLOW_BUILD = textwrap.dedent("""
-    import os, sys, time
+    import os, signal, sys, time
     from pathlib import Path
     from baselines.disk_counts import DiskCounts
+    # Ctrl-C as in a terminal: a child of a test worker may inherit SIGINT ignored, and Python then leaves it so
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     ready, how = Path(sys.argv[1]), sys.argv[2]
     count_chunk = DiskCounts._count_chunk
     def slow(self, n, c, s, at_prev):
