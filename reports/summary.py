@@ -180,8 +180,8 @@ def with_siblings(first: dict, siblings: list[tuple[str, dict]]) -> dict:
             log.warning("summary: %s is left out of %s's line (%s)", folder, corpus_name(first), differs)
             continue
         added = [{**row, "report": folder} for row in results["rows"] if _ran(row) and row["id"] not in have]
-        rows = [row for row in rows if _ran(row) or row["id"] not in {a["id"] for a in added}] + added
         have |= {row["id"] for row in added}
+        rows = [row for row in rows if _ran(row) or row["id"] not in have] + added  # a "not run" row replaced
         budgets[folder] = results.get("budget")
     return {**first, "rows": rows, "budgets": budgets}
 
