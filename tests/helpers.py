@@ -84,3 +84,20 @@ def random_text(seed: int, n: int, words: str = "abcdefghij") -> str:
         step = rng.choice([1, 3, int(rng.integers(10))], p=[0.5, 0.3, 0.2])
         ids.append((ids[-1] + step) % len(letters))
     return " ".join(letters[ids])
+
+
+def close(found, expected, rel: float) -> bool:
+    """`found` is `expected` with every float within `rel` of it (relative; floats under 1 absolute), and every
+    other value (strings, verdicts, integers, keys, lengths) exactly: for figures recomputed through numpy or
+    torch reductions, whose last bits move with the machine's vector units (AVX2 against AVX-512)."""
+    if isinstance(expected, float) or isinstance(found, float):
+        if not isinstance(found, (int, float)) or not isinstance(expected, (int, float)):
+            return False
+        return found == expected or abs(found - expected) <= rel * max(1.0, abs(expected))
+    if isinstance(expected, dict):
+        return (isinstance(found, dict) and found.keys() == expected.keys()
+                and all(close(found[k], expected[k], rel) for k in expected))
+    if isinstance(expected, (list, tuple)):
+        return (isinstance(found, (list, tuple)) and len(found) == len(expected)
+                and all(close(a, b, rel) for a, b in zip(found, expected)))
+    return found == expected

@@ -1,7 +1,9 @@
 """Files written by the two trainers before the one format (FORMAT 1, made at e38826e by
 `neural.training.train.train_nplm` on the pinned-score corpus, tests/data/format1/): a best model still
 loads and scores as the same run trained now, and a checkpoint taken after 3 updates resumes to the
-same network, bit for bit, as one run trained now without a stop. The runs: epochs=2, seed=3, one
+same network as one run trained now without a stop: to float32 training's round-off (relative 1e-5), not
+bit for bit, since the saved files came from another machine, whose vector units round differently (the
+exact resume within one machine is tests/test_nplm_train.py's). The runs: epochs=2, seed=3, one
 thread; the window network's checkpoint keeps its shape inside its config, the stream networks' name
 their lanes `lanes` and were saved under the recipe their trainer never read ("sgd")."""
 
@@ -35,16 +37,16 @@ def test_saved_files_are_of_the_older_format():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(RUNS))
-def test_an_older_best_model_loads_and_an_older_checkpoint_resumes_bit_for_bit(name, tmp_path):
+def test_an_older_best_model_loads_and_an_older_checkpoint_resumes_to_the_same_network(name, tmp_path):
     data = corpus()
     config = RunConfig(**RUNS[name], epochs=2, seed=3, device="cpu", threads=1)
     train_network(data, config, tmp_path / "now", progress=False, evaluate=False)
     now = load_network(tmp_path / "now", data, device="cpu").score(*data.stream_for("test"))
     shutil.copytree(SAVED / name, tmp_path / "old")
     best = load_network(tmp_path / "old", data, device="cpu").score(*data.stream_for("test"))
-    assert np.array_equal(best, now)
+    np.testing.assert_allclose(best, now, rtol=1e-5)
     (tmp_path / "old" / "best.pt").unlink()  # the checkpoint's run makes its own
     assert read_checkpoint(tmp_path / "old" / "checkpoint.pt", data.vocab.fingerprint(), config)["format"] == FORMAT
     train_network(data, config, tmp_path / "old", resume=True, progress=False, evaluate=False)
     resumed = load_network(tmp_path / "old", data, device="cpu").score(*data.stream_for("test"))
-    assert np.array_equal(resumed, now)
+    np.testing.assert_allclose(resumed, now, rtol=1e-5)
