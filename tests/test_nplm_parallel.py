@@ -101,7 +101,7 @@ def batch_gradients(team: Team, objective_name: str) -> tuple[float, dict]:
     mine, share = team.shard_batch(ids)
     loss = objective.loss(net, net.features(contexts[mine]), targets[mine])
     loss.backward()
-    value = team.sum_gradients(net, loss, share)
+    value = float(team.sum_gradients(net, loss, share))
     grads = {name: p.grad.to_dense() for name, p in net.named_parameters()}
     if team.mode == "vocab":
         grads.update({name: team.gather_rows(grads[name], team.row_sizes) for name in ("output.out", "output.b")})

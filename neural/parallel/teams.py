@@ -222,10 +222,10 @@ class DataTeam(ProcessGroup):
         lo, hi = edges[self.rank], edges[self.rank + 1]
         return (ids[lo:hi], (hi - lo) / len(ids)) if hi > lo else (ids[:1], 0.0)
 
-    def sum_gradients(self, net: NPLM, loss: torch.Tensor, weight: float) -> float:
+    def sum_gradients(self, net: NPLM, loss: torch.Tensor, weight: float) -> torch.Tensor:
         """After loss.backward(): every gradient and the loss become their sums over the processes,
         each weighted by its share of the minibatch (so: those of the mean loss over the whole
-        minibatch). Returns the minibatch's loss, the same on every process."""
+        minibatch). Returns the minibatch's loss, the same on every process (a 0-d tensor)."""
         grads = [p.grad for p in net.parameters() if p.grad is not None]
         dense = [g for g in grads if not g.is_sparse]
         flat = torch.cat([g.reshape(-1) for g in dense] + [loss.detach().reshape(1).to(dense[0].dtype)])
@@ -242,7 +242,7 @@ class DataTeam(ProcessGroup):
                 values = self.gather_rows(grad.values() * weight, sizes)  # (sum R_r, ...)
                 p.grad = torch.sparse_coo_tensor(rows[None], values, grad.shape,  # SGD adds duplicates up
                                                  check_invariants=False)  # rows in range: they came from p
-        return float(flat[-1])
+        return flat[-1]
 
     def score_stream(self, net: NPLM, stream: np.ndarray, start: int, **options) -> np.ndarray:
         """Each process scores its share of the tokens and they are gathered."""

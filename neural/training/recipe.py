@@ -93,18 +93,22 @@ class CoupledSGD:
     """The paper and sgd recipes' optimizer: plain SGD (sparse gradients for C and the sampled rows of
     [U, W]), the weight decay coupled to the rate and applied by `apply_weight_decay`, compounded over
     `decay_every` updates (`TrainState.decay_pending`) and settled at every epoch's end; never on the
-    biases b and d."""
+    biases b and d. The step is torch.optim.SGD's p <- p - rate grad, the dense gradients in one
+    `torch._foreach_add_` (torch's SGD falls back to a Python loop over every parameter as soon as one
+    gradient is sparse; on a GPU each of those is a kernel launch of its own), the few sparse ones (C,
+    the sampled rows) each added alone. `optimizer` (torch's SGD) holds the rate and the checkpointed state."""
 
     def __init__(self, net, config: RunConfig):
         self.net, self.config = net, config
-        self.optimizer = torch.optim.SGD(net.parameters(), lr=config.peak_lr)
+        self.parameters = list(net.parameters())
+        self.optimizer = torch.optim.SGD(self.parameters, lr=config.peak_lr)
 
     def step(self, state, rate: float) -> None:
         """After backward(): the decay due (every `decay_every` updates), then the step."""
         state.decay_pending += 1  # p <- p (1 - lr lambda) - lr grad, the decay compounded
         if state.decay_pending >= self.config.decay_every:
             self.settle(state, rate)
-        self.optimizer.step()
+        sgd_step(self.parameters, rate)
 
     def settle(self, state, rate: float) -> None:
         """The decay of the updates not yet decayed, at `rate` (the end of an epoch)."""
@@ -141,12 +145,31 @@ def make_optimizer(net, config: RunConfig):
 
 
 @torch.no_grad()
+def sgd_step(parameters: list[torch.Tensor], rate: float) -> None:
+    """p <- p - rate p.grad for every parameter with a gradient: the dense ones in one foreach call."""
+    dense = [p for p in parameters if p.grad is not None and not p.grad.is_sparse]
+    if dense:
+        torch._foreach_add_(dense, [p.grad for p in dense], alpha=-rate)
+    for p in parameters:
+        if p.grad is not None and p.grad.is_sparse:
+            p.add_(p.grad, alpha=-rate)
+
+
+@torch.no_grad()
 def apply_weight_decay(net, rate: float, weight_decay: float, updates: int) -> None:
     """(1 - rate * lambda)^updates on the weights and C: `updates` SGD steps' worth of coupled decay."""
     if weight_decay and updates:
-        factor = (1.0 - rate * weight_decay) ** updates
-        for p in net.decay_parameters():
-            p.mul_(factor)
+        torch._foreach_mul_(list(net.decay_parameters()), decay_factor(rate, weight_decay, updates))
+
+
+def decay_factor(rate: float, weight_decay: float, updates: int) -> float:
+    """(1 - rate lambda)^updates; +-inf where a diverging rate overflows it (the run's losses are read a
+    few updates later, and their NaN stops it: `neural.training.loop.PendingLosses`)."""
+    base = 1.0 - rate * weight_decay
+    try:
+        return base ** updates
+    except OverflowError:
+        return math.inf if base > 0 or updates % 2 == 0 else -math.inf
 
 
 def resolve_device(name: str, threads: int | None = None) -> torch.device:

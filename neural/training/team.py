@@ -84,10 +84,10 @@ class Team:
         mean loss): all of them, weight 1, but under "data"."""
         return ids, 1.0
 
-    def sum_gradients(self, net: NPLM, loss: torch.Tensor, weight: float) -> float:
+    def sum_gradients(self, net: NPLM, loss: torch.Tensor, weight: float) -> torch.Tensor:
         """After loss.backward(): the minibatch's loss, the same on every process (its gradients are
-        whole already but under "data")."""
-        return loss.item()
+        whole already but under "data"), a 0-d tensor left on the device (the loop reads it later)."""
+        return loss.detach()
 
     def score_stream(self, net: NPLM, stream: np.ndarray, start: int, **options) -> np.ndarray:
         """`neural.scoring.score_stream` on the processes of the run: the same float64 log-probabilities on

@@ -203,19 +203,22 @@ class Trainer:
         self.net.train()
         return self.batches.begin_epoch(self.state.epoch)
 
-    def update(self) -> tuple[float, int]:
+    def update(self) -> tuple[torch.Tensor, int]:
+        """One update; its loss is left on the device (`neural.training.loop.PendingLosses` reads it)."""
         state, net = self.state, self.net
         rate = self.rate()
         for group in self.optimizer.optimizer.param_groups:
             group["lr"] = rate
         self.optimizer.optimizer.zero_grad(set_to_none=True)
         loss, tokens, share = self.forward_backward()
-        value = self.team.sum_gradients(net, loss, share)  # the minibatch's loss and gradients
-        if not math.isfinite(value):
-            raise nan_error(state.step, self.checkpoint_path, value)
+        loss = self.team.sum_gradients(net, loss, share)  # the minibatch's loss and gradients
         self.optimizer.step(state, rate)
         self.batches.detach()
-        return value, tokens
+        return loss, tokens
+
+    def diverged(self, step: int, loss: float) -> LMBenchError:
+        """Update `step`'s loss was NaN or inf: the run stops in one line, its last good checkpoint kept."""
+        return nan_error(step, self.checkpoint_path, loss)
 
     def forward_backward(self) -> tuple[torch.Tensor, int, float]:
         """The next minibatch's loss, its gradients accumulated into the network's (its training FLOPs,

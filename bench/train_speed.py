@@ -1,0 +1,72 @@
+"""Training tokens/s of a Table 1 network (default MLP1's shape: n=5, h=50, m=60, direct) through the one
+trainer (`neural.training.trainer.train_network`: its batches, objective, optimizer, loss sums and
+checkpoints), on a synthetic corpus of Zipf-distributed words over --vocab words (Brown's 17,907 by
+default): no corpus needed. Prints the run's training tokens/s (validation and scoring excluded: the
+trainer's own `tokens_per_s`) and the seconds of the whole call. The update is the recipe's (sgd,
+128 windows, the objective's default k); `--device cuda` measures the GPU path (the issue 51 target:
+MLP1 >= 10x 48.7k tokens/s on an H200). Timings are wall-clock on a shared machine: noisy.
+
+    PYTHONPATH=. python bench/train_speed.py [--shape MLP1] [--updates 400] [--device cpu] [--threads 1]
+    PYTHONPATH=. python bench/train_speed.py --tiny        # the test suite's seconds-long run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from corpora.corpus import Corpus  # noqa: E402
+from corpora.vocab import Vocabulary, count_types  # noqa: E402
+from neural.config import RunConfig  # noqa: E402
+from neural.training.trainer import train_network  # noqa: E402
+from reports.experiments import TABLE1_NETWORKS  # noqa: E402
+
+
+def zipf_corpus(vocab: int, tokens: int, seed: int = 0) -> Corpus:
+    """Train, valid and test drawn from Zipf's law over `vocab` word types (every type in train)."""
+    rng = np.random.default_rng(seed)
+    p = 1.0 / np.arange(1, vocab + 1)
+    p /= p.sum()
+    words = np.array([f"w{i}" for i in range(vocab)], dtype=object)
+    splits = {"train": np.concatenate([words, words[rng.choice(vocab, tokens, p=p)]]),
+              "valid": words[rng.choice(vocab, max(tokens // 50, 64), p=p)],
+              "test": words[rng.choice(vocab, 64, p=p)]}
+    vocabulary = Vocabulary.from_counts(*count_types(splits["train"]))
+    return Corpus("zipf", vocabulary, **{name: vocabulary.encode(list(t)) for name, t in splits.items()})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", default="MLP1", choices=list(TABLE1_NETWORKS))
+    parser.add_argument("--vocab", type=int, default=17907, help="|V| (default Brown's 17,907)")
+    parser.add_argument("--updates", type=int, default=400, help="training updates measured (one epoch's part)")
+    parser.add_argument("--objective", default=RunConfig().objective)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, auto")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--tiny", action="store_true", help="a seconds-long run (|V| 300, 30 updates): the tests'")
+    args = parser.parse_args()
+    if args.tiny:
+        args.vocab, args.updates = 300, 30
+    n, h, m, direct = TABLE1_NETWORKS[args.shape]
+    config = RunConfig(n=n, h=h, m=m, direct=direct, objective=args.objective, device=args.device,
+                       threads=args.threads, epochs=1, max_steps=args.updates)
+    corpus = zipf_corpus(args.vocab, (args.updates + 1) * config.batch)
+    with tempfile.TemporaryDirectory() as out:
+        started = time.perf_counter()
+        result = train_network(corpus, config, out, progress=False, evaluate=False)
+        wall = time.perf_counter() - started
+    figures = {"shape": args.shape, "vocab": args.vocab, "objective": args.objective, "device": args.device,
+               "threads": args.threads, "updates": result["updates"], "tokens": result["tokens"],
+               "train_tokens_per_s": round(result["tokens_per_s"]), "wall_seconds": round(wall, 2)}
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
