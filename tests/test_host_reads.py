@@ -61,3 +61,32 @@ def test_the_losses_are_read_every_read_every_updates(monkeypatch, tmp_path):
     monkeypatch.setattr(loop, "READ_EVERY", 4)
     few, many = (reads_while_training(tmp_path, n) for n in (2, 14))
     assert many - few == 3  # the pending losses read after updates 4, 8 and 12 (and both at the run's end)
+
+
+@pytest.mark.parametrize("scatter", [False, True])
+def test_the_foreach_step_is_torchs_sgd(scatter):
+    """`sgd_step` (the dense gradients in one foreach call; the sparse ones coalesced, or on a GPU
+    scattered row by row without the coalescing's read of their count) moves an NPLM's parameters as
+    torch.optim.SGD does, with repeated rows in the sparse gradients of C and the sampled rows."""
+    from neural.networks.nplm import NPLM, NPLMShape
+    from neural.outputs.objectives import make_objective
+    from neural.training.recipe import sgd_step
+
+    def trained(step):
+        torch.manual_seed(0)
+        net = NPLM(NPLMShape(n=3, m=4, h=5, direct=True), 30)
+        unigram = torch.full((30,), 1 / 30)
+        objective = make_objective("importance", unigram, 40, torch.Generator().manual_seed(1))
+        contexts, targets = torch.randint(0, 30, (64, 2)), torch.randint(0, 30, (64,))
+        for _ in range(3):
+            net.zero_grad(set_to_none=True)
+            objective.loss(net, net.features(contexts), targets).backward()
+            step(net)
+        assert any(p.grad.is_sparse for p in net.parameters() if p.grad is not None)  # C and the sampled rows
+        return net.state_dict()
+
+    sgd = {}
+    reference = trained(lambda net: sgd.setdefault(id(net), torch.optim.SGD(net.parameters(), lr=0.3)).step())
+    ours = trained(lambda net: sgd_step(list(net.parameters()), 0.3, scatter=scatter))
+    for name, value in reference.items():
+        torch.testing.assert_close(ours[name], value, rtol=1e-5, atol=1e-7, msg=name)

@@ -145,14 +145,21 @@ def make_optimizer(net, config: RunConfig):
 
 
 @torch.no_grad()
-def sgd_step(parameters: list[torch.Tensor], rate: float) -> None:
-    """p <- p - rate p.grad for every parameter with a gradient: the dense ones in one foreach call."""
+def sgd_step(parameters: list[torch.Tensor], rate: float, scatter: bool | None = None) -> None:
+    """p <- p - rate p.grad for every parameter with a gradient: the dense ones in one foreach call. A
+    sparse gradient (rows, values) is added as torch's SGD adds it (coalesced: its duplicate rows summed
+    first), or, `scatter` (default: off the CPU), its rows scattered into p as they are (`index_add_`):
+    the same sum in another order, without the coalescing, whose count of distinct rows a GPU must
+    send to the host every update."""
     dense = [p for p in parameters if p.grad is not None and not p.grad.is_sparse]
     if dense:
         torch._foreach_add_(dense, [p.grad for p in dense], alpha=-rate)
     for p in parameters:
         if p.grad is not None and p.grad.is_sparse:
-            p.add_(p.grad, alpha=-rate)
+            if scatter if scatter is not None else p.device.type != "cpu":
+                p.index_add_(0, p.grad._indices()[0], p.grad._values(), alpha=-rate)
+            else:
+                p.add_(p.grad, alpha=-rate)
 
 
 @torch.no_grad()
