@@ -8,22 +8,30 @@ are recorded in results.json (`budget`) and in each row's cache key, and kept in
 (budget.json), so that a re-run of the same budget trains nothing again; `--budget RESULTS.json` re-runs
 the numbers another run recorded, on any machine.
 
-The rule that shares a budget among the rows: equal training FLOPs per network row. A comparison of
-architectures at equal compute is what a reader can take at face value ("the Transformer beats the
-LSTM" then says that its architecture does more with the same arithmetic), and FLOPs, unlike seconds,
-are the same on every machine. Each row's FLOPs per update f_r come from its family's analytic count
-(`NetworkShape.training_flops`, checked against torch's FLOP counter in tests/test_flops.py).
+No budget is the default: every network trains to its recipe's end, the only answer a reader can take
+as the converged one. A budget is for a quick look or a compute-matched question, and every verdict that
+rests on a budgeted row says at what budget it was reached (`row_terms`).
 
-A wall-time budget T is turned into FLOPs by measuring, on this machine at the run's thread count, each
+The rules that share a wall-time budget among the rows (`RULES`, `--budget-rule`):
+- complete (the default): as many networks as fit trained to their recipe's end, the quickest first (the
+  most rows of the converged answer the time can buy; such a row trains exactly as the converged row does,
+  and shares its cache entry), the others the same share of their recipes in what is left;
+- flops: equal training FLOPs per network row, the comparison of architectures at equal compute ("the
+  Transformer beats the LSTM" then says that its architecture does more with the same arithmetic; FLOPs,
+  unlike seconds, are the same on every machine). Each row's FLOPs per update f_r come from its family's
+  analytic count (`NetworkShape.training_flops`, checked against torch's FLOP counter in tests/test_flops.py);
+- recipe: the same share of every network's recipe.
+Under each, no row trains beyond its recipe (its epochs, or the halving rule's usual length), and what a row
+that reaches its end does not need goes to the others until the time is spent or every recipe is complete
+(`fill`).
+
+A wall-time budget T is turned into updates by measuring, on this machine at the run's thread count, each
 network's seconds per update s_r (a few updates after one to warm up) and its exact scoring's seconds per
 token, and by the cost model of the committed results for the rows with no network (`reports.estimate`):
-with R the seconds of everything but the networks' updates (the time already spent loading the corpus and
+R, the seconds of everything but the networks' updates (the time already spent loading the corpus and
 measuring, those rows, every network's exact scoring of its splits and the validation after each of its
-epochs, and the report), each row gets F = (T - R) / sum_r (s_r / f_r)
-FLOPs, u_r = floor(F / f_r) updates, but never more than the row's recipe run to its end (its epochs, or
-the halving rule's usual length): a budget larger than a small corpus needs trains each network as far as
-`--budget none` would, and no further. A budget that leaves a row less than one update is refused, naming
-the smallest that works.
+epochs, and the report), comes off T first. A budget that leaves a row less than one update is refused,
+naming the smallest that works.
 """
 
 from __future__ import annotations
@@ -43,7 +51,8 @@ from lmbench.files import atomic_write_text
 log = logging.getLogger(__name__)
 
 # How the rows share a budget (`--budget-rule`): each row's updates are x times its weight, x as large as fits
-RULES = {"flops": "equal training FLOPs per network row",  # weight 1 / FLOPs per update: x = the FLOPs of each
+RULES = {"complete": "as many networks as fit trained to their recipe's end, the quickest first",  # complete_first
+         "flops": "equal training FLOPs per network row",  # weight 1 / FLOPs per update: x = the FLOPs of each
          "recipe": "the same share of every network's recipe"}  # weight: its recipe's updates; x = the share (<= 1)
 FILE = "budget.json"  # in the work folder: the budget's updates per row, read again by a re-run of the same budget
 WARMUP_UPDATES, TIMED_UPDATES = 1, 4  # a network's speed: updates run before timing, and timed
@@ -122,27 +131,81 @@ def network_seconds_apart(config, speed: Speed, updates: int, tokens: dict, pape
 
 def terms(budget: dict) -> str:
     """A recorded budget as a reader takes it in: "20m: the same share of every network's recipe, 21% of
-    each" (the flops rule: the FLOPs each)."""
+    each"; "10m: as many networks as fit trained to their recipe's end, the quickest first (4 of 9, the
+    others 15% of theirs)"; the flops rule: the FLOPs each."""
+    rows = budget.get("rows", {})
+    complete = [r for r, row in rows.items() if row.get("complete")]
+    if budget.get("rule_name") == "complete":
+        others = len(rows) - len(complete)
+        return (f"{budget['asked']}: {budget['rule']} ({len(complete)} of {len(rows)}"
+                + (f", the others {100 * budget['share']:.0f}% of theirs)" if others else ")"))
     if budget.get("share") is not None:
         return f"{budget['asked']}: {budget['rule']}, {100 * budget['share']:.0f}% of each"
     return f"{budget['asked']}: {budget['rule']}, {budget['flops_per_row']:.2g} each, or all its recipe where that is less"
 
 
-def allocate(weights: dict[str, float], update_seconds: dict[str, float], seconds: float, rest: float,
-             apart, most: float = math.inf) -> tuple[float, dict[str, int]]:
-    """(x, updates per row) for a wall budget of `seconds`, `rest` of which go to the rows without a network:
-    row r trains floor(x w_r) updates (`weights` w_r), x = (seconds - rest - the networks' scoring) /
-    sum_r (w_r s_r) (`update_seconds` s_r), at most `most`; computed twice so that the validation of the
-    epochs the first x gives is counted (`apart(row, updates)`: a row's seconds besides its updates)."""
-    per_x = sum(weights[r] * update_seconds[r] for r in weights)  # the seconds of every row's updates at x = 1
+def row_terms(budget: dict, row_id: str) -> str | None:
+    """At what budget a row trained, for the verdicts that rest on it: "at 20m, 21% of its recipe"; None
+    where the budget brought it to its recipe's end (it trained as the converged row does)."""
+    row = budget.get("rows", {}).get(row_id)
+    if row is None or row.get("complete"):
+        return None
+    share = (row["updates"] / row["recipe_updates"] if row.get("recipe_updates")
+             else budget.get("share"))
+    return f"at {budget['asked']}, {100 * share:.0f}% of its recipe" if share is not None else f"at {budget['asked']}"
+
+
+def fill(weights: dict[str, float], update_seconds: dict[str, float], full: dict[str, int], seconds: float,
+         apart) -> tuple[float, dict[str, int]]:
+    """(x, updates per row) for `seconds` of training and scoring: row r trains min(full_r, floor(x w_r))
+    updates (`weights` w_r, `update_seconds` s_r, `full` its recipe's updates), x as large as fits. A row that
+    x brings to its recipe's end takes no more, and what it leaves goes to the others (x grows until the time
+    is spent or every recipe is complete); `apart(row, updates)`: a row's seconds besides its updates (its
+    scoring and the validation of its epochs), counted from the updates of the previous guess of x."""
     updates = {r: 1 for r in weights}
-    for _ in range(2):
-        x = min(most, (seconds - rest - sum(apart(r, updates[r]) for r in weights)) / per_x)
-        updates = {r: max(0, math.floor(x * weights[r])) for r in weights}
+    x = 0.0
+    for _ in range(2):  # the second pass counts the validation of the epochs the first gives
+        complete: set[str] = set()
+        while True:  # raise x past each row's end in turn: a complete row's time is fixed
+            open_rows = [r for r in weights if r not in complete]
+            if not open_rows:
+                x = max((full[r] / weights[r] for r in weights), default=0.0)
+                break
+            fixed = sum(full[r] * update_seconds[r] for r in complete)
+            left = seconds - fixed - sum(apart(r, updates[r]) for r in weights)
+            x = left / sum(weights[r] * update_seconds[r] for r in open_rows)
+            reached = {r for r in open_rows if x * weights[r] >= full[r]}
+            if not reached:
+                break
+            complete |= reached
+        updates = {r: max(0, min(full[r], math.floor(x * weights[r]))) for r in weights}
     return x, updates
 
 
-def resolve(reproduction, asked: str | None, flops_budget: float | None, rule: str = "recipe") -> dict | None:
+def complete_first(costs: dict[str, float], update_seconds: dict[str, float], full: dict[str, int],
+                   seconds: float, apart) -> tuple[list[str], float, dict[str, int]]:
+    """The `complete` rule: as many rows as fit in `seconds` trained to their recipe's end, the cheapest
+    first (`costs`: a row's seconds to its end, scoring included), which gives the most rows of the
+    converged answer a budget can buy; the other rows the same share x < 1 of their recipes in what is
+    left (`fill`). Where that share leaves one of them less than an update, the dearest complete row gives
+    its time back. Returns (the complete rows, x, updates per row)."""
+    order = sorted(costs, key=lambda r: (costs[r], r))
+    complete, spent = [], 0.0
+    for r in order:
+        if spent + costs[r] > seconds:
+            break
+        complete.append(r)
+        spent += costs[r]
+    while True:
+        rest = [r for r in order if r not in complete]
+        x, updates = (fill({r: float(full[r]) for r in rest}, update_seconds, full, seconds - spent, apart)
+                      if rest else (1.0, {}))
+        if not complete or all(updates[r] >= 1 for r in rest):
+            return complete, x, {**{r: full[r] for r in complete}, **updates}
+        spent -= costs[complete.pop()]
+
+
+def resolve(reproduction, asked: str | None, flops_budget: float | None, rule: str = "complete") -> dict | None:
     """The run's budget record (None: no budget, the recipes' own lengths): {"asked", "rule", "flops_per_row"
     (the flops rule's) or "share" (the recipe rule's), "seconds", "rows": {row id: {"updates", "flops",
     "update_seconds", ...}}}, from `asked` (a wall time, or a results.json recorded budget) or
@@ -184,16 +247,19 @@ def resolve(reproduction, asked: str | None, flops_budget: float | None, rule: s
 
     full = {r: recipe_updates(configs[r], speeds[r].epoch_updates) for r in flops}
     if flops_budget is not None:
-        each, updates = flops_budget, {r: math.floor(flops_budget / flops[r]) for r in flops}
+        each, updates = flops_budget, {r: min(full[r], math.floor(flops_budget / flops[r])) for r in flops}
         seconds = None
     else:
         seconds = spec
         spent = time.time() - reproduction.started  # the corpus loaded and the networks' paces measured
-        rest = reproduction.seconds_without_networks() + spent + REPORT_SECONDS
-        weights = {r: 1 / flops[r] for r in flops} if rule == "flops" else {r: float(full[r]) for r in flops}
-        each, updates = allocate(weights, {r: speeds[r].update_seconds * copies[r] for r in flops}, seconds, rest,
-                                 apart, math.inf if rule == "flops" else 1.0)
-    updates = {r: min(updates[r], full[r]) for r in flops}  # never more than the recipe's own length
+        left = seconds - reproduction.seconds_without_networks() - spent - REPORT_SECONDS
+        paces = {r: speeds[r].update_seconds * copies[r] for r in flops}
+        if rule == "complete":
+            costs = {r: full[r] * paces[r] + apart(r, full[r]) for r in flops}
+            _, each, updates = complete_first(costs, paces, full, left, apart)
+        else:
+            weights = {r: 1 / flops[r] for r in flops} if rule == "flops" else {r: float(full[r]) for r in flops}
+            each, updates = fill(weights, paces, full, left, apart)
     short = [r for r, u in updates.items() if u < 1]
     if short:
         need = max(flops[r] for r in flops)
@@ -205,18 +271,19 @@ def resolve(reproduction, asked: str | None, flops_budget: float | None, rule: s
         raise LMBenchError(f"--budget {asked} leaves {', '.join(short)} less than one update after the rest of the "
                            f"run (about {reproduction.seconds_without_networks() / 60:.0f} min here): give at least "
                            f"{math.ceil(smallest / 60)}m")
+    rule = rule if flops_budget is None else "flops"
     budget = {"asked": asked if asked is not None else f"{flops_budget:g} FLOPs per network row",
-              "rule": RULES[rule if flops_budget is None else "flops"],
-              "flops_per_row": each if rule == "flops" or flops_budget is not None else None,
-              "share": each if rule == "recipe" and flops_budget is None else None, "seconds": seconds,
-              "rows": {r: {"updates": updates[r], "flops": updates[r] * flops[r], "flops_per_update": flops[r],
+              "rule": RULES[rule], "rule_name": rule,
+              "flops_per_row": each if rule == "flops" else None,
+              "share": min(1.0, each) if rule != "flops" else None, "seconds": seconds,
+              "rows": {r: {"updates": updates[r], "recipe_updates": full[r], "complete": updates[r] >= full[r],
+                           "flops": updates[r] * flops[r], "flops_per_update": flops[r],
                            **{k: v for k, v in asdict(speeds[r]).items()},
                            "expected_seconds": single(r, updates[r])}
                        for r in flops}}
     atomic_write_text(kept, json.dumps({"key": key, "budget": budget}, indent=1))
-    log.info("budget %s, %s (%s): %s", budget["asked"], budget["rule"],
-             f"{each:.3g} FLOPs each" if budget["share"] is None else f"{100 * each:.0f}% of each recipe",
-             ", ".join(f"{r} {u:,} updates" for r, u in updates.items()))
+    log.info("budget %s: %s", terms(budget), ", ".join(
+        f"{r} {u:,} updates ({'its recipe' if u >= full[r] else f'{100 * u / full[r]:.0f}%'})" for r, u in updates.items()))
     return budget
 
 

@@ -97,17 +97,19 @@ def register(subparsers) -> None:
                              "other rows run under the first (default: every network row)")
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--budget", type=_budget, default=None, metavar="TIME|none|RESULTS.json",
-                        help=f"the network rows' compute budget as the whole run's wall time (e.g. 20m, 2h): each "
-                             "network row trains the same training FLOPs, as many as fit (at most its recipe's "
-                             "length), measured on this machine once and recorded in results.json; none: every "
-                             "recipe to its end; a results.json: the updates that run recorded (default: "
-                             f"{DEFAULT_BUDGET} for text, none for brown and ap; docs/your-corpus.md)")
+                        help="the network rows' compute budget as the whole run's wall time (e.g. 20m, 2h), "
+                             "shared by --budget-rule from paces measured on this machine once and recorded in "
+                             "results.json, no row beyond its recipe's end; none: every recipe to its end (the "
+                             "default); a results.json: the updates that run recorded (docs/your-corpus.md)")
     budget.add_argument("--budget-flops", type=number(1.0, 1e25), default=None, metavar="FLOPS",
                         help="the network rows' compute budget as training FLOPs per network row (e.g. 1e15)")
-    parser.add_argument("--budget-rule", choices=("flops", "recipe"), default=None,
-                        help="how the network rows share a wall-time --budget: flops, the same training FLOPs each "
-                             "(claims between networks at equal compute); recipe, the same share of each network's "
-                             f"own recipe (each as near its converged figure as the time allows; default {DEFAULT_RULE})")
+    parser.add_argument("--budget-rule", choices=("complete", "flops", "recipe"), default=None,
+                        help="how the network rows share a wall-time --budget: complete, as many networks as fit "
+                             "trained to their recipe's end, the quickest first, the others the same share of theirs "
+                             "in what is left (the most converged rows the time buys; the default); flops, the same "
+                             "training FLOPs each (claims between networks at equal compute); recipe, the same share "
+                             "of each network's own recipe; under every rule a row that reaches its end hands the "
+                             "rest on")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     _add_results_dir(parser, "that the report's cross-corpus summary gathers")
     _add_allow_dirty(parser)
@@ -183,8 +185,7 @@ def _report_dir(args: argparse.Namespace) -> Path:
                                                        else None)
 
 
-DEFAULT_BUDGET = "20m"  # `reproduce text`'s: a 1M-token corpus's whole comparison on 2 cores
-DEFAULT_RULE = "recipe"  # how its rows share it (reports.budget.RULES; docs/your-corpus.md says why)
+DEFAULT_RULE = "complete"  # how the rows share a wall-time budget (reports.budget.RULES; docs/your-corpus.md says why)
 
 
 def _budget(text: str) -> str:
@@ -207,7 +208,7 @@ def run_reproduce(args: argparse.Namespace) -> dict:
     if Path(report_dir).resolve() in (Path(work_dir).resolve(), *Path(work_dir).resolve().parents):
         raise LMBenchError(f"--work-dir {work_dir} lies in --report-dir {report_dir}, which is replaced as a whole "
                            "when the report is written (the row cache would go with it): give them separate folders")
-    budget = args.budget or (DEFAULT_BUDGET if args.corpus == "text" and args.budget_flops is None else None)
+    budget = args.budget  # (none by default: every network trained to its recipe's end)
     if args.budget_rule and (args.budget_flops is not None or budget in (None, "none") or budget.endswith(".json")):
         raise LMBenchError(f"--budget-rule shares a wall-time --budget among the network rows; this run has "
                            f"{'--budget-flops (the same FLOPs each already)' if args.budget_flops is not None else 'none'}"

@@ -129,7 +129,7 @@ class Reproduction:
     def __init__(self, settings: Settings, work_dir: Path, report_dir: Path, text: TextCorpus | None = None,
                  extra: tuple[str, ...] = (), code: dict | None = None, threads: int | None = None, seeds: int = 1,
                  seeds_for: tuple[str, ...] = (), budget: str | None = None, budget_flops: float | None = None,
-                 budget_rule: str = "recipe", networks: tuple[str, ...] | None = None):
+                 budget_rule: str = "complete", networks: tuple[str, ...] | None = None):
         self.settings = settings
         # the paper's tables (a user's corpus: TextCorpus.networks): the network rows to train, by id ("ours": NPLM
         # (ours), a family beyond 2003 by its name, which adds its row group); the table's other network rows and
@@ -229,8 +229,11 @@ class Reproduction:
         narrowed = family(row.family).quick if self.settings.quick else {}
         config = RunConfig(model=row.family, threads=self.threads,  # (a seed copy's config names its seed)
                            **{"seed": self.settings.seed, **common, **narrowed, **own})
-        if budgeted and self.budget is not None:  # its updates (a seed copy: its row's), the rate decaying to the last
-            updates = self.budget["rows"][self.original.get(row.id, row.id)]["updates"]
+        planned = self.budget["rows"].get(self.original.get(row.id, row.id)) if self.budget is not None else None
+        if budgeted and planned is not None and not planned.get("complete"):
+            # its updates (a seed copy: its row's), the rate decaying to the last; a row the budget brings to its
+            # recipe's end trains as the converged row does (its configuration, its cache entry)
+            updates = planned["updates"]
             schedule = "linear" if config.schedule == "halving" and config.recipe == "sgd" else config.schedule
             config = replace(config, budget_updates=updates, schedule=schedule)
         return config
@@ -610,7 +613,7 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
               skip: frozenset[str] = frozenset(), text: TextCorpus | None = None, extra: tuple[str, ...] = (),
               allow_dirty: bool = False, threads: int | None = None, seeds: int = 1,
               seeds_for: tuple[str, ...] = (), budget: str | None = None, budget_flops: float | None = None,
-              results_dir: Path | None = None, budget_rule: str = "recipe",
+              results_dir: Path | None = None, budget_rule: str = "complete",
               networks: tuple[str, ...] | None = None) -> dict:
     """Run (or resume) the whole table and build the report; returns the report's summary.
     `skip`: kinds of rows (keys of RUNNERS) to leave out; `text`: the user's corpus when `corpus` is

@@ -308,3 +308,17 @@ def test_a_network_row_is_trained_and_scored_under_the_threads_asked_for(corpus_
                                           "--threads", "2"))
     assert code == 0, err
     assert counts and set(counts) == {2}
+
+
+@pytest.mark.parametrize("more, asked, rule", [((), None, "complete"), (("--budget", "20m"), "20m", "complete"),
+                                               (("--budget", "1h", "--budget-rule", "recipe"), "1h", "recipe")])
+def test_a_default_comparison_trains_every_network_to_its_recipes_end(corpus_files, tmp_path, monkeypatch, more,
+                                                                      asked, rule):
+    """`reproduce text` (and `make compare`) with no --budget runs with none: every network to its recipe's
+    end; a budget the user names is the one run, shared by the complete rule unless another is named."""
+    from reports import pipeline
+    seen = {}
+    monkeypatch.setattr(pipeline, "reproduce", lambda *args: seen.update(budget=args[11], rule=args[14])
+                        or {"claims": [], "quick": False})
+    assert main([arg for arg in _argv(corpus_files, tmp_path, *more) if arg != "--quick"]) == 0
+    assert seen == {"budget": asked, "rule": rule}
