@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from corpora.corpus import SPLITS, Corpus, cached
+from corpora.corpus import SPLITS, Corpus, cached, refuse_wordless
 from corpora.vocab import Vocabulary, count_types
 from lmbench.errors import LMBenchError
 
@@ -36,8 +36,8 @@ def _pointer_path(pointer) -> Path:
 
 
 def brown_location() -> Path:
-    """Where NLTK finds the Brown corpus (zip or folder); downloaded if missing and the machine
-    is online; else a clear error."""
+    """Where NLTK finds the Brown corpus (zip or folder); downloaded if missing, NLTK_DATA unset and the
+    machine online; else a clear error."""
     for root in os.environ.get("NLTK_DATA", "").split(os.pathsep):  # fast path: no nltk import
         for name in ("brown.zip", "brown"):
             if root and (Path(root) / "corpora" / name).exists():
@@ -49,6 +49,10 @@ def brown_location() -> Path:
             return _pointer_path(nltk.data.find(resource))
         except LookupError:
             pass
+    if os.environ.get("NLTK_DATA"):  # the user named where Brown is: no download to somewhere else
+        raise LMBenchError(f"NLTK_DATA={os.environ['NLTK_DATA']} holds no corpora/brown.zip (nor corpora/brown): "
+                           "set NLTK_DATA to the folder that holds it, or unset it to download Brown "
+                           "(python -c \"import nltk; nltk.download('brown')\")")
     log.info("Brown corpus not found; trying nltk.download('brown')")
     if nltk.download("brown", quiet=True):
         return _pointer_path(nltk.data.find("corpora/brown.zip"))
@@ -116,4 +120,7 @@ def load_brown(*, min_count: int = 4, vocab_from: str = "all", use_cache: bool =
                       unk_words={s: tokens[part][ids[part] == vocab.unk_id].astype(object)
                                  for s, part in splits.items()})
 
-    return cached(key, build, use_cache=use_cache)
+    return refuse_wordless(cached(key, build, use_cache=use_cache), (PARAGRAPH_END, DOCUMENT_END),
+                           f"--min-count {min_count} keeps no word of Brown (counted over "
+                           f"{'the whole stream' if vocab_from == 'all' else 'train'})",
+                           "give a lower --min-count (4, the paper's)")

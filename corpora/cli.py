@@ -26,6 +26,9 @@ RECORD = "corpus.json"  # a run folder's record of its corpus (`write_record`)
 OPTIONS = ("corpus", "train", "valid", "test", "corpus_file", "corpus_split", "min_count", "vocab_from", "ap_dir",
            "vocab_size", "skip_bad_files")  # what names a corpus (--no-cache only says how it is prepared)
 FILES = ("train", "valid", "test", "corpus_file")  # a text corpus's files, recorded with their digests
+# the options each corpus's pipeline takes (`corpora.named.load_named`); any other is refused, never ignored
+TAKES = {"brown": ("min_count", "vocab_from"), "ap": ("ap_dir", "vocab_size", "skip_bad_files"),
+         "text": (*FILES, "corpus_split", "min_count", "vocab_size")}
 
 
 def add_corpus_options(parser: argparse.ArgumentParser, *, positional: bool = False, recorded: bool = False) -> None:
@@ -74,7 +77,8 @@ def corpus_options(args: argparse.Namespace, run: str | Path | None = None) -> d
     record = read_record(run) if run is not None else None
     options = given
     if record is not None and given.get("corpus", record["corpus"]) == record["corpus"]:
-        recorded = recorded_options(record, Path(run))
+        recorded = recorded_options(record, Path(run))  # (an option its corpus ignored, recorded before it
+        recorded = {k: v for k, v in recorded.items() if k == "corpus" or k in TAKES[record["corpus"]]}  # was refused)
         if any(name in given for name in FILES):
             recorded = {k: v for k, v in recorded.items() if k not in (*FILES, "corpus_split")}
         options = {**recorded, **given}
@@ -110,7 +114,12 @@ def _load_options(options: dict, use_cache: bool) -> Corpus:
         if stray:
             raise LMBenchError(f"{', '.join(stray)}: the files of a text corpus, not of {name}: add --corpus text "
                                "or drop them")
-    elif options.get("corpus_file") is not None:
+    ignored = [f"--{key.replace('_', '-')}" for key in OPTIONS[1:] if key in options and key not in TAKES[name]]
+    if ignored:
+        takes = ", ".join(f"--{key.replace('_', '-')}" for key in TAKES[name] if key not in (*FILES, "corpus_split"))
+        raise LMBenchError(f"{', '.join(ignored)}: not {'an option' if len(ignored) == 1 else 'options'} of the {name} "
+                           f"corpus, which takes {takes}: drop {'it' if len(ignored) == 1 else 'them'}")
+    if name == "text" and options.get("corpus_file") is not None:
         given = [f"--{split}" for split, path in zip(SPLITS, files) if path is not None]
         if given:
             raise LMBenchError(f"--corpus-file is cut into train, valid and test: drop {', '.join(given)} (or give "
@@ -119,10 +128,10 @@ def _load_options(options: dict, use_cache: bool) -> Corpus:
         return load_text_file(options["corpus_file"], tuple(options["corpus_split"]),
                               min_count=options.get("min_count"), max_vocab=options.get("vocab_size"),
                               use_cache=use_cache)
-    elif "corpus_split" in options:
+    elif name == "text" and "corpus_split" in options:
         raise LMBenchError("--corpus-split cuts the one file of --corpus-file: drop it, or give --corpus-file F "
                            "instead of --train, --valid and --test")
-    else:
+    elif name == "text":
         missing = [f"--{split}" for split, path in zip(SPLITS, files) if path is None]
         if missing:
             raise LMBenchError(f"--corpus text needs {', '.join(missing)}: give the three files of "

@@ -100,6 +100,17 @@ def unk_warning(summary: dict) -> str | None:
             "splits so that they are alike (e.g. shuffle the lines before --corpus-file)")
 
 
+def refuse_wordless(corpus: Corpus, markers: tuple[str, ...], cause: str, fix: str) -> Corpus:
+    """The corpus, unless its vocabulary keeps no word (<unk> and the corpus's `markers` alone): every word
+    of every split is then <unk>, each model predicts the one symbol it always sees, and every perplexity
+    is about 1.0, measuring nothing. Refused in one line: `cause`, the options that left no word, and `fix`."""
+    if len(corpus.vocab) > 1 + len(markers):
+        return corpus
+    kept = ", ".join(corpus.vocab.words)
+    raise LMBenchError(f"{cause}: the vocabulary would be {kept} alone, every word <unk> and every perplexity about "
+                       f"1.0, measuring nothing; {fix}")
+
+
 def cache_root() -> Path:
     """$LMBENCH_CACHE, else ~/.cache/lmbench."""
     return Path(os.environ.get("LMBENCH_CACHE") or Path.home() / ".cache" / "lmbench")

@@ -39,7 +39,7 @@ from typing import Iterator
 
 import numpy as np
 
-from corpora.corpus import SPLITS, Corpus, cached
+from corpora.corpus import SPLITS, Corpus, cached, refuse_wordless
 from corpora.vocab import UNK, Vocabulary
 from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write_text
@@ -48,7 +48,23 @@ from lmbench.files import atomic_write_text
 READ_BYTES = 1 << 24  # bytes read and checked at once: a binary file is refused at its first NUL, not read whole
 
 
-def _refusal(path: Path, problem: str, offset: int) -> LMBenchError:
+def utf16(block: bytes) -> str | None:
+    """"UTF-16LE" or "UTF-16BE" when a file's first block is UTF-16 text (a byte-order mark, or a NUL in
+    nearly every other byte, as each ASCII character's high byte is), else None."""
+    if block[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
+        return "UTF-16LE" if block[:2] == codecs.BOM_UTF16_LE else "UTF-16BE"
+    sample = block[:4096 - 4096 % 2]
+    if len(sample) < 4:
+        return None
+    high, low = sample[1::2].count(0) / (len(sample) // 2), sample[0::2].count(0) / (len(sample) // 2)
+    return "UTF-16LE" if high > 0.9 > 0.1 > low else "UTF-16BE" if low > 0.9 > 0.1 > high else None
+
+
+def _refusal(path: Path, problem: str, offset: int, first_block: bytes = b"") -> LMBenchError:
+    encoding = utf16(first_block)
+    if encoding:
+        return LMBenchError(f"corpus file {path} is {encoding} text, not UTF-8: convert it, e.g. "
+                            f"iconv -f {encoding} -t UTF-8 {path} > {path}.utf8")
     if problem == "nul":
         return LMBenchError(f"corpus file {path} holds a NUL byte at offset {offset} (a binary or damaged file?): "
                             "give a text file of whitespace-separated tokens")
@@ -69,12 +85,13 @@ def read_text(path: str | Path) -> str:
         while True:
             block = f.read(READ_BYTES)
             nul = block.find(b"\0")
+            first = block if offset == 0 else b""
             if nul >= 0:
-                raise _refusal(path, "nul", offset + nul)
+                raise _refusal(path, "nul", offset + nul, first)
             try:
                 parts.append(decoder.decode(block, final=not block))
             except UnicodeDecodeError as err:
-                raise _refusal(path, "utf-8", offset + err.start) from None
+                raise _refusal(path, "utf-8", offset + err.start, first) from None
             if not block:
                 return "".join(parts)
             offset += len(block)
@@ -89,11 +106,11 @@ def check_text_start(path: Path) -> None:
         block = f.read(1 << 16)
     nul = block.find(b"\0")
     if nul >= 0:
-        raise _refusal(path, "nul", nul)
+        raise _refusal(path, "nul", nul, block)
     try:
         codecs.getincrementaldecoder("utf-8")().decode(block, final=False)  # a character cut at the end: later
     except UnicodeDecodeError as err:
-        raise _refusal(path, "utf-8", err.start) from None
+        raise _refusal(path, "utf-8", err.start, block) from None
 
 
 CHUNK_CHARS = 1 << 20  # characters of text tokenised at once (about 180k tokens of English)
@@ -145,7 +162,7 @@ def load_text(train: str | Path, valid: str | Path, test: str | Path, *, min_cou
         return _corpus({s: read_tokens_text(p) for s, p in paths.items()}, min_count, max_vocab,
                        {"source": {s: str(p) for s, p in paths.items()}})
 
-    return cached(key, build, use_cache=use_cache)
+    return _with_words(cached(key, build, use_cache=use_cache), paths["train"], min_count)
 
 
 def _refuse_same_files(paths: dict[str, Path]) -> dict[str, str]:
@@ -171,6 +188,14 @@ def _check_vocab_options(min_count: int | None, max_vocab: int | None) -> None:
         raise LMBenchError(f"--min-count must be at least 1, not {min_count}")
     if max_vocab is not None and max_vocab < 2:
         raise LMBenchError(f"--vocab-size must be at least 2 (<unk> and one word), not {max_vocab}")
+
+
+def _with_words(corpus: Corpus, train: str | Path, min_count: int | None) -> Corpus:
+    """The corpus, refused in one line when its vocabulary keeps no word (`corpora.corpus.refuse_wordless`)."""
+    count = corpus.info.get("min_count", min_count)
+    return refuse_wordless(corpus, (), f"no word of {train} is seen {count} times or more (--min-count {count}"
+                           f"{'' if min_count is not None else ', the default'})",
+                           "give --min-count 1 (every train word), or a train file whose words recur")
 
 
 def default_min_count(train_counts: Counter) -> int:
@@ -253,5 +278,5 @@ def load_text_file(path: str | Path, split: tuple[float, float, float] = (0.8, 0
         return _corpus(texts, min_count, max_vocab,
                        {"source": str(path), "cut": {"split": list(split), "lines": cut}})
 
-    return cached(key, build, use_cache=use_cache)
+    return _with_words(cached(key, build, use_cache=use_cache), f"the train part of {path}", min_count)
 

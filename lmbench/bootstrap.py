@@ -58,7 +58,8 @@ MAX_BLOCKS = 500       # more documents than this: grouped into this many blocks
 RESAMPLES = 10_000      # (p-values down to 1e-4: a Holm adjustment over a report's claims needs them)
 SEED = 0
 QUANTILES = (0.025, 0.975)  # a 95% interval
-DECIMALS = 3           # a block's log-probability sum as kept in results.json (nats)
+DECIMALS = 3           # a block's log-probability sum as kept in results.json: at least these decimals (nats),
+SIGNIFICANT = 12       # and at least these significant digits (`kept_sums`)
 GROUPINGS = (100, 50)  # the coarser groupings of consecutive blocks `choose_grouping` tries
 MIN_GROUPS = 50        # ... never fewer blocks than this
 TOO_FEW = "too few blocks"  # what stands for an interval (and a verdict) on fewer than MIN_BLOCKS blocks
@@ -98,10 +99,22 @@ def block_sums(logprobs: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.n
     return np.add.reduceat(logprobs, starts), np.diff(ends, prepend=0)
 
 
+def kept_sums(sums: np.ndarray) -> list[float]:
+    """Block sums as results.json keeps them: each rounded to DECIMALS places, or to SIGNIFICANT
+    significant digits where that keeps more. Decimals alone made the sums of a model that is nearly
+    certain (1.6e-5 nats a token) all 0.0: an interval [1.0, 1.0] around a perplexity 1.0000156 computed
+    from the unrounded log-probabilities, outside it; significant digits keep every sum to a part in
+    1e12, so a perplexity and its interval come from the same numbers."""
+    sums = np.asarray(sums, dtype=np.float64)
+    magnitude = np.floor(np.log10(np.maximum(np.abs(sums), 1e-300)))
+    places = np.maximum(DECIMALS, SIGNIFICANT - 1 - magnitude).astype(np.int64)
+    return [float(round(value, int(digits))) for value, digits in zip(sums.tolist(), places.tolist())]
+
+
 def row_blocks(logprobs: np.ndarray, ends: np.ndarray) -> dict:
-    """A split's blocks as results.json keeps them: `logprob` (sums, rounded to DECIMALS) and `tokens`."""
+    """A split's blocks as results.json keeps them: `logprob` (sums, `kept_sums`) and `tokens`."""
     sums, counts = block_sums(logprobs, ends)
-    return {"logprob": np.round(sums, DECIMALS).tolist(), "tokens": counts.tolist()}
+    return {"logprob": kept_sums(sums), "tokens": counts.tolist()}
 
 
 def _resampled(blocks: int, resamples: int, seed: int) -> np.ndarray:
@@ -171,7 +184,7 @@ def mean_blocks(runs: list[dict]) -> dict:
     as one: each block's log-probability sum the mean of the runs', so that `split_interval` is the
     interval of the seeds' mean log-probability (its centre the geometric mean of their perplexities)."""
     _same_blocks(runs, fix="average runs scored on the same split")
-    return {"logprob": np.round(np.mean([run["logprob"] for run in runs], axis=0), DECIMALS).tolist(),
+    return {"logprob": kept_sums(np.mean([run["logprob"] for run in runs], axis=0)),
             "tokens": runs[0]["tokens"]}
 
 
@@ -191,8 +204,7 @@ def group(blocks: dict, groups: int) -> dict:
         return blocks
     ends = (np.arange(1, groups + 1) * count) // groups
     starts = np.concatenate([[0], ends[:-1]])
-    return {"logprob": np.round(np.add.reduceat(np.asarray(blocks["logprob"], dtype=np.float64), starts),
-                                DECIMALS).tolist(),
+    return {"logprob": kept_sums(np.add.reduceat(np.asarray(blocks["logprob"], dtype=np.float64), starts)),
             "tokens": np.add.reduceat(np.asarray(blocks["tokens"], dtype=np.int64), starts).tolist()}
 
 

@@ -5,7 +5,9 @@ results.json without retraining, `lmbench report summary` the cross-corpus summa
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import tempfile
 from pathlib import Path
 
 from baselines.cli import add_memory_options
@@ -45,7 +47,7 @@ def folder_name(text: str) -> str:
 
 
 def _add_name(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--name", type=folder_name, default="text",
+    parser.add_argument("--name", type=folder_name, default=None,
                         help="text: the report's name, written to runs/reports/NAME (default: text)")
 
 
@@ -153,14 +155,14 @@ def _text_corpus(args: argparse.Namespace):
     from reports.pipeline import TextCorpus
     files = {split: getattr(args, split) for split in ("train", "valid", "test")}
     if args.corpus != "text":
-        given = [f"--{option.replace('_', '-')}" for option in ("train", "valid", "test", "corpus_file", "only",
-                                                                 "vocab_size", "memory", "tmp_dir")
-                 if getattr(args, option)]
+        given = [f"--{option.replace('_', '-')}" for option in ("train", "valid", "test", "corpus_file", "split", "name",
+                                                                 "min_count", "vocab_size", "only", "memory", "tmp_dir")
+                 if getattr(args, option) is not None]
         if given:
             raise LMBenchError(f"{', '.join(given)}: only for `lmbench reproduce text` (your own corpus); "
                                f"{args.corpus} follows the paper's protocol")
         return None
-    options = dict(name=args.name, min_count=args.min_count, vocab_size=args.vocab_size, networks=args.networks,
+    options = dict(name=args.name or "text", min_count=args.min_count, vocab_size=args.vocab_size, networks=args.networks,
                       only=args.only, memory=args.memory, tmp_dir=args.tmp_dir)
     if args.corpus_file is not None:
         given = [f"--{split}" for split, path in files.items() if path is not None]
@@ -181,8 +183,24 @@ def _text_corpus(args: argparse.Namespace):
 
 def _report_dir(args: argparse.Namespace) -> Path:
     from reports.pipeline import USER_REPORTS, report_name
-    return args.report_dir or USER_REPORTS / report_name(args.corpus, args.quick, args.name if args.corpus == "text"
-                                                       else None)
+    return args.report_dir or USER_REPORTS / report_name(args.corpus, args.quick,
+                                                       (args.name or "text") if args.corpus == "text" else None)
+
+
+def refuse_unwritable(places: dict[str, Path]) -> None:
+    """One line, before any row runs, unless a folder can be made in the place where each output folder is
+    written ({option: place}; a report folder is written beside itself and then takes its place, so its
+    place is its parent): the nearest folder there is, probed by making and removing a folder in it (what
+    the run will do there; permission bits alone say nothing of root, nor of a read-only file system)."""
+    for option, place in places.items():
+        existing = Path(os.path.abspath(place))
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        try:
+            os.rmdir(tempfile.mkdtemp(prefix=".lmbench-probe", dir=existing))
+        except OSError as err:
+            raise LMBenchError(f"{option}: cannot write in {existing} ({err.strerror or err}): give a folder "
+                               "you can write to") from None
 
 
 DEFAULT_RULE = "complete"  # how the rows share a wall-time budget (reports.budget.RULES; docs/your-corpus.md says why)
@@ -205,6 +223,8 @@ def run_reproduce(args: argparse.Namespace) -> dict:
     work_dir = args.work_dir or Path("runs") / report_name(args.corpus, args.quick, text.name if text else None)
     refuse_overwriting(args, {}, folders={"--report-dir": report_dir, "--work-dir": work_dir,
                                           **({"--results-dir": args.results_dir} if args.results_dir else {})})
+    refuse_unwritable({"--report-dir": Path(report_dir).parent, "--work-dir": Path(work_dir),
+                       **({"--results-dir": args.results_dir} if args.results_dir else {})})
     if Path(report_dir).resolve() in (Path(work_dir).resolve(), *Path(work_dir).resolve().parents):
         raise LMBenchError(f"--work-dir {work_dir} lies in --report-dir {report_dir}, which is replaced as a whole "
                            "when the report is written (the row cache would go with it): give them separate folders")
@@ -229,19 +249,37 @@ def _verdicts(claims: list[dict], quick: bool) -> dict:
     return {"claims": {c["claim"]: f"{c['verdict']}: {c['ours']}" for c in claims}}
 
 
+def _refuse_unused_names(args: argparse.Namespace) -> None:
+    """`report`'s --quick and --name pick the default report folder (runs/reports/NAME): refused where
+    nothing reads them (summary, --report-dir given, --name on a paper's corpus)."""
+    given = [option for option, value in (("--quick", args.quick), ("--name", args.name is not None)) if value]
+    if args.corpus == "summary" and given:
+        raise LMBenchError(f"report summary: {', '.join(given)} picks one report's folder; the summary reads every "
+                           "report its --results-dir lists: drop it")
+    if args.report_dir is not None and given:
+        raise LMBenchError(f"{', '.join(given)} picks the default report folder, which --report-dir "
+                           f"{args.report_dir} replaces: drop {', '.join(given)}")
+    if args.corpus != "text" and args.name is not None:
+        raise LMBenchError(f"--name: only for `lmbench report text` (it names your own corpus's report); the "
+                           f"{args.corpus} report's folder is fixed: drop it")
+
+
 def run_report(args: argparse.Namespace) -> dict:
     from reports.summary import RESULTS
+    _refuse_unused_names(args)
     results_dir = args.results_dir or RESULTS
     if args.corpus == "summary":  # the reports results/index.txt lists, in the working directory's results/
         from reports.summary import write_summary
         if args.report_dir is not None:
             raise LMBenchError("report summary: --report-dir names one report's folder; give the folder of "
                                f"reports as --results-dir {args.report_dir}")
+        refuse_unwritable({"--results-dir": results_dir})
         written = write_summary(results_dir)
         return {key: written[key] for key in ("summary", "figure", "readme") if key in written}
     from reports.build import build_report
     from reports.provenance import checked_state
     report_dir = _report_dir(args)
+    refuse_unwritable({"--report-dir": Path(report_dir).parent})
     built = build_report(report_dir, checked_state(report_dir, args.allow_dirty), results_dir=results_dir)
     return {"commit": built["commit"], "report": built["report"], "html": built["html"],
             "figures": built["figures"]} | _verdicts(built["claims"], built["quick"])

@@ -280,7 +280,12 @@ def flops_per_token(record: dict, vocab_size: int) -> float | None:
     if not record.get("config"):
         return None
     from neural.config import RunConfig
-    run = RunConfig.from_saved(record["config"])
+    try:
+        run = RunConfig.from_saved(record["config"])
+    except LMBenchError:  # (its own message names an option of the run, never given to this command)
+        raise LMBenchError(f"row {record.get('id')!r} of this results.json keeps a training configuration of an "
+                           "older format, which today's code no longer reads: run the report's rows again "
+                           "(`lmbench reproduce CORPUS`), or build its report at the commit that wrote it") from None
     return run.shape.training_flops(vocab_size, run)
 
 

@@ -196,6 +196,14 @@ def _load(folder: Path) -> dict | None:
     return None if is_quick(results) else results
 
 
+def _quick_run(folder: Path) -> bool:
+    """Whether a listed report's results.json is there, loads, and is a quick run's."""
+    try:
+        return is_quick(load_results(folder))
+    except LMBenchError:
+        return False
+
+
 def listed_results(root: Path = RESULTS, report_dir: Path | None = None,
                    current: dict | None = None) -> tuple[dict[str, dict], dict[str, dict]]:
     """(the results of each corpus `root`/index.txt lists, its siblings' rows added, by corpus name; the
@@ -477,6 +485,11 @@ def write_summary(reports_root: Path = RESULTS) -> dict:
     corpora, reports = listed_results(reports_root)
     lines = [corpus_line(name, corpora[name]) for name in sorted(corpora)]
     if not lines:
+        quick = [folder.name for folders in listed_reports(reports_root) for folder in folders if _quick_run(folder)]
+        if quick:
+            raise LMBenchError(f"every report {reports_root / INDEX} lists with a results.json is a quick run "
+                               f"({', '.join(quick)}), whose numbers measure nothing and are never summarised: "
+                               "list the folders of full runs (`lmbench reproduce CORPUS` without --quick)")
         raise LMBenchError(f"no report listed in {reports_root / INDEX} has a results.json: list the report "
                            "folders there, one a line, after `lmbench reproduce ... --report-dir` made them")
     figure = summary_figure(lines, reports_root / "summary.png")
