@@ -79,6 +79,23 @@ def _best_on_valid(rows: dict, chosen) -> dict | None:
     return min(candidates, key=lambda row: (row["valid_ppl"], row["id"])) if candidates else None
 
 
+def _budgeted(row: dict | None, rows: dict) -> bool:
+    """Whether the row rests on a network a compute budget cut short of its recipe's end (the row itself,
+    or the network of a mixture)."""
+    behind = network_of(row, rows) if row else None
+    return bool(behind) and behind.get("stopped") == "budget"
+
+
+def _best_converged(rows: dict, chosen) -> tuple[dict | None, bool]:
+    """(the best row on valid among those `chosen` that rest on no budgeted network, False); where every
+    chosen row does, (the best of them, True): a family with only a budgeted row, shown as such."""
+    best = _best_on_valid(rows, lambda row: chosen(row) and not _budgeted(row, rows))
+    if best is not None:
+        return best, False
+    best = _best_on_valid(rows, chosen)
+    return best, best is not None
+
+
 def _mixed_with(rows: dict, network: dict | None, partner: dict | None) -> dict | None:
     """The EM mixture of exactly these two rows, when the run has it."""
     if network is None or partner is None:
@@ -114,14 +131,19 @@ def corpus_line(name: str, results: dict) -> dict:
     `ratio_ci95` (None: the rows keep no blocks)."""
     rows = by_id(results)
     kn5 = _kn5(rows)
-    found = {"KN 5": kn5, "n-gram mixture": _best_on_valid(rows, lambda row: _ngram_mixture(row, rows)),
-             "paper": _best_on_valid(rows, lambda row: paper_network(row, rows) and not row["mix"])}
+    found = {"KN 5": kn5, "n-gram mixture": _best_on_valid(rows, lambda row: _ngram_mixture(row, rows))}
+    # every other best among the rows trained to their recipes' end; a budgeted row only where there is no other
+    only = {}  # entry: whether its row is budgeted only
+    found["paper"], only["paper"] = _best_converged(rows, lambda row: paper_network(row, rows) and not row["mix"])
     for entry, (family, _) in OURS.items():
-        found[entry] = _best_on_valid(rows, lambda row: row["ours"] and row["family"] == family and not row["mix"])
+        found[entry], only[entry] = _best_converged(rows, lambda row: row["ours"] and row["family"] == family
+                                                    and not row["mix"])
     for entry in PAIRED:
         found[f"{entry} + KN 5"] = _mixed_with(rows, found[entry], kn5)
-    found["network"] = _best_on_valid(rows, lambda row: row["kind"] == "network" and not row["mix"])
-    found["mixture"] = _best_on_valid(rows, lambda row: bool(row["mix"]) and not _ngram_mixture(row, rows))
+        only[f"{entry} + KN 5"] = only[entry]
+    found["network"], only["network"] = _best_converged(rows, lambda row: row["kind"] == "network" and not row["mix"])
+    found["mixture"], only["mixture"] = _best_converged(rows, lambda row: bool(row["mix"])
+                                                        and not _ngram_mixture(row, rows))
     line = {"corpus": name}
     for entry, row in found.items():
         ppl = row["test_ppl"] if _ran(row) else None
@@ -131,6 +153,7 @@ def corpus_line(name: str, results: dict) -> dict:
         line[entry] = {"id": row and row["id"], "model": row and row["model"], "test_ppl": ppl,
                        "report": report, "network": behind and behind["model"],
                        "budget": budget if behind and behind.get("stopped") == "budget" else None,
+                       "budgeted_only": only.get(entry, False),
                        "ratio": None if ppl is None or kn5 is None else ppl / kn5["test_ppl"],
                        "ci95": row.get("test_ppl_ci95") if ppl is not None else None,
                        "ratio_ci95": None if ppl is None or kn5 is None else _ratio_interval(row, kn5)}
@@ -263,18 +286,23 @@ def _mark(entry: dict) -> str:
 
 def budget_note(lines: list[dict]) -> str | None:
     """Which networks of the lines trained under a compute budget (not to their recipes' end), in which
-    report, under which budget (reports.budget.terms); None: every network trained to convergence."""
+    report, under which budget (reports.budget.terms), and why no converged row stands for them: the time
+    their recipes' ends take on that report's machine; None: every network trained to convergence."""
     found: dict[tuple, list[str]] = {}
     for line in lines:
         for entry in line.values():
             if isinstance(entry, dict) and entry.get("budget"):
-                key = (line["corpus"], entry["report"] or line["corpus"], terms(entry["budget"]))
+                budget = entry["budget"]
+                needs = (f"; to their recipes' end about {duration(budget['seconds'] / budget['share'])} there"
+                         if budget.get("seconds") and budget.get("share") else "")
+                key = (line["corpus"], entry["report"] or line["corpus"], terms(budget) + needs)
                 found.setdefault(key, []).append(short_name(entry["network"]))
     if not found:
         return None
-    return (f"{BUDGETED} trained under a compute budget, not to its recipe's end: " + "; ".join(
-        f"{corpus}'s {', '.join(dict.fromkeys(networks))} (results/{report}, {budget})"
-        for (corpus, report, budget), networks in found.items()) + ".")
+    return (f"{BUDGETED} budgeted only: trained under a compute budget, not to its recipe's end, and never "
+            "picked as a corpus's best: " + "; ".join(
+                f"{corpus}'s {', '.join(dict.fromkeys(networks))} (results/{report}, {budget})"
+                for (corpus, report, budget), networks in found.items()) + ".")
 
 
 def _short_cell(entry: dict, named: bool = True) -> str:
@@ -282,6 +310,8 @@ def _short_cell(entry: dict, named: bool = True) -> str:
     its interval, is in every family's table)."""
     if entry["ratio"] is None:
         return "not run"
+    if entry.get("budgeted_only"):  # (its figure, marked, is in every family's table)
+        return f"budgeted only{BUDGETED}"
     return (f"{short_name(entry['model'], narrow=True)}{_mark(entry)} " if named else "") + _difference(entry)
 
 
@@ -329,15 +359,15 @@ def answer_sentence(lines: list[dict]) -> str:
     """The one sentence the answer opens with: the range of the best network's and the best mixture's
     differences from KN 5 over the corpora, and the best paper-shape network's."""
     def spread(entry: str) -> str:
-        found = sorted((line[entry]["ratio"], line["corpus"] + _mark(line[entry])) for line in lines
-                       if line[entry]["ratio"] is not None)  # (a row trained under a budget: its corpus marked)
+        found = sorted((line[entry]["ratio"], line["corpus"]) for line in lines
+                       if line[entry]["ratio"] is not None and not line[entry].get("budgeted_only"))
         if not found:
             return "not run"
         (low, low_corpus), (high, high_corpus) = found[0], found[-1]
         if len(found) == 1:
             return f"{100 * (low - 1):+.1f}% ({low_corpus})"
         return f"{100 * (high - 1):+.1f}% ({high_corpus}) to {100 * (low - 1):+.1f}% ({low_corpus})"
-    counted = sum(line["network"]["ratio"] is not None for line in lines)
+    counted = sum(line["network"]["ratio"] is not None and not line["network"].get("budgeted_only") for line in lines)
     return (f"On the {counted} committed corpora the best network (any family) differs from interpolated KN 5 by "
             f"{spread('network')} in test perplexity, the best mixture by {spread('mixture')}, and the best "
             f"paper-shape network by {spread('paper')}.")
@@ -345,8 +375,10 @@ def answer_sentence(lines: list[dict]) -> str:
 
 def answer_block(lines: list[dict], link: str = "results/summary.md") -> str:
     """The README's answer: its sentence, the table, where the rest is."""
-    budgeted = budget_note(lines) and (f"{BUDGETED} trained under a compute budget, not to its recipe's end (which "
-                                       "rows, in which report, under which budget: the summary).")
+    budgeted = budget_note(lines) and (f"Every best is picked among networks trained to their recipes' end; "
+                                       f"{BUDGETED} budgeted only: a corpus's only row of that kind trained under a "
+                                       "compute budget (which rows, in which report, under which budget: the "
+                                       "summary).")
     return "\n".join([textwrap.fill(answer_sentence(lines), WRAP, break_on_hyphens=False), "", narrow_markdown(answer_frame(lines)), "",
                       textwrap.fill(f"{ANSWER_NOTE}{' ' + budgeted if budgeted else ''} Every family's row with its 95% interval: [{link}]({link}); "
                                     "every row of a corpus: its report, `results/NAME/report.md`.", WRAP, break_on_hyphens=False)])

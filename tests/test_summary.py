@@ -108,7 +108,7 @@ def test_a_sibling_report_adds_the_rows_its_corpus_lacks_and_says_they_trained_u
     more = results("first-more", [record(KN5, 210, 200), {**record(gru, 120, 110), "stopped": "budget"},
                                   record(gru_kn5, 115, 105), {**record(lstm, 10, 10), "stopped": "budget"}])
     more["budget"] = {"asked": "80m", "rule": "the same share of every network's recipe", "share": 0.04,
-                      "flops_per_row": None}
+                      "flops_per_row": None, "rows": {}}
     other = results("first-other", [record(KN5, 210, 201), record(stream_rows(("transformer",))[0], 50, 50)])
     for corpus in (first_corpus(), more, other):
         (tmp_path / corpus["name"]).mkdir()
@@ -121,11 +121,32 @@ def test_a_sibling_report_adds_the_rows_its_corpus_lacks_and_says_they_trained_u
     assert line["transformer"]["test_ppl"] is None  # first-other's KN 5 scores other streams
     assert line["network"]["id"] == "energy1" and line["mixture"]["id"] == "energy1-kn-interp-5-em"
     assert ["first", "GRU (ours)†", "110.0 (-45.0%)", "105.0 (-47.5%)"] in families_frame([line]).values.tolist()
-    assert budget_note([line]) == ("† trained under a compute budget, not to its recipe's end: first's GRU (ours) "
-                                   "(results/first-more, 80m: the same share of every network's recipe, 4% of each).")
+    assert line["gru"]["budgeted_only"] and not line["lstm"]["budgeted_only"]
+    assert budget_note([line]) == ("† budgeted only: trained under a compute budget, not to its recipe's end, and "
+                                   "never picked as a corpus's best: first's GRU (ours) (results/first-more, 80m: the "
+                                   "same share of every network's recipe, 4% of each).")
     assert budget_note(gather(root=tmp_path / "nowhere", current=first_corpus())) is None
-    only = {**line, "network": line["gru"], "mixture": line["gru + KN 5"]}  # (as if the GRU were the best)
-    assert "by -45.0% (first†) in test perplexity" in answer_sentence([only])
+    only = {**line, "network": line["gru"], "mixture": line["gru + KN 5"]}  # (as if the GRU were all there is)
+    assert "by not run in test perplexity" in answer_sentence([only])  # a budgeted row is never a corpus's figure
+    assert answer_frame([only]).iloc[0]["best network (any family)"] == "budgeted only†"
+
+
+def test_no_best_is_picked_from_a_budgeted_row():
+    """A network trained under a compute budget, planted with the lowest valid and test perplexity of its
+    corpus, is never picked: not as the best network, the best mixture, the best paper-shape network or
+    its family's row, where a row trained to its recipe's end is there."""
+    corpus = first_corpus()
+    mlp5 = network("mlp5", "NPLM, MLP5 shape", TABLE1_NETWORKS["MLP5"])
+    lstm_cut = {**record(stream_rows(("lstm",))[0], 5, 5), "id": "lstm-cut", "stopped": "budget"}
+    [mixed] = kn5_mixtures([mlp5])[::2]
+    corpus["rows"] += [{**record(mlp5, 4, 4), "stopped": "budget"}, lstm_cut, record(mixed, 3, 3)]
+    corpus["budget"] = {"asked": "20m", "rule": "the same share of every network's recipe", "share": 0.2,
+                        "flops_per_row": None, "seconds": 1200.0, "rows": {}}
+    line = corpus_line("first", corpus)
+    assert line["paper"]["id"] == "mlp9" and line["lstm"]["id"] == "lstm"
+    assert line["network"]["id"] == "energy1" and line["mixture"]["id"] == "energy1-kn-interp-5-em"
+    assert not any(line[entry]["budgeted_only"] for entry in ("paper", "lstm", "network", "mixture"))
+    assert "first" in answer_sentence([line]) and "†" not in answer_sentence([line])
 
 
 def test_summary_goes_to_the_working_directory_and_its_readme(tmp_path, monkeypatch):
