@@ -40,11 +40,11 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import xlogy
-from tqdm import tqdm
 
 from corpora.vocab import Vocabulary
 from lmbench.errors import LMBenchError
 from lmbench.files import DamagedFile, WriteFailed, locked, read_checked, set_aside, write_checked
+from lmbench.progress import progress_bar
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ def exchange(train: np.ndarray, vocab_size: int, num_classes: int, *, max_iters:
     history, moves_per_pass = [F], []
     movable = by_frequency[counts[by_frequency] > 0]  # words without bigrams never gain by moving
     drift = 0.0  # largest |incremental F - F recomputed| at the end of a pass
-    passes = tqdm(range(max_iters), desc=f"exchange, {C} classes", unit="pass", disable=not progress, leave=False)
+    passes = progress_bar(range(max_iters), desc=f"exchange, {C} classes", unit="pass", disable=not progress)
     for iteration in passes:
         moves, F = _exchange_pass(movable, successors.indptr, successors.indices, successors.data,
                                   predecessors.indptr, predecessors.indices, predecessors.data,

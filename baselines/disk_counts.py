@@ -56,12 +56,12 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import numpy as np
-from tqdm import tqdm
 
 from baselines.backoff import CUTOFF_MIN_ORDER
 from baselines.counts import NgramTable, _unique, count_of_counts
 from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write_text, missing_bytes
+from lmbench.progress import progress_bar
 
 log = logging.getLogger(__name__)
 
@@ -281,7 +281,7 @@ class DiskCounts:
         for n in range(2, self.order + 1):
             chunks = range(0, len(self.stream) - n + 1, self.chunk)
             at_prev = self.stream if n == 2 else self.col("at", n - 1, self.row_dtype).map()
-            for c, s in enumerate(tqdm(chunks, desc=f"counting {n}-grams", unit="chunk", leave=False)):
+            for c, s in enumerate(progress_bar(chunks, desc=f"counting {n}-grams", unit="chunk")):
                 if not self.ws.done(f"count{n}.{c}"):
                     self._count_chunk(n, c, s, at_prev)
                     self.ws.mark(f"count{n}.{c}")
@@ -328,7 +328,7 @@ class DiskCounts:
         pos = [0] * runs
 
         def blocks() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-            with tqdm(total=sum(ends), desc=f"merging {n}-grams", unit="row", unit_scale=True, leave=False) as bar:
+            with progress_bar(total=sum(ends), desc=f"merging {n}-grams", unit="row", unit_scale=True) as bar:
                 while any(p < e for p, e in zip(pos, ends)):
                     active = [r for r in range(runs) if pos[r] < ends[r]]
                     heads = {r: cols[r]["runkeys"].read(pos[r], min(pos[r] + per, ends[r])) for r in active}
@@ -373,7 +373,7 @@ class DiskCounts:
         keys = self.col("keys", n).map()
 
         def blocks() -> Iterator[np.ndarray]:
-            for c in tqdm(range(runs), desc=f"rows of {n}-grams", unit="chunk", leave=False):
+            for c in progress_bar(range(runs), desc=f"rows of {n}-grams", unit="chunk"):
                 rows = np.searchsorted(keys, self.ws.column(f"runkeys{n}.{c}", np.int64).read())
                 yield rows[self.ws.column(f"inverse{n}.{c}", np.int32).read()]
 
@@ -391,7 +391,7 @@ class DiskCounts:
                        else np.arange(self.vocab_size, dtype=np.int32)[:, None])
 
         def blocks() -> Iterator[tuple]:
-            for lo in tqdm(range(0, len(keys), self.block), desc=f"{n}-gram contexts", unit="block", leave=False):
+            for lo in progress_bar(range(0, len(keys), self.block), desc=f"{n}-gram contexts", unit="block"):
                 key = keys.read(lo, lo + self.block)
                 if table.packed[n]:
                     prefix = key >> table.bits if n == 2 else np.searchsorted(lower_keys, key >> table.bits)
@@ -494,7 +494,7 @@ class DiskCounts:
 
         def blocks() -> Iterator[list[np.ndarray]]:
             r0 = c0 = listed = 0
-            with tqdm(total=rows, desc=f"estimating {n}-grams", unit="row", unit_scale=True, leave=False) as bar:
+            with progress_bar(total=rows, desc=f"estimating {n}-grams", unit="row", unit_scale=True) as bar:
                 while c0 < contexts:
                     r1 = min(r0 + self.block, rows)                  # whole contexts: cut at a context start
                     c1 = int(prefix_map[r1]) if r1 < rows else contexts

@@ -80,12 +80,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from tqdm import tqdm
 
 from corpora.corpus import Corpus, cached
 from corpora.vocab import UNK, Vocabulary
 from lmbench.errors import LMBenchError
 from lmbench.files import DamagedFile
+from lmbench.progress import progress_bar
 
 log = logging.getLogger(__name__)
 
@@ -300,7 +300,7 @@ def read_stream(files: list[Path], sizes: tuple[int, int, int], workers: int,
     else:
         results = map(_tokenize_or_damage, files)
     try:
-        with tqdm(total=len(files), desc="AP files", unit="file", leave=False) as progress:
+        with progress_bar(total=len(files), desc="AP files", unit="file") as progress:
             for path, result in zip(files, results):
                 progress.update()
                 files_read += 1

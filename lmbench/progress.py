@@ -1,6 +1,8 @@
-"""Progress of a long stage (training epochs, exact scoring, a whole reproduction): a tqdm bar when
-stderr is a terminal, else plain log lines, one every tenth of the way (no escape codes, no carriage
-returns: what a log file or a CI job keeps)."""
+"""Progress of a long stage (training epochs, exact scoring, a whole reproduction, counting n-grams on
+disk, the exchange clustering, AP's files): a tqdm bar when stderr is a terminal, else plain log lines,
+one every tenth of the way (no escape codes, no carriage returns: what a log file or a CI job keeps).
+Every bar of the suite goes through `progress_bar` (tests/test_hostile_round3_outputs.py checks that no
+other module draws one)."""
 
 from __future__ import annotations
 
@@ -15,12 +17,15 @@ PLAIN_STEP = 0.1  # the plain lines' spacing, as a fraction of the total
 
 
 def progress_bar(iterable: Iterable | None = None, *, total: float | None = None, desc: str, unit: str,
-                 initial: float = 0, bar_format: str | None = None):
-    """A tqdm bar over `iterable` (or updated by hand up to `total`) on a terminal, else a `PlainProgress`."""
+                 initial: float = 0, bar_format: str | None = None, unit_scale: bool = False, disable: bool = False):
+    """A tqdm bar over `iterable` (or updated by hand up to `total`) on a terminal, else a `PlainProgress`;
+    `disable`: no progress shown (the iteration and the calls as ever)."""
+    if disable:
+        return PlainProgress(iterable, total=0, desc=desc, unit=unit)  # (a total of 0 writes no line)
     if sys.stderr.isatty():
         from tqdm import tqdm
         return tqdm(iterable, total=total, desc=desc, unit=unit, initial=initial, leave=False, mininterval=1.0,
-                    bar_format=bar_format)
+                    bar_format=bar_format, unit_scale=unit_scale)
     return PlainProgress(iterable, total=total, desc=desc, unit=unit, initial=initial)
 
 
@@ -69,3 +74,9 @@ class PlainProgress:
 
     def close(self) -> None:
         """(Nothing to erase.)"""
+
+    def __enter__(self) -> "PlainProgress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

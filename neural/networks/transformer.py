@@ -190,8 +190,8 @@ class TransformerNetwork(StreamNetwork):
         per_pass = EVAL_WINDOWS * (8 if device.type == "cuda" else 1)
         groups = range(0, len(blocks), per_pass)
         if progress:
-            from tqdm import tqdm
-            groups = tqdm(groups, desc="eval transformer", unit="batch", leave=False)
+            from lmbench.progress import progress_bar
+            groups = progress_bar(groups, desc="eval transformer", unit="batch")
         targets_all = np.asarray(stream, dtype=np.int64)
         for lo in groups:
             group = blocks[lo: lo + per_pass]
