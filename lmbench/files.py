@@ -2,6 +2,11 @@
 
 - `atomic_write`: into a temporary sibling, flushed to disk (fsync), then os.replace, so a reader never
   sees half a file and a failed write leaves the file as it was (an earlier checkpoint stays good).
+  A path that is a symbolic link is written where the link points (the link is kept: renaming onto it
+  would replace it), and one that names a descriptor of this process (/dev/stdout, /dev/fd/N,
+  /proc/self/fd/N, through links or not) is written through that descriptor, after the streams above it
+  are flushed (renaming onto /dev/stdout would replace the system's link with a file). The temporary
+  name is short whatever the file's (a name of 250 bytes plus a suffix would pass the system's 255).
   Every file the suite writes goes through it (`atomic_write_file` hands the writer an open binary
   file instead of a path: torch.save, matplotlib). A write that cannot finish ends in one
   `WriteFailed` line naming the file, and its temporary file is removed: a full disk or quota (ENOSPC,
@@ -38,6 +43,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 import tempfile
 import zipfile
 import zlib
@@ -130,8 +136,41 @@ def write_failure(path: Path, err: BaseException, written: int = 0, fix: str = "
     return None
 
 
+SHORT_NAME = 100  # bytes of a file's name kept in the temporary names made from it (the system allows 255)
+_DESCRIPTOR = re.compile(r"/proc/(?P<pid>\d+|self|thread-self)(?:/task/\d+)?/fd/(?P<fd>\d+)")
+MAX_LINKS = 40  # links followed at most (the system's own limit)
+
+
+def _shortened(name: str, size: int = SHORT_NAME) -> str:
+    """The first `size` bytes of a file name (a cut inside a character kept as the system's bytes)."""
+    return os.fsdecode(os.fsencode(name)[:size])
+
+
 def _temporary(path: Path) -> Path:
-    return path.with_name(f"{path.stem}.tmp{os.getpid()}{path.suffix}")  # keeps .npz / .pt suffixes
+    """A temporary sibling of `path`, named after it within SHORT_NAME bytes and keeping a short suffix
+    (.npz, .pt: numpy adds .npz to a name without it)."""
+    suffix = path.suffix if len(os.fsencode(path.suffix)) <= 16 else ""
+    return path.with_name(f"{_shortened(path.stem)}.tmp{os.getpid()}{suffix}")
+
+
+def descriptor(path: Path) -> int | None:
+    """The open descriptor of this process that `path` names, following links (/dev/stdout ->
+    /proc/self/fd/1), or None: a path of the file system."""
+    here = Path(os.path.abspath(path))
+    for _ in range(MAX_LINKS):
+        here = Path(os.path.realpath(here.parent)) / here.name  # (/dev/fd -> /proc/self/fd -> /proc/PID/fd)
+        named = _DESCRIPTOR.fullmatch(str(here))
+        if named and named["pid"] in ("self", "thread-self", str(os.getpid())):
+            return int(named["fd"])
+        if not here.is_symlink():
+            return None
+        here = Path(os.path.abspath(here.parent / os.readlink(here)))
+    return None
+
+
+def written_path(path: Path) -> Path:
+    """Where a write of `path` lands: the file its links point to (the path itself when it is none)."""
+    return Path(os.path.realpath(path))
 
 
 def _fsync(path: Path, flags: int = os.O_RDONLY) -> None:
@@ -145,8 +184,12 @@ def _fsync(path: Path, flags: int = os.O_RDONLY) -> None:
 def atomic_write(path: Path, write: Callable[[Path], None], *, fix: str = "") -> None:
     """Call write(temporary path), flush it to disk, then move it onto `path`; on any failure the
     temporary file is removed and `path` left as it was; a failed write (full disk, read-only folder)
-    raises WriteFailed (one line, with `fix` when given)."""
+    raises WriteFailed (one line, with `fix` when given). A link is written where it points, a
+    descriptor (/dev/stdout) through itself (module docstring)."""
     path = Path(path)
+    if descriptor(path) is not None:
+        return _write_through(path, descriptor(path), write, fix)
+    path = written_path(path)
     tmp = _temporary(path)
     try:
         try:
@@ -166,6 +209,30 @@ def atomic_write(path: Path, write: Callable[[Path], None], *, fix: str = "") ->
         except OSError:
             pass  # a folder that cannot be opened for syncing (some network file systems): the data is
     finally:   # synced, only the rename may be lost in a crash
+        tmp.unlink(missing_ok=True)
+
+
+def _write_through(path: Path, handle: int, write: Callable[[Path], None], fix: str) -> None:
+    """write() into a temporary file, then its bytes through descriptor `handle` (named by `path`), after
+    what Python holds for stdout and stderr: the file lands where the descriptor writes, in order."""
+    made, tmp = tempfile.mkstemp(suffix=path.suffix if len(os.fsencode(path.suffix)) <= 16 else "")
+    os.close(made)
+    tmp = Path(tmp)
+    written = 0
+    try:
+        write(tmp)
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        with open(tmp, "rb") as source, os.fdopen(os.dup(handle), "wb") as target:
+            for block in iter(lambda: source.read(1 << 20), b""):
+                target.write(block)
+                written += len(block)
+    except (OSError, RuntimeError) as err:
+        failure = write_failure(path, err, written, fix)
+        if failure is None:
+            raise
+        raise failure from None
+    finally:
         tmp.unlink(missing_ok=True)
 
 
@@ -327,7 +394,7 @@ def replaced_folder(folder: Path) -> Iterator[Path]:
     would write through its hard link into the old folder."""
     folder = Path(folder).resolve()  # (a link to a folder: the folder is replaced, the link kept)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{folder.name}.new", dir=folder.parent))
+    stage = Path(tempfile.mkdtemp(prefix=f".{_shortened(folder.name)}.new", dir=folder.parent))
     old = stage.with_name(stage.name.replace(".new", ".old", 1))
     try:
         try:

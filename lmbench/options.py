@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, NoReturn
 
 from lmbench.errors import LMBenchError
+from lmbench.files import descriptor
 
 COUNT_MAX = 2**31 - 1  # the largest count an option takes unless it says less: a C int, what kernels take as a size
 THREADS_MAX = 1024     # CPU threads: more than any machine this runs on has; 100,000 crashed OpenMP (issue 46)
@@ -217,11 +218,28 @@ def refuse_overwriting(args, outputs: dict[str, Path | None], inputs: dict[str, 
                                    f"by file: give {option} a path outside it")
 
 
+NAME_BYTES = 240  # the longest name of an output: the system's 255 less the room of the names made from it
+# (NAME.sha256, NAME.lock, NAME.damaged, a report's NAME-quick), which would fail only once the run is done
+
+
+def _short_name(text: str, path: Path, kind: str) -> None:
+    """Refuse an output whose name leaves no room for the names the suite makes from it."""
+    size = len(os.fsencode(path.name))
+    if size > NAME_BYTES:
+        raise argparse.ArgumentTypeError(f"{text[:60]!r}... has a name of {size} bytes, and the names made from it "
+                                         f"(NAME.sha256, NAME.lock, ...) would pass the system's 255: give a {kind} "
+                                         f"name of at most {NAME_BYTES} bytes")
+
+
 def output_file(text: str) -> Path:
-    """A file to write: not an existing folder, device or pipe, under a folder we may write into."""
+    """A file to write: not an existing folder, device or pipe, under a folder we may write into; or a
+    descriptor of this process (/dev/stdout: written through it, `lmbench.files.atomic_write`)."""
     path = Path(text)
     if text:
         _examined(text, path)
+        if descriptor(path) is not None:
+            return path
+        _short_name(text, path, "file")
     if not text or path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a folder: give the path of a file to write")
     if path.exists() and not path.is_file():  # a device or a pipe: the atomic writer would replace it
@@ -236,6 +254,7 @@ def output_directory(text: str) -> Path:
     path = Path(text)
     if text:
         _examined(text, path)
+        _short_name(text, path, "folder")
     if not text or (path.exists() and not path.is_dir()):
         raise argparse.ArgumentTypeError(f"{text!r} is not a folder: give the path of a folder "
                                          "(it is created when missing)")

@@ -83,7 +83,7 @@ def add_train(commands) -> None:
                                 f"paper; default {defaults.dropout}; {_stream_default('dropout')}); 0: none")
     run_group.add_argument("--patience", type=integer(1, 10**6), default=None,
                            help="paper recipe: early-stopping patience in epochs")
-    run_group.add_argument("--max-steps", type=integer(0), default=None,
+    run_group.add_argument("--max-steps", type=integer(1), default=None,
                            help="pause after this many updates in all (a checkpoint; --resume carries on)")
     run_group.add_argument("--budget-updates", type=integer(1), default=None,
                            help="a compute budget: train exactly this many updates, the rate decaying to the last "
@@ -229,25 +229,127 @@ def run_train(args: argparse.Namespace) -> dict | None:
                    if getattr(args, f.name, None) is not None}  # not given: the config's (or the family's) default
     config = RunConfig(model=args.model, **_shape_options(args), **run_options)
     _check_launch(args)
-    refuse_overwriting(args, {}, folders={"--out": args.out})
+    if args.resume and args.out is not None:
+        _check_resume(args, args.out, config)
     options = corpus_options(args, args.out if args.resume and args.out else None)
+    refuse_overwriting(args, {}, _recorded_files(options), folders={"--out": args.out})
     corpus = load_options(options, use_cache=not args.no_cache)
     shape = "-".join((k if v else f"no-{k}") if isinstance(v, bool) else f"{k}{v}"
                      for k, v in asdict(config.shape).items())
     out = args.out or f"runs/{args.model}-{corpus.name}-{shape}-{config.recipe}-{config.objective}-s{args.seed}"
     if args.out is None:
         refuse_overwriting(args, {}, folders={"--out (its default)": Path(out)})
+        if args.resume:
+            _check_resume(args, out, config)
     team = _connect(args, corpus)
-    if team.writer and (not (Path(out) / CHECKPOINT).exists() or not (Path(out) / RECORD).exists()):
-        write_record(out, options)  # a new run's corpus (a resumed run keeps the record it has)
     try:
-        with folder_held(out, f"another process is training in {out}: wait for it to finish (then --resume), or "
-                              "choose another --out") if team.writer else nullcontext():
-            result = train_network(corpus, config, out, resume=args.resume, team=team)
+        with folder_held(out, busy(out)) if team.writer else nullcontext():
+            if team.writer and (not (Path(out) / CHECKPOINT).exists() or not (Path(out) / RECORD).exists()):
+                write_record(out, options)  # a new run's corpus, once the folder is this run's (a resumed run
+            result = train_network(corpus, config, out, resume=args.resume, team=team)  # keeps its record)
     finally:
         team.close()
     result.pop("config")
     return result if team.writer else None  # rank 0 prints the figures
+
+
+def busy(out: str | Path) -> str:
+    """The line of a run folder another process trains in."""
+    return f"another process is training in {out}: wait for it to finish (then --resume), or choose another --out"
+
+
+# A resumed run's options that may differ from those it started with: how it goes on, not what it trains (and
+# --epochs, "at most this many", where the rate schedule does not span them)
+RESUMED_AS_GIVEN = ("device", "threads", "backend", "parallel", "checkpoint_minutes", "max_steps")
+
+
+def _check_resume(args: argparse.Namespace, out: str | Path, config) -> None:
+    """--resume: refused in one line when `out` holds no run to resume (a mistyped folder would start a
+    new run), or when an option or a corpus option given differs from the run's (its checkpoint's
+    configuration, its corpus.json): the run's record would say it trained so from its start. Under
+    --parallel only rank 0's disk need hold the run (its trainer refuses another network there)."""
+    from dataclasses import asdict
+    from neural.training.checkpoint import CHECKPOINT, saved_config
+    if args.parallel:
+        return
+    with folder_held(out, busy(out)) if Path(out).is_dir() else nullcontext():
+        pass  # (another process training there: that first)
+    path = Path(out) / CHECKPOINT
+    if not path.exists():
+        raise LMBenchError(f"--resume: no run to resume in {out} (no {CHECKPOINT}): check the folder's name, or "
+                           "drop --resume to start a run there")
+    from neural.config import RunConfig
+    saved, asked = saved_config(path), asdict(config)
+    free = ("shape", "lr", *RESUMED_AS_GIVEN, "batch_size",  # (the trainer names another batch: its layout)
+            *(("epochs",) if config.schedule == "halving" else ()))
+    compared = [key for key in saved if key in asked and key not in free]
+    saved_values = {**{key: saved[key] for key in compared}, **saved["shape"],
+                    "lr": RunConfig.from_saved(saved).peak_lr}
+    asked_values = {**{key: asked[key] for key in compared}, **asked["shape"], "lr": config.peak_lr}
+    for key, value in saved_values.items():
+        if key in asked_values and asked_values[key] != value:
+            was = _as_given(key, value, key in saved["shape"])
+            raise LMBenchError(f"{_as_given(key, asked_values[key], key in saved['shape'])}: the run in {out} was "
+                               f"trained with {was}, and a resumed run keeps its options: resume with "
+                               f"{was.replace('no --', 'without --')}, or train another run (another --out)")
+    _check_resumed_corpus(args, Path(out))
+
+
+def _as_given(key: str, value, negatable: bool) -> str:
+    """An option as the command line gives it: `--seed 1`, `--direct`, `--no-direct` (`negatable`), `no --bf16`."""
+    option = "--" + key.replace("_", "-")
+    if not isinstance(value, bool):
+        return f"{option} {value}"
+    return option if value else f"--no-{option[2:]}" if negatable else f"no {option}"
+
+
+def _check_resumed_corpus(args: argparse.Namespace, out: Path) -> None:
+    """A corpus option given to --resume that differs from the run's corpus.json (a file of other content,
+    another threshold): refused in one line naming it."""
+    from corpora.cli import FILES, OPTIONS, read_record, recorded_options
+    from corpora.text import file_digest
+    record = read_record(out)
+    if record is None:  # (a run from before the records: the checkpoint's vocabulary is checked)
+        return
+    recorded = recorded_options(record, out)
+    for name in OPTIONS:
+        value = getattr(args, name, None)
+        if value in (None, False):
+            continue
+        have = recorded.get(name)
+        if name in FILES:
+            same = have is not None and file_digest(Path(value)) == file_digest(Path(have))
+        elif name == "ap_dir":
+            same = have is not None and Path(value).resolve() == Path(have).resolve()
+        else:
+            same = have is not None and (list(value) if name == "corpus_split" else value) == have
+        if not same:
+            option = "--" + name.replace("_", "-")
+            was = f"{option} {have}" if have is not None else f"no {option}"
+            raise LMBenchError(f"{option} {value}: the run in {out} was trained with {was} ({out / RECORD}), and a "
+                               f"resumed run keeps its corpus: resume without {option} (or with the run's), or "
+                               "train another run (another --out)")
+
+
+def _run_files(run: Path) -> dict[str, Path]:
+    """Every file of run folder `run` and every corpus file its corpus.json names, by what it is: what no
+    output of a command given the run may overwrite."""
+    from corpora.cli import read_record
+    if not run.is_dir():
+        return {}
+    found = {f"the run's {path.name}": path for path in sorted(run.iterdir()) if path.is_file()}
+    record = read_record(run) or {}
+    for name, entry in {**record.get("files", {}), **{k: v for k, v in record.items() if isinstance(v, dict)}}.items():
+        if isinstance(entry, dict) and "path" in entry:
+            found[f"the {name} file of the run's {RECORD}"] = Path(entry["path"])
+    return found
+
+
+def _recorded_files(options: dict) -> dict[str, Path]:
+    """The corpus files of `options` by the option that names them (those the run's corpus.json records
+    included): inputs no output may overwrite."""
+    from corpora.cli import FILES
+    return {f"--{name.replace('_', '-')}": Path(options[name]) for name in FILES if name in options}
 
 
 def _check_launch(args: argparse.Namespace) -> None:
@@ -281,11 +383,13 @@ def run_eval(args: argparse.Namespace) -> dict | None:
         return launch(args)
     _check_launch(args)
     from neural.training.checkpoint import BEST, CHECKPOINT
+    options = corpus_options(args, args.dir)
     refuse_overwriting(args, {"--save-logprobs": args.save_logprobs},
-                       {f"the run's {name}": Path(args.dir) / name for name in (BEST, CHECKPOINT)})
+                       {f"the run's {name}": Path(args.dir) / name for name in (BEST, CHECKPOINT)}
+                       | _run_files(Path(args.dir)) | _recorded_files(options))
     if not args.parallel:  # (on several machines, only rank 0's disk need hold the run)
         _require_run(args.dir)
-    corpus = load_corpus(args, args.dir)
+    corpus = load_options(options, use_cache=not args.no_cache)
     if args.parallel and args.oov == "init":
         raise LMBenchError("--oov init grows the vocabulary on one process: drop --parallel")
     team = _connect(args, corpus)

@@ -13,8 +13,8 @@ from pathlib import Path
 from baselines.cli import add_memory_options
 from baselines.methods import BOUNDED_METHODS
 from lmbench.errors import LMBenchError
-from lmbench.options import (THREADS_MAX, existing_file, integer, number, output_directory, refuse_overwriting,
-                             split_fractions)
+from lmbench.options import (NAME_BYTES, THREADS_MAX, existing_file, integer, number, output_directory,
+                             refuse_overwriting, split_fractions)
 from reports.experiments import EXTRA_ROWS, KINDS, OURS, ROWS, STREAM_NETWORKS, TABLE1_NETWORKS
 
 CORPORA = sorted(ROWS) + ["text"]
@@ -43,6 +43,9 @@ def row_ids(text: str) -> tuple[str, ...]:
 def folder_name(text: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", text):
         raise argparse.ArgumentTypeError(f"{text!r}: a folder name of letters, digits, '.', '_' or '-'")
+    if len(text) > NAME_BYTES:  # (the folders runs/NAME, runs/reports/NAME-quick and the names made from them)
+        raise argparse.ArgumentTypeError(f"{text[:60]!r}... has {len(text)} characters: give a name of at most "
+                                         f"{NAME_BYTES}")
     return text
 
 

@@ -204,8 +204,9 @@ def grouped(results: dict) -> dict:
     choice = {"row": reference["id"], "blocks": groups, "grouped": groups != cut,
               "valid_half_width": {str(count): width for count, width in widths.items()},
               "test_half_width": {} if test is None else {
-                  str(len(test["tokens"]) if count == cut else count):
-                      bootstrap.half_width(test if count == cut else bootstrap.group(test, count)) for count in widths}}
+                  str(len(test["tokens"]) if count == cut else count): bootstrap.half_width(grouped_test)
+                  for count in widths if bootstrap.enough_blocks(
+                      grouped_test := test if count == cut else bootstrap.group(test, count))}}  # (too few: none)
     return {**results, "rows": rows, "bootstrap": {**results.get("bootstrap", {}), "grouping": choice}}
 
 

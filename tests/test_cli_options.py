@@ -289,7 +289,7 @@ def test_nplm_train(place, capsys, data, tmp_path_factory):
     energy = model == "energy"
     outputs = FAMILIES[model].shape.outputs  # the output layers the family has (None: every one)
     objectives = [name for name, entry in OBJECTIVES.items() if outputs is None or entry.output in outputs]
-    max_steps = draw(integers("--max-steps", 0, 3))  # a speed run: perplexities only once an epoch is done
+    max_steps = draw(integers("--max-steps", 1, 3))  # a speed run: perplexities only once an epoch is done
     run(capsys, [(["nplm", "train", "--device", "cpu", "--threads", "1", "--out", str(out), "--json"], None),
                  draw(integers("--n", 2, 4)), draw(integers("--m", 1, 6)),
                  ([direct], None), draw(integers("--h", 0 if direct == "--direct" and not energy else 1, 6)),

@@ -549,8 +549,11 @@ def test_a_second_training_into_a_busy_out_is_refused(tmp_path, capsys, monkeypa
         first.send_signal(signal.SIGTERM)
         first.communicate(timeout=60)
     assert first.returncode == 143
+    import torch
     from lmbench_cli import main
-    assert main([*argv, "--epochs", "2", "--resume"]) == 0      # once it is gone, the run continues
+    step = torch.load(out / "checkpoint.pt", weights_only=False)["state"]["step"]
+    assert main([*argv, "--epochs", "1000", "--schedule", "linear", "--max-steps", str(step + 3),  # once it is gone,
+                 "--resume"]) == 0                                  # the run continues (with its own options)
 
 
 def test_a_full_corpus_cache_warns_and_uses_the_corpus_uncached(tmp_path, capsys, monkeypatch, caplog):

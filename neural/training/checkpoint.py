@@ -50,18 +50,7 @@ def read_checkpoint(path: Path, fingerprint: str, config: RunConfig | None = Non
     """A checkpoint or best model in this format (an older one read as this format), refused in one line
     when it is not an lmbench file, was made for another vocabulary, or (given `config`) for another
     family, shape, recipe or objective than the run that resumes it."""
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
-        if not isinstance(state, dict):
-            raise ValueError(f"it holds a {type(state).__name__}, not an lmbench checkpoint")
-        weights = state.get("model")
-        bad = next((name for name, value in (weights.items() if isinstance(weights, dict) else ())
-                    if torch.is_tensor(value) and value.is_floating_point() and not torch.isfinite(value).all()), None)
-        if bad is not None:
-            raise ValueError(f"its weights {bad} hold NaN or infinity")
-    except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as err:
-        raise DamagedFile(path, str(err) or type(err).__name__, "checkpoint",
-                          "delete it and train again, or point at another run directory") from None
+    state = _read(path)
     if state.get("fingerprint") != fingerprint:
         raise LMBenchError(f"checkpoint {path} was trained on another vocabulary (fingerprint "
                            f"{state.get('fingerprint')} vs this corpus's {fingerprint}): use the corpus "
@@ -80,6 +69,31 @@ def read_checkpoint(path: Path, fingerprint: str, config: RunConfig | None = Non
                 raise LMBenchError(f"checkpoint {path} was trained with {key} {state['config'].get(key)!r}, not "
                                    f"{getattr(config, key)!r}: resume with --{key} {state['config'].get(key)} or "
                                    "use another --out")
+    return state
+
+
+def saved_config(path: Path) -> dict:
+    """The configuration a checkpoint or best model was trained with (`dataclasses.asdict` of its
+    RunConfig, its family and shape as the file holds them; an older file's read as this format's)."""
+    state = upgraded(_read(path))
+    return {**state["config"], "model": state["family"], "shape": state["network"]}
+
+
+def _read(path: Path) -> dict:
+    """The dict of a checkpoint or best model as saved; a DamagedFile when it is none, or its weights are
+    not finite."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        if not isinstance(state, dict):
+            raise ValueError(f"it holds a {type(state).__name__}, not an lmbench checkpoint")
+        weights = state.get("model")
+        bad = next((name for name, value in (weights.items() if isinstance(weights, dict) else ())
+                    if torch.is_tensor(value) and value.is_floating_point() and not torch.isfinite(value).all()), None)
+        if bad is not None:
+            raise ValueError(f"its weights {bad} hold NaN or infinity")
+    except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as err:
+        raise DamagedFile(path, str(err) or type(err).__name__, "checkpoint",
+                          "delete it and train again, or point at another run directory") from None
     return state
 
 
@@ -150,8 +164,8 @@ def nan_error(step: int, checkpoint_path: Path, value: float | None = None,
     what = f"{quantity} became {value}" if value is not None else "a parameter became NaN or inf"
     kept = (f"; the last good checkpoint {checkpoint_path} is kept" if checkpoint_path.exists()
             else "; no checkpoint was written yet")
-    return LMBenchError(f"{what} at update {step}: lower the learning rate (--lr) and resume (--resume) "
-                        f"or start again{kept}")
+    return LMBenchError(f"{what} at update {step}: lower the learning rate (--lr) and start again (a resumed "
+                        f"run keeps its options: another --out, or delete this run){kept}")
 
 
 def check_finite(result: dict, out: Path) -> None:
