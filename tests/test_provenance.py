@@ -54,6 +54,32 @@ def test_the_state_names_the_commit_and_a_dirty_tree(checkout):
     assert provenance.code_state(checkout.parent, root=checkout.parent) == {"commit": "unknown", "dirty": False}
 
 
+def test_untracked_code_of_an_imported_package_makes_the_tree_dirty(checkout, monkeypatch):
+    """A family is one file the registry imports by itself: a report made with one not yet committed
+    (issue 53: "commit 53fe6d2 (clean tree)" with neural/networks/lbl.py untracked) ran code no commit
+    holds. An untracked .py file of a package the process imported from is a change; one of a folder it
+    never imported from, or a file that is not code, is not."""
+    import importlib
+    import sys
+    (checkout / "lbpkg" / "networks").mkdir(parents=True)
+    (checkout / "lbpkg" / "__init__.py").write_text("")
+    git(checkout, "add", "lbpkg")
+    git(checkout, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "a package")
+    brown = checkout / "results" / "brown"
+    monkeypatch.syspath_prepend(str(checkout))
+    try:
+        importlib.import_module("lbpkg")
+        (checkout / "lbpkg" / "networks" / "notes.txt").write_text("not code\n")
+        (checkout / "scratch").mkdir()
+        (checkout / "scratch" / "tried.py").write_text("x = 1\n")  # a folder nothing was imported from
+        assert provenance.code_state(brown)["dirty"] is False
+        (checkout / "lbpkg" / "networks" / "lbl.py").write_text("FAMILY = 'lbl'\n")
+        assert provenance.code_state(brown)["dirty"] is True
+        assert provenance.stamp(provenance.code_state(brown)).endswith("WITH UNCOMMITTED CHANGES (not reproducible from it)")
+    finally:
+        sys.modules.pop("lbpkg", None)
+
+
 @pytest.mark.slow
 def test_report_into_a_committed_folder_needs_a_clean_tree_or_allow_dirty(checkout, capsys):
     brown = checkout / "results" / "brown"
