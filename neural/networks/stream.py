@@ -83,7 +83,7 @@ class RecurrentShape(StreamShape):
     layers: int = field(default=2, metadata={"help": "stacked layers (recurrent: 1 or 2; transformer: blocks)"})
     m: int = field(default=256, metadata={"help": "word feature size"})
     h: int = field(default=256, metadata={"help": "hidden units"})
-    tied: bool = field(default=True, metadata={"help": "stream networks: the output table is the input one"})
+    tied: bool = field(default=True, metadata={"help": "the output word table is the input one (tied weights)"})
 
     def __post_init__(self):
         check_numbers([("--layers", self.layers, "1 or 2", self.layers in (1, 2)), ("--m", self.m, ">= 1", self.m >= 1),

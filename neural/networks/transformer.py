@@ -59,7 +59,7 @@ class TransformerShape(StreamShape):
     ff: int = field(default=1024, metadata={"help": "transformer: MLP width"})
     length: int = field(default=128, metadata={"help": "transformer: L, inputs per window (scored with stride L/2)"})
     positions: str = field(default="rotary", metadata={"help": "transformer: rotary or learned"})
-    tied: bool = field(default=True, metadata={"help": "stream networks: the output table is the input one"})
+    tied: bool = field(default=True, metadata={"help": "the output word table is the input one (tied weights)"})
 
     run_defaults: ClassVar[dict] = {**StreamShape.run_defaults, "dropout": 0.2}
     renamed: ClassVar[dict] = {"context": "length"}  # (its name until 2026-12-03: checkpoints and results keep it)
