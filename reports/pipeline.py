@@ -158,6 +158,7 @@ class Reproduction:
         self.corpus: Corpus | None = None
         self.digest = ""
         self._blocks: dict[str, tuple[np.ndarray, str]] = {}  # split: its bootstrap blocks (ends, rule)
+        self.rows_run = 0  # the rows this run computed (the others came from the row cache)
 
     def table_rows(self) -> list[Row]:
         """The table's rows (NPLM (ours) among them) and the optional groups asked for; on a user's corpus,
@@ -327,6 +328,7 @@ class Reproduction:
                 log.info("row %s: running", row.id)
                 progress.running(row.id)
                 result = self.run_row(row)
+                self.rows_run += 1
                 text = json.dumps(result, indent=1)
                 write_checked(self._row_path(row), lambda path: path.write_text(text))
                 progress.ran(row.id)
@@ -457,6 +459,18 @@ class Reproduction:
         mixed, weights = saved.mix_saved(parts, method, [1 / len(parts)] * len(parts), buckets, list(row.parts))
         return RowRun(mixed, {"weights": weights.tolist()})
 
+    def training_run(self, seconds: float) -> dict:
+        """The run that computed the rows, for what a report cost: this run, where it computed any; else (every
+        row from the row cache: a rebuilt report) the one the report it replaces recorded, or none known."""
+        if self.rows_run:
+            return {"trained": {"wall_seconds": round(seconds, 1), "peak_memory_gb": round(peak_memory_bytes() / 1e9, 2),
+                                "commit": self.code.get("commit")}}
+        try:
+            before = json.loads((Path(self.report_dir) / "results.json").read_text())["meta"]
+        except (OSError, ValueError, KeyError, TypeError):
+            before = {}
+        return {"rebuilt": True, **({"trained": before["trained"]} if isinstance(before.get("trained"), dict) else {})}
+
     def write_results(self, rows: list[dict], seconds: float) -> dict:
         embedding = next((r.pop("embedding") for r in rows if "embedding" in r), None)
         results = {
@@ -465,7 +479,7 @@ class Reproduction:
             "settings": asdict(self.settings),
             "corpus_summary": self.corpus.summary(),
             "meta": {**run_metadata(seconds, self.code),
-                     "rows_seconds": round(sum(r["seconds"] or 0 for r in rows), 1)},
+                     "rows_seconds": round(sum(r["seconds"] or 0 for r in rows), 1), **self.training_run(seconds)},
             "rows": rows,
             **({"budget": self.budget} if self.budget is not None else {}),
             "bootstrap": {"resamples": bootstrap.RESAMPLES, "seed": bootstrap.SEED, "interval": "95% percentile",

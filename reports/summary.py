@@ -401,22 +401,34 @@ def cost_block(reports: dict[str, dict]) -> str:
         spent = results.get("budget")
         if not spent:
             return "none"
+        if spent.get("rule_name") == "complete":
+            ends = sum(bool(row.get("complete")) for row in spent["rows"].values())
+            return (f"{spent['asked']}, {ends} of {len(spent['rows'])} to their recipe's end"
+                    + (f", the others {100 * spent['share']:.0f}%" if ends < len(spent["rows"]) else ""))
         if spent.get("share") is not None:
             return f"{spent['asked']}, {100 * spent['share']:.0f}% of each recipe"
         return f"{spent['asked']}, {spent['flops_per_row']:.2g} FLOPs each"
+
+    def training_run(meta: dict) -> list[str]:  # its wall time and peak memory
+        trained = meta.get("trained")
+        if trained is None and (meta.get("rebuilt") or meta["wall_seconds"] < 0.1 * (meta.get("rows_seconds") or 0)):
+            return ["rebuilt from the row cache", ""]  # (a run that computed its rows takes at least their time)
+        trained = trained or meta
+        return [duration(trained["wall_seconds"]),
+                f"{trained['peak_memory_gb']:.1f} GB" if trained.get("peak_memory_gb") is not None else ""]
     frame = pd.DataFrame([[name, duration(meta["rows_seconds"]) if meta.get("rows_seconds") is not None else "",
-                           duration(meta["wall_seconds"]),
-                           f"{meta['peak_memory_gb']:.1f} GB" if meta.get("peak_memory_gb") is not None else "",
-                           budget(results), meta["commit"], meta["machine"]]
+                           *training_run(meta), budget(results), meta["commit"], meta["machine"]]
                           for name, results, meta in ((name, results, results["meta"])
                                                       for name, results in sorted(reports.items()))],
-                         columns=["report", "its rows' time", "the last run's wall time", "peak memory",
+                         columns=["report", "its rows' time", "the training run's wall time", "peak memory",
                                   "networks' budget", "commit", "machine"])
     return "\n".join([narrow_markdown(frame), "", textwrap.fill(
         "Its rows' time: the sum of every row's own time as it was first computed (a row the last run took from "
-        "the row cache counts its first run's; a run beside other work stretches it); the last run's wall time: "
-        "the run that wrote results.json, and its peak memory (blank: not recorded before 2026-12-04); the "
-        "networks' budget: each one's share of its recipe (none: to its end).", WRAP, break_on_hyphens=False)])
+        "the row cache counts its first run's; a run beside other work stretches it); the training run's wall "
+        "time: the run that computed the rows, and its peak memory (blank: not recorded before 2026-12-04; a "
+        "report whose every row came from the row cache keeps the figures of the run it replaced, or says it was "
+        "rebuilt); the networks' budget: each one's share of its recipe (none: to its end).", WRAP,
+        break_on_hyphens=False)])
 
 
 def block_markers(name: str) -> tuple[str, str]:

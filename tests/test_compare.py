@@ -10,9 +10,9 @@ from baselines.methods import BOUNDED_METHODS
 from baselines.disk_counts import DiskCounts
 from lmbench_cli import main
 from neural.families import FAMILIES
-from reports.experiments import INFINI_GRAM, STREAM_NETWORKS, WITH_COUNTS, class_counts, text_rows
+from reports.experiments import INFINI_GRAM, NETWORKS_BEYOND_2003, WITH_COUNTS, class_counts, text_rows
 
-COMPARED = [name for name in STREAM_NETWORKS if FAMILIES[name].compared]  # every comparison's beyond 2003
+COMPARED = [name for name in NETWORKS_BEYOND_2003 if FAMILIES[name].compared]  # every comparison's beyond 2003
 from tests.helpers import chain_text, run_cli, write_splits
 from tests.test_reproduce import assert_mixtures_not_above_their_parts
 
@@ -109,11 +109,11 @@ def test_rows_are_chosen_by_only_and_networks():
     ids = [row.id for row in text_rows(10_000, networks=("mlp1", "mlp9", "lstm"))]
     assert "mlp1" in ids and "mlp9-del-int-bucketed" in ids and "mlp5" not in ids and "katz-3" in ids
     nplm_only = [row.id for row in text_rows(10_000, only="nplm")]
-    assert nplm_only[:3] == ["del-int", "kn-interp-5", INFINI_GRAM] and all(i.startswith(("mlp", *STREAM_NETWORKS))
+    assert nplm_only[:3] == ["del-int", "kn-interp-5", INFINI_GRAM] and all(i.startswith(("mlp", *NETWORKS_BEYOND_2003))
                                                                                 for i in nplm_only[3:])
     beyond = [*COMPARED, *(f"{name}-kn-interp-5-{how}" for name in COMPARED
                            for how in ("em", "infini-gram"))]  # ours beyond 2003, on by default
-    assert {"lstm", "transformer"} <= set(STREAM_NETWORKS)
+    assert {"lstm", "transformer"} <= set(NETWORKS_BEYOND_2003)
     assert "mlp9-kn-interp-5-em" in nplm_only and nplm_only[-len(beyond):] == beyond
     assert "lstm" in ids and "transformer" not in [row.id for row in text_rows(10_000, networks=("mlp1", "lstm"))]
     assert class_counts(16_000) == [160, 480, 1600] and class_counts(50) == [2, 5]
@@ -322,3 +322,20 @@ def test_a_default_comparison_trains_every_network_to_its_recipes_end(corpus_fil
                         or {"claims": [], "quick": False})
     assert main([arg for arg in _argv(corpus_files, tmp_path, *more) if arg != "--quick"]) == 0
     assert seen == {"budget": asked, "rule": rule}
+
+
+def test_a_report_rebuilt_from_the_row_cache_keeps_its_training_runs_time_and_memory(corpus_files, tmp_path, capsys):
+    """A second run whose every row comes from the row cache rewrites results.json: its meta says so and keeps
+    the wall time and peak memory of the run that computed the rows, which the cost table shows."""
+    from reports.summary import cost_block
+    argv = _argv(corpus_files, tmp_path, "--only", "ngram")
+    assert main(argv) == 0, capsys.readouterr().err
+    first = json.loads((tmp_path / "report" / "results.json").read_text())["meta"]
+    assert first["trained"]["wall_seconds"] == first["wall_seconds"] and "rebuilt" not in first
+    first["trained"]["wall_seconds"] = 2520.0  # (as if the rows had taken 42 min: told apart from the re-run's)
+    results = json.loads((tmp_path / "report" / "results.json").read_text())
+    (tmp_path / "report" / "results.json").write_text(json.dumps({**results, "meta": first}))
+    assert main(argv) == 0, capsys.readouterr().err
+    again = json.loads((tmp_path / "report" / "results.json").read_text())
+    assert again["meta"]["rebuilt"] and again["meta"]["trained"] == first["trained"]
+    assert "| markov-quick | " in cost_block({"markov-quick": again}) and "| 42 min |" in cost_block({"markov-quick": again})
