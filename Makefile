@@ -93,9 +93,10 @@ reproduce-ap: install
 # by lines, make compare CORPUS=all.txt [SPLIT=0.8,0.1,0.1]; [NAME=mine] [NETWORKS=mlp1,mlp9] [ONLY=ngram]
 # [MIN_COUNT=2: the default, 1 where train has <unk>] [VOCAB_SIZE=10000] [QUICK=1] [SEEDS=3] [SEEDS_FOR=lstm]
 # [THREADS=1] [MEMORY=4G] [TMP_DIR=DIR] [SKIP=network] [EXTRA=...: the text table has no optional group yet]
-# [BUDGET=20m: the default, the whole run's wall time, shared among the network rows by BUDGET_RULE; 2h; none: every
-# recipe to its end; results/NAME/results.json: the updates it recorded] [BUDGET_FLOPS=1e15: FLOPs per network row]
-# [BUDGET_RULE=recipe: the default, the same share of each network's recipe; flops: equal training FLOPs per network];
+# [BUDGET=20m: the whole run's wall time, shared among the network rows by BUDGET_RULE (default none: every
+# recipe to its end); results/NAME/results.json: the updates it recorded] [BUDGET_FLOPS=1e15: FLOPs per network row]
+# [BUDGET_RULE=complete: the default, as many networks to their recipe's end as fit, the quickest first, the others
+# the same share of theirs; recipe: the same share of each network's recipe; flops: equal training FLOPs per network];
 # the report goes to runs/reports/NAME (default runs/reports/text; git ignores runs/; REPORT_DIR=DIR elsewhere).
 compare: install
 	@test -n "$(CORPUS)" -o \( -n "$(TRAIN)" -a -n "$(VALID)" -a -n "$(TEST)" \) || { echo "compare: give CORPUS= (one file, cut by lines), or TRAIN=, VALID= and TEST= (files of whitespace-separated tokens)" >&2; exit 2; }
