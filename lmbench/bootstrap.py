@@ -20,12 +20,18 @@ The resamples are drawn by numpy's default generator from `seed`: one seed, one 
 Two things the documents alone do not give:
 - **Correlated documents.** Consecutive documents of a newswire (or a genre of Brown) share topics, so
   a bootstrap over single documents treats as independent what is not, and its interval is too narrow
-  (AP's KN 5 on test: +-3.5% over 500 blocks of documents, +-4.5% over 100, +-5.0% over 50).
-  `choose_grouping` groups consecutive blocks into fewer (`group`), as long as that widens the
-  interval: it measures one row's valid interval at the blocks as cut and at each of GROUPINGS below
-  them, and keeps the widest (a coarser grouping that narrows the interval is the noise of fewer
-  blocks, not less correlation), never below MIN_GROUPS blocks, under which the interval's own width
-  is too noisy to trust. It is chosen on valid and applied to valid and test alike.
+  (AP's KN 5 on valid: +-3.9% over 500 blocks of documents, +-4.8% over 100, +-5.7% over 50, +-7.6%
+  over 20). `choose_grouping` groups consecutive blocks into fewer (`group`) for as long as that widens
+  the interval: it measures one row's valid interval at the blocks as cut and at each of GROUPINGS
+  below them, coarser and coarser down to MIN_BLOCKS blocks, the fewest an interval rests on, and
+  stops where the half-width stops growing (a coarser grouping that narrows the interval is the noise
+  of fewer blocks, not less correlation). Not the widest of all: the half-width over 20 blocks is
+  itself noisy (about +-16%), so the widest of six is often the coarsest even for independent
+  documents. Where the half-width grows all the way to MIN_BLOCKS (`Grouping.still_widening`), the
+  correlation reaches further than MIN_BLOCKS blocks can show, and the report says that its intervals
+  may be too narrow; the half-width at every grouping is recorded, and the claims are judged at each. It is chosen on
+  valid and applied to valid and test alike; the claims are judged at every grouping tried as well,
+  and a verdict that changes with the grouping says so (reports.claims).
 - **Training randomness.** A paired difference cancels most of the test set's sampling, so the spread
   of a network over training seeds is no longer small beside it. `difference_draws` adds it where a
   row was run under K >= 2 seeds: each seed's difference on the whole test split (their sd s) says how
@@ -34,7 +40,8 @@ Two things the documents alone do not give:
   sampling gets one draw of that term added (the paired interval widened by the seeds' variance of the
   difference; with 3 seeds the t's heavy tails make it wide, as 3 seeds warrant).
   `two_sided_p` gives a comparison's p-value from the same draws, for the Holm adjustment over a
-  report's claims (reports.claims).
+  report's claims (reports.claims); none of the draws beyond the threshold says only that p is below
+  the bootstrap's resolution, 1 / RESAMPLES, and `p_text` prints it so ("< 1/10000").
 
 A split of fewer than MIN_BLOCKS blocks (a split of fewer than MIN_BLOCKS tokens: one token a block) gets
 no interval and no paired test: `split_interval` and `paired_splits` give None ("too few blocks", with
@@ -44,6 +51,7 @@ one warning line), where a bootstrap over a handful of blocks would give an inte
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
 
 import numpy as np
 
@@ -60,8 +68,7 @@ SEED = 0
 QUANTILES = (0.025, 0.975)  # a 95% interval
 DECIMALS = 3           # a block's log-probability sum as kept in results.json: at least these decimals (nats),
 SIGNIFICANT = 12       # and at least these significant digits (`kept_sums`)
-GROUPINGS = (100, 50)  # the coarser groupings of consecutive blocks `choose_grouping` tries
-MIN_GROUPS = 50        # ... never fewer blocks than this
+GROUPINGS = (100, 50, 40, 30, 20)  # the coarser and coarser groupings `choose_grouping` walks (>= MIN_BLOCKS)
 TOO_FEW = "too few blocks"  # what stands for an interval (and a verdict) on fewer than MIN_BLOCKS blocks
 
 
@@ -214,16 +221,36 @@ def half_width(blocks: dict) -> float:
     return (high - low) / 2 / float(np.exp(-np.sum(blocks["logprob"]) / np.sum(blocks["tokens"])))
 
 
-def choose_grouping(blocks: dict) -> tuple[int, dict[int, float]]:
+class Grouping(NamedTuple):
+    """The grouping `choose_grouping` picks: the number of blocks (`blocks`), the relative half-width at
+    every grouping tried ({blocks: half-width}, the blocks as cut first), and whether the half-width was
+    still growing at the coarsest grouping there is (`still_widening`: the intervals may be too narrow)."""
+    blocks: int
+    widths: dict[int, float]
+    still_widening: bool
+
+
+def groupings(count: int) -> list[int]:
+    """The numbers of blocks a split of `count` blocks is tried at: as cut, then each of GROUPINGS below
+    it (none below MIN_BLOCKS), coarser and coarser."""
+    return [count] + [groups for groups in GROUPINGS if MIN_BLOCKS <= groups < count]
+
+
+def choose_grouping(blocks: dict) -> Grouping:
     """The number of blocks to group a split into (module docstring), from one row's blocks of valid:
-    of the blocks as cut and each coarser grouping of GROUPINGS with at least MIN_GROUPS blocks, the one
-    whose interval is widest; and the relative half-width at each ({blocks: half-width})."""
+    walking from the blocks as cut through each coarser grouping of `groupings`, the last one before the
+    half-width stops growing; the half-widths at every grouping, and whether it grew all the way."""
     count = len(blocks["tokens"])
     if not enough_blocks(blocks):  # no interval to widen: the blocks as cut
-        return count, {}
-    tried = [count] + [groups for groups in GROUPINGS if MIN_GROUPS <= groups < count]
+        return Grouping(count, {}, False)
+    tried = groupings(count)
     widths = {groups: half_width(group(blocks, groups)) for groups in tried}
-    return max(tried, key=lambda groups: (widths[groups], -groups)), widths
+    chosen = tried[0]
+    for coarser in tried[1:]:
+        if widths[coarser] <= widths[chosen]:
+            break
+        chosen = coarser
+    return Grouping(chosen, widths, len(tried) > 1 and chosen == tried[-1])
 
 
 def difference_draws(blocks_a: dict, blocks_b: dict, seed_gaps: list[float] | None = None, *,
@@ -249,6 +276,15 @@ def percentile_interval(draws: np.ndarray) -> tuple[float, float]:
 
 def two_sided_p(draws: np.ndarray, threshold: float) -> float:
     """The bootstrap's two-sided p-value of `threshold`: twice the share of the draws on its less
-    crowded side (0: none of the draws, p below 1 / len(draws)); at most 0.05 when the 95% percentile
-    interval leaves `threshold` out (to within the interpolation between two draws)."""
+    crowded side (0: none of the draws, p below 1 / len(draws), `p_text`); at most 0.05 when the 95%
+    percentile interval leaves `threshold` out (to within the interpolation between two draws)."""
     return float(min(1.0, 2 * min(np.mean(draws <= threshold), np.mean(draws >= threshold))))
+
+
+def p_text(p: float | None, resamples: int = RESAMPLES) -> str:
+    """A bootstrap p-value as a report prints it: to 2 significant figures, or "< 1/N" where it is below
+    the resolution of N resamples (none of the draws beyond the threshold: 0 says only that much);
+    blank for none."""
+    if p is None:
+        return ""
+    return f"< 1/{resamples}" if p < 1 / resamples else f"{p:.2g}"

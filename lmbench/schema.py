@@ -18,6 +18,7 @@ from jsonschema import Draft202012Validator, validators
 from lmbench.errors import LMBenchError
 
 SCHEMAS = {"results": "results.schema.json", "claims": "claims.schema.json"}
+SCHEMA_VERSION = 2  # results.json's format, its `schema_version` (1: the files before it, which had none)
 _NUMBERS = Draft202012Validator.TYPE_CHECKER.redefine(
     "number", lambda checker, value: Draft202012Validator.TYPE_CHECKER.is_type(value, "number")
     and not (isinstance(value, float) and math.isnan(value)))

@@ -95,6 +95,45 @@ def check_results(results) -> None:
         if not isinstance(parts, list) or any(part not in ids for part in parts):
             raise ValueError(f"row {row['id']!r} mixes {parts!r}, not rows of this file")
         check_blocks(row, corpus["tokens"])
+    check_printed(results)
+
+
+MAX_PPL_OVER_VOCABULARY = 1e6  # a finite perplexity above |V| times this (14 nats a token worse than guessing
+                               # uniformly) is no model's result here: a diverged network's is Infinity
+
+
+def check_printed(results: dict) -> None:
+    """Raise ValueError naming the first field the report prints that is not what a run writes: the file
+    against its schema (lmbench/schemas/results.schema.json: a vocabulary of -3, an `n` of "five", an
+    unknown `method`, a version newer than this code reads); an n-gram row's order outside its method's;
+    a finite perplexity beyond MAX_PPL_OVER_VOCABULARY times |V| (train_ppl 1e300); and, in a file whose
+    rows keep their blocks, a row that ran without them, whose valid and test perplexities nothing could
+    then check (`check_blocks` checks the others')."""
+    from baselines.methods import METHODS
+    from lmbench.schema import SCHEMA_VERSION, problems
+    version = results.get("schema_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+        raise ValueError(f"it is of format version {version}, newer than the {SCHEMA_VERSION} this lmbench reads: "
+                         "update lmbench")
+    found = problems("results", results)
+    if found:
+        raise ValueError(f"it does not match its schema (lmbench/schemas/results.schema.json): {found[0]}")
+    ceiling = MAX_PPL_OVER_VOCABULARY * results["corpus_summary"]["vocab_size"]
+    kept = any(row.get("blocks") for row in results["rows"])
+    for row in results["rows"]:
+        method = row.get("method")
+        if method is not None and not METHODS[method].min_order <= (row.get("n") or 0) <= METHODS[method].max_order:
+            raise ValueError(f"row {row['id']!r} is of method {method} with n {row.get('n')!r}, not one of its orders "
+                             f"{METHODS[method].min_order} to {METHODS[method].max_order}")
+        for key in PERPLEXITIES:
+            value = row.get(key)
+            if value is not None and math.isfinite(value) and value > ceiling:
+                raise ValueError(f"row {row['id']!r} has {key} {value:g}, above {MAX_PPL_OVER_VOCABULARY:g} times the "
+                                 f"vocabulary's {results['corpus_summary']['vocab_size']} words: no model's perplexity")
+        if kept and row.get("status") != "not run" and not all(
+                (row.get("blocks") or {}).get(split) for split in ("valid", "test")):
+            raise ValueError(f"row {row['id']!r} keeps no valid and test blocks where the other rows do, so nothing "
+                             "checks its perplexities (its blocks were deleted?)")
 
 
 def check_blocks(row: dict, tokens: dict) -> None:
@@ -106,7 +145,7 @@ def check_blocks(row: dict, tokens: dict) -> None:
     if blocks is None:
         return
     if not isinstance(blocks, dict):
-        raise ValueError(f"row {row['id']!r} has blocks {blocks!r}, not an object of splits")
+        raise ValueError(f"row {row['id']!r} has blocks that are not an object of splits")
     for split, found in blocks.items():
         logprob, counts = (found.get(key) if isinstance(found, dict) else None for key in ("logprob", "tokens"))
         if not (isinstance(logprob, list) and isinstance(counts, list) and len(logprob) == len(counts) > 0
@@ -181,38 +220,86 @@ def _reference(rows: list[dict]) -> dict | None:
         (row for row in kept if row.get("method")), None) or (kept[0] if kept else None)
 
 
-def grouped(results: dict) -> dict:
+def grouped(results: dict, groups: int | None = None) -> dict:
     """`results` with every row's blocks grouped into the number of blocks `bootstrap.choose_grouping`
-    picks on the valid blocks of REFERENCE's row, valid and test alike (a split the choice leaves as cut
-    stays as cut), each row's intervals recomputed from them, and `bootstrap.grouping` saying what was
-    chosen and the reference row's half-widths (relative) on valid and test at every grouping tried.
-    Results whose rows keep no blocks: as they are."""
+    picks on the valid blocks of REFERENCE's row (or into `groups`), valid and test alike (a split the
+    choice leaves as cut stays as cut), each row's intervals recomputed from them, `bootstrap.grouping`
+    saying what was chosen, whether the reference row's half-width was still growing at the coarsest
+    grouping (`still_widening`: the intervals may be too narrow) and its half-widths (relative) on valid
+    and test at every grouping tried, and `as_cut`, the rows as they came (the claims are judged at every
+    grouping tried from them; never written). Results whose rows keep no blocks: as they are."""
     reference = _reference(results["rows"])
     if reference is None:
         return results
-    groups, widths = bootstrap.choose_grouping(reference["blocks"]["valid"])
+    choice = bootstrap.choose_grouping(reference["blocks"]["valid"])
+    chosen = choice.blocks if groups is None else groups
     cut = len(reference["blocks"]["valid"]["tokens"])
 
     def regrouped(blocks: dict) -> dict:
-        return blocks if groups == cut else {split: bootstrap.group(found, groups) for split, found in blocks.items()}
+        return blocks if chosen == cut else {split: bootstrap.group(found, chosen) for split, found in blocks.items()}
 
     rows = []
     for row in results["rows"]:
         blocks = row.get("blocks")
         rows.append(row if not blocks else {**row, "blocks": regrouped(blocks), **bootstrap.intervals(regrouped(blocks))})
     test = reference["blocks"].get("test")
-    choice = {"row": reference["id"], "blocks": groups, "grouped": groups != cut,
-              "valid_half_width": {str(count): width for count, width in widths.items()},
+    record = {"row": reference["id"], "blocks": chosen, "grouped": chosen != cut,
+              "still_widening": choice.still_widening,
+              "valid_half_width": {str(count): width for count, width in choice.widths.items()},
               "test_half_width": {} if test is None else {
                   str(len(test["tokens"]) if count == cut else count): bootstrap.half_width(grouped_test)
-                  for count in widths if bootstrap.enough_blocks(
+                  for count in choice.widths if bootstrap.enough_blocks(
                       grouped_test := test if count == cut else bootstrap.group(test, count))}}  # (too few: none)
-    return {**results, "rows": rows, "bootstrap": {**results.get("bootstrap", {}), "grouping": choice}}
+    return {**results, "rows": rows, "as_cut": results.get("as_cut", results["rows"]),
+            "bootstrap": {**results.get("bootstrap", {}), "grouping": record}}
 
 
-def load_results(report_dir: Path) -> dict:
-    """The results.json of a report folder, checked (`check_results`: types and finiteness) and in
-    today's fields (`upgrade`); one line naming the fix when it is missing or damaged."""
+def tried_groupings(results: dict) -> list[int]:
+    """The numbers of blocks the grouping of `results` (as `grouped` gives them) was tried at, as cut first."""
+    grouping = results.get("bootstrap", {}).get("grouping") or {}
+    reference = next((row for row in results.get("as_cut", ()) if row["id"] == grouping.get("row")), None)
+    if reference is None:
+        return []
+    return bootstrap.groupings(len(reference["blocks"]["valid"]["tokens"]))
+
+
+def at_grouping(results: dict, groups: int) -> dict:
+    """`results` (as `grouped` gives them) with every row's blocks grouped into `groups` instead, from the
+    rows as cut (their intervals left as they are): what the claims would say at another grouping."""
+    reference = next(row for row in results["as_cut"] if row["id"] == results["bootstrap"]["grouping"]["row"])
+    cut = len(reference["blocks"]["valid"]["tokens"])
+
+    def regrouped(blocks: dict) -> dict:
+        return blocks if groups == cut else {split: bootstrap.group(found, groups) for split, found in blocks.items()}
+
+    return {**results, "rows": [{**row, "blocks": regrouped(row["blocks"])} if row.get("blocks") else row
+                                for row in results["as_cut"]]}
+
+
+INTERVALS = ("valid_ppl_ci95", "test_ppl_ci95")
+
+
+def current_format(results: dict) -> dict:
+    """results.json (as read, checked) rewritten in today's format from its own blocks, no row run again:
+    every row in today's fields (`upgrade_row`: a seeded row's perplexities their seeds' geometric mean),
+    its blocks as cut, its intervals those of the grouping chosen now (`grouped`) over RESAMPLES
+    resamples, `bootstrap` saying so, and `schema_version`. What `lmbench report` writes back."""
+    rows = [upgrade_row(row) for row in results["rows"]]
+    view = grouped({**results, "rows": rows})
+    if "grouping" in view.get("bootstrap", {}):
+        rows = [{**row, **{key: regrouped[key] for key in INTERVALS if key in regrouped}}
+                for row, regrouped in zip(rows, view["rows"])]
+        settings = {"resamples": bootstrap.RESAMPLES, "seed": bootstrap.SEED, "interval": "95% percentile"}
+        results = {**results, "bootstrap": {**results.get("bootstrap", {}), **settings,
+                                            "grouping": view["bootstrap"]["grouping"]}}
+    from lmbench.schema import SCHEMA_VERSION
+    return {"schema_version": SCHEMA_VERSION, **{key: value for key, value in results.items()
+                                                 if key not in ("schema_version", "as_cut")}, "rows": rows}
+
+
+def read_results(report_dir: Path) -> dict:
+    """The results.json of a report folder as written, checked (`check_results`: types, finiteness, the
+    schema, the blocks); one line naming the fix when it is missing, damaged or altered."""
     path = report_dir / "results.json"
     if not path.exists():
         raise LMBenchError(f"no results at {path}: run `make reproduce-brown` / `make reproduce-ap` (or "
@@ -226,9 +313,14 @@ def load_results(report_dir: Path) -> dict:
         check_results(results)
         return results
 
-    return upgrade(read_checked(path, read, what="results file",
-                                fix="run the same `lmbench reproduce ...` again (finished rows come from the row "
-                                    "cache, so only results.json is rewritten), or correct the file"))
+    return read_checked(path, read, what="results file",
+                        fix="run the same `lmbench reproduce ...` again (finished rows come from the row cache, so "
+                            "only results.json is rewritten), or correct the file")
+
+
+def load_results(report_dir: Path) -> dict:
+    """The results.json of a report folder, checked (`read_results`) and in today's fields (`upgrade`)."""
+    return upgrade(read_results(report_dir))
 
 
 def by_id(results: dict) -> dict[str, dict]:

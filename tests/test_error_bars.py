@@ -94,8 +94,8 @@ def test_grouping_correlated_documents_widens_the_interval_toward_the_true_one()
                 (correlated_split(rng) for _ in range(400))]
     true_half_width = 1.96 * np.std(log_ppls)
     valid, test = correlated_split(rng), correlated_split(rng)
-    groups, widths = choose_grouping(valid)
-    assert groups < 500 and widths[groups] == max(widths.values()) and len(widths) == 3
+    groups, widths, _ = choose_grouping(valid)
+    assert groups < 500 and widths[groups] == max(widths.values()) and list(widths) == [500, 100, 50, 40, 30, 20]
     documents, chosen = half_width(test), half_width(group(test, groups))
     assert documents < 0.6 * true_half_width
     assert abs(chosen - true_half_width) < 0.25 * true_half_width
@@ -221,7 +221,7 @@ def test_a_report_groups_every_rows_blocks_alike_and_records_the_choice():
         row["blocks"] = {"valid": valid, "test": test}
     regrouped = grouped(results)
     choice = regrouped["bootstrap"]["grouping"]
-    assert choice["row"] == "kn-interp-5" and choice["grouped"] and set(choice["valid_half_width"]) == {"500", "100", "50"}
+    assert choice["row"] == "kn-interp-5" and choice["grouped"] and set(choice["valid_half_width"]) == {"500", "100", "50", "40", "30", "20"}
     assert all(len(row["blocks"]["test"]["tokens"]) == choice["blocks"] for row in regrouped["rows"])
     kn5 = next(row for row in regrouped["rows"] if row["id"] == "kn-interp-5")
     low, high = kn5["test_ppl_ci95"]
