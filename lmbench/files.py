@@ -227,11 +227,12 @@ def _write_through(path: Path, handle: int, write: Callable[[Path], None], fix: 
             for block in iter(lambda: source.read(1 << 20), b""):
                 target.write(block)
                 written += len(block)
-    except (OSError, RuntimeError) as err:
-        failure = write_failure(path, err, written, fix)
+    except (OSError, RuntimeError) as err:  # (a reader gone: Broken pipe)
+        failure = write_failure(path, err, written, fix or "keep what reads it open, or give the path of a file")
         if failure is None:
             raise
-        raise failure from None
+        raise WriteFailed(str(failure).replace("nothing of it was kept", f"{_size(written)} of it went through")) \
+            from None
     finally:
         tmp.unlink(missing_ok=True)
 

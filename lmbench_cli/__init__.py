@@ -106,9 +106,14 @@ def _main(argv: list[str] | None) -> int:
         print("lmbench: interrupted", file=sys.stderr)
         return 130
     if result is not None:
-        if getattr(args, "json", False):
-            print(json.dumps(result, indent=1, default=str))
-        else:
-            print_human(result)
+        try:
+            if getattr(args, "json", False):
+                print(json.dumps(result, indent=1, default=str))
+            else:
+                print_human(result)
+            sys.stdout.flush()
+        except BrokenPipeError:  # the reader went away (`| head`, `--arpa /dev/stdout | head`): as `cat` does,
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # stop quietly (Python's last flush
+            return 141                                                       # would fail again): 128 + SIGPIPE
     return 0
 

@@ -341,7 +341,7 @@ def _run_files(run: Path) -> dict[str, Path]:
     record = read_record(run) or {}
     for name, entry in {**record.get("files", {}), **{k: v for k, v in record.items() if isinstance(v, dict)}}.items():
         if isinstance(entry, dict) and "path" in entry:
-            found[f"the {name} file of the run's {RECORD}"] = Path(entry["path"])
+            found[f"the run's {name} file ({RECORD})"] = Path(entry["path"])
     return found
 
 

@@ -15,10 +15,10 @@ from baselines.methods import BOUNDED_METHODS
 from lmbench.errors import LMBenchError
 from lmbench.options import (NAME_BYTES, THREADS_MAX, existing_file, integer, number, output_directory,
                              refuse_overwriting, split_fractions)
-from reports.experiments import EXTRA_ROWS, KINDS, OURS, ROWS, STREAM_NETWORKS, TABLE1_NETWORKS
+from reports.experiments import EXTRA_ROWS, KINDS, NETWORKS_BEYOND_2003, OURS, ROWS, TABLE1_NETWORKS
 
 CORPORA = sorted(ROWS) + ["text"]
-NETWORK_IDS = [name.lower() for name in TABLE1_NETWORKS] + [OURS, *STREAM_NETWORKS]
+NETWORK_IDS = [name.lower() for name in TABLE1_NETWORKS] + [OURS, *NETWORKS_BEYOND_2003]
 EXTRA_GROUPS = sorted({name for groups in EXTRA_ROWS.values() for name in groups})
 
 
@@ -79,8 +79,8 @@ def register(subparsers) -> None:
     parser.add_argument("--extra", type=comma_list(EXTRA_GROUPS), default=(),
                         help=f"add these optional row groups, of {','.join(EXTRA_GROUPS)}; brown: energy adds "
                              "section 5.1's energy network in MLP1's shape, alone and mixed (about 20 minutes "
-                             "more on 2 cores); brown, ap: " + ", ".join(STREAM_NETWORKS) + " add our network "
-                             "of that family (" + ", ".join(STREAM_NETWORKS.values()) + "), alone and mixed "
+                             "more on 2 cores); brown, ap: " + ", ".join(NETWORKS_BEYOND_2003) + " add our network "
+                             "of that family (" + ", ".join(NETWORKS_BEYOND_2003.values()) + "), alone and mixed "
                              "with interpolated KN 5")
     parser.add_argument("--networks", type=comma_list(NETWORK_IDS), default=None,
                         help=f"the networks to train, of {','.join(NETWORK_IDS)} (default: all); brown, ap: the "

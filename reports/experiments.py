@@ -154,22 +154,25 @@ def energy_rows() -> list[Row]:
             *kn5_mixtures([energy], lambda row: "Energy network + KN interpolated 5")]
 
 
-# Our networks beyond 2003: the families registered with `beyond_2003` (`neural.families`: the LSTM,
-# the Transformer, the GRU), each in its own shape and recipe, the same on every corpus.
-STREAM_NETWORKS = {name: f"{entry.label} (ours)" for name, entry in FAMILIES.items()
-                   if entry.beyond_2003}  # family (and row id): label
+# Our networks beyond 2003: the families registered with `beyond_2003` (`neural.families`), each in its own
+# shape and recipe, the same on every corpus; of either context (the LSTM, the GRU, the Transformer read the
+# stream; a window family registered so, a log-bilinear model say, is one too). The only way a family other
+# than the NPLM and the energy network becomes a row.
+NETWORKS_BEYOND_2003 = {name: f"{entry.label} (ours)" for name, entry in FAMILIES.items()
+                        if entry.beyond_2003}  # family (and row id): label
 
 
-def stream_rows(families=tuple(STREAM_NETWORKS)) -> list[Row]:
+def rows_beyond_2003(families=tuple(NETWORKS_BEYOND_2003)) -> list[Row]:
     """Rows of our networks beyond 2003, each alone and mixed by EM with interpolated KN 5."""
-    rows = [Row(name, "network", STREAM_NETWORKS[name], family=name, ours=True) for name in families]
+    rows = [Row(name, "network", NETWORKS_BEYOND_2003[name], family=name, ours=True) for name in families]
     return rows + kn5_mixtures(rows, lambda row: f"{row.model} + KN interpolated 5")
 
 
 # The optional row groups of each table: `lmbench reproduce CORPUS --extra NAME[,NAME...]` adds them
 # after the table's rows (the rows they mix with must be in the table).
-STREAM_GROUPS = {name: partial(stream_rows, (name,)) for name in STREAM_NETWORKS}  # --extra lstm,transformer,...
-EXTRA_ROWS = {"brown": {"energy": energy_rows, **STREAM_GROUPS}, "ap": STREAM_GROUPS}
+GROUPS_BEYOND_2003 = {name: partial(rows_beyond_2003, (name,))  # --extra lstm,transformer,...
+                      for name in NETWORKS_BEYOND_2003}
+EXTRA_ROWS = {"brown": {"energy": energy_rows, **GROUPS_BEYOND_2003}, "ap": GROUPS_BEYOND_2003}
 
 AP_NETWORK = (6, 60, 100, True)  # Table 2's network: n, h, m, direct
 
@@ -209,7 +212,7 @@ def text_rows(vocab_size: int, networks: tuple[str, ...] | None = None, only: st
     """The comparison on a user's corpus (`lmbench reproduce text`): the n-gram families at orders 3 to
     5, class-based trigrams scaled to |V|, the networks of Table 1, each mixed with the deleted-
     interpolation trigram three ways and with interpolated KN 5 by EM, then our networks beyond 2003
-    (`stream_rows`; NPLM (ours) is added by the pipeline, `ours_rows`, its shape following the corpus).
+    (`rows_beyond_2003`; NPLM (ours) is added by the pipeline, `ours_rows`, its shape following the corpus).
     `networks`: a subset of the network ids (e.g. ("mlp1", "lstm")); `only`: "ngram" (no network) or
     "nplm" (the networks, their mixtures and the n-gram models they mix with: Del. Int., KN 5, ∞-gram)."""
     trigram = Row("del-int", "ngram", "Del. Int.", n=3, method="deleted-interpolation")
@@ -227,7 +230,7 @@ def text_rows(vocab_size: int, networks: tuple[str, ...] | None = None, only: st
         neural += [mixture(f"{name.lower()}-del-int{suffix}", f"{label} + Del. Int.", how, (name.lower(), "del-int"))
                    for suffix, how in (("", "0.5/0.5"), ("-em", "EM"), ("-bucketed", "EM per bucket"))]
     neural += kn5_mixtures(neural)
-    neural += stream_rows(tuple(name for name in STREAM_NETWORKS
+    neural += rows_beyond_2003(tuple(name for name in NETWORKS_BEYOND_2003
                                 if (FAMILIES[name].compared if networks is None else name in networks)))
     if only == "ngram":
         return ngrams

@@ -41,7 +41,7 @@ from lmbench.files import atomic_write_text
 
 from reports.budget import terms
 
-from reports.experiments import STREAM_NETWORKS
+from reports.experiments import NETWORKS_BEYOND_2003
 from reports.records import by_id, load_results, network_of, paper_network
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ WRAP = 105  # the width of the README blocks' prose lines
 
 HEADING = "Across corpora: the networks against interpolated KN 5"
 OURS = {"ours": ("nplm", "NPLM (ours)"),
-        **{name: (name, label) for name, label in STREAM_NETWORKS.items()}}  # entry: (the family of our row, its label)
+        **{name: (name, label) for name, label in NETWORKS_BEYOND_2003.items()}}  # entry: (the family of our row, its label)
 PAIRED = ["paper", *OURS]  # the entries shown alone and mixed with KN 5, in this order
 LABELS = {"KN 5": "interpolated KN 5", "n-gram mixture": "best n-gram mixture",
           "paper": "best paper-shape network", "network": "best network (any family)", "mixture": "best mixture",
@@ -271,7 +271,7 @@ def _cell(entry: dict) -> str:
 
 def short_name(model: str, narrow: bool = False) -> str:
     """A row's label as the summary names it: "NPLM, MLP1 shape" -> "MLP1", "KN interpolated 5" -> "KN 5";
-    `narrow` (the answer table): "∞-gram" -> "∞", and our stream networks without "(ours)" (every one is
+    `narrow` (the answer table): "∞-gram" -> "∞", and our networks beyond 2003 without "(ours)" (every one is
     ours; NPLM (ours) keeps it, beside the paper's NPLM)."""
     name = re.sub(r"NPLM, (\w+) shape", r"\1", model).replace("KN interpolated 5", "KN 5")
     return re.sub(r"(?<!NPLM) \(ours\)", "", name.replace("∞-gram", "∞")) if narrow else name

@@ -25,7 +25,7 @@ from typing import Callable
 import math
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from lmbench_cli import main
@@ -276,31 +276,69 @@ def test_ngram(place, capsys, data):
         if draw.valid_only else None)
 
 
+def shape_options(data, model: str) -> list:
+    """The drawn shape options of window family `model`, each field of its shape (`neural.families`): a
+    flag either way, a count from the least its shape takes (the other fields at their defaults) to 4
+    more, a text its default; a draw the shape refuses as a whole (--h 0 without --direct) is not run."""
+    from dataclasses import fields
+    from lmbench.errors import LMBenchError
+    from neural.families import FAMILIES, option_name
+    shape = FAMILIES[model].shape
+
+    def takes(name: str, value) -> bool:
+        try:
+            shape(**{name: value})
+        except LMBenchError:
+            return False
+        return True
+
+    drawn, values = [], {}
+    for f in fields(shape):
+        flag = "--" + option_name(f.name)
+        if isinstance(f.default, bool):
+            values[f.name] = data.draw(st.booleans())
+            drawn.append(([flag if values[f.name] else "--no-" + option_name(f.name)], None))
+        elif isinstance(f.default, int):
+            low = next(value for value in range(f.default + 1) if takes(f.name, value))
+            values[f.name] = data.draw(st.integers(low, low + 4))
+            drawn.append(([flag, str(values[f.name])], None))
+    try:
+        shape(**values)
+    except LMBenchError:
+        assume(False)
+    return drawn
+
+
 @TRAINING_EXAMPLES
 @given(data=st.data())
 def test_nplm_train(place, capsys, data, tmp_path_factory):
-    from neural.config import OBJECTIVES
+    """Every window family (`neural.families`), its shape options drawn from its own fields and the run
+    options it refuses (dropout where its network has no place for it) kept valid by asking the family."""
+    from lmbench.errors import LMBenchError
+    from neural.config import OBJECTIVES, RunConfig
     from neural.families import FAMILIES
     draw = drawer(data)
     out = tmp_path_factory.mktemp("nplm-run")
-    direct = data.draw(st.sampled_from(["--direct", "--no-direct"]))  # --h 0 needs --direct
     windowed = sorted(name for name, family in FAMILIES.items() if family.context == "window")
-    model = data.draw(st.sampled_from(windowed))  # the energy network: no class layer, dropout or --h 0
-    energy = model == "energy"
+    model = data.draw(st.sampled_from(windowed))
+    try:
+        RunConfig(model=model, dropout=0.5)
+        dropout = 0.5
+    except LMBenchError:  # a family without a place for dropout (the energy network) refuses any
+        dropout = 0.0
     outputs = FAMILIES[model].shape.outputs  # the output layers the family has (None: every one)
     objectives = [name for name, entry in OBJECTIVES.items() if outputs is None or entry.output in outputs]
     max_steps = draw(integers("--max-steps", 1, 3))  # a speed run: perplexities only once an epoch is done
     run(capsys, [(["nplm", "train", "--device", "cpu", "--threads", "1", "--out", str(out), "--json"], None),
-                 draw(integers("--n", 2, 4)), draw(integers("--m", 1, 6)),
-                 ([direct], None), draw(integers("--h", 0 if direct == "--direct" and not energy else 1, 6)),
+                 *shape_options(data, model),
                  draw(option("--objective", st.sampled_from(objectives))),
-                 draw(option("--model", st.just(model), st.just("rbm"), may_be_absent=not energy)),
+                 draw(option("--model", st.just(model), st.just("rbm"), may_be_absent=model == RunConfig().model)),
                  draw(option("--recipe", st.sampled_from(["sgd", "paper"]))),
                  draw(integers("--samples", 1, 20)), draw(integers("--epochs", 1, 2)),
                  draw(integers("--batch-size", 1, 64)),
                  max_steps, draw(integers("--patience", 1, 2)),
                  draw(numbers("--lr", 1e-3, 1.0, refused_below=0.0, refused=tuple(NOT_NUMBERS))),
-                 draw(numbers("--dropout", 0.0, 0.0 if energy else 0.5, refused_below=0.0, refused_above=1.0)),
+                 draw(numbers("--dropout", 0.0, dropout, refused_below=0.0, refused_above=1.0)),
                  draw(numbers("--weight-decay", 0.0, 1e-3, refused_below=0.0)),
                  draw(numbers("--checkpoint-minutes", 1e-3, 10.0, refused_below=0.0)),
                  (text_corpus(place), None)],

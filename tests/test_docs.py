@@ -23,13 +23,25 @@ def test_docs_build_strictly(tmp_path):
     assert (tmp_path / "site" / "index.html").exists()
 
 
+FAMILIES_TABLE = r"<!-- families -->\n(.*?)<!-- /families -->"  # where docs/networks.md keeps it
+
+
 def test_the_docs_list_the_families_the_registry_has():
     """docs/networks.md's table of families is the registry's (`neural.families.families_markdown`): a family
-    added, renamed or given another option fails here until the table is written again."""
+    added, renamed or given another option fails here until the table is written again (`python -m
+    tests.test_docs`)."""
     import re
     from neural.families import families_markdown
     page = (ROOT / "docs" / "networks.md").read_text()
-    found = re.search(r"<!-- families -->\n(.*?)<!-- /families -->", page, flags=re.S)
+    found = re.search(FAMILIES_TABLE, page, flags=re.S)
     assert found is not None and found.group(1) == families_markdown(), (
-        "docs/networks.md's families table is stale: put this between its <!-- families --> markers:\n"
-        + families_markdown())
+        "docs/networks.md's families table is stale: write it again with `python -m tests.test_docs`")
+
+
+if __name__ == "__main__":  # docs/networks.md's families table written again from the registry
+    import re
+    from neural.families import families_markdown
+    page = ROOT / "docs" / "networks.md"
+    table = families_markdown()
+    page.write_text(re.sub(FAMILIES_TABLE, lambda _: f"<!-- families -->\n{table}<!-- /families -->",
+                           page.read_text(), count=1, flags=re.S))

@@ -311,3 +311,27 @@ def test_a_resume_of_a_folder_without_a_run_is_refused(tmp_path, capsys, command
         line = error_line(capsys, [*command.split(), *TINY, "--out", str(folder), "--resume"])
         assert "--resume" in line and str(folder) in line and "no run" in line
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("output", [[], ["--arpa", "/dev/stdout"]])
+def test_a_reader_gone_from_stdout_ends_in_one_line_or_quietly(tmp_path, output):
+    """`--arpa /dev/stdout | head`: the reader gone, the summary's print ended in a BrokenPipeError
+    traceback; an output written through the pipe is one line, the summary stops quietly (141, as cat)."""
+    import subprocess
+    import sys
+    files = tiny_corpus(tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), LMBENCH_CACHE=str(tmp_path / "cache"))
+    read, write = os.pipe()
+    os.close(read)  # a reader gone before the first byte
+    try:
+        done = subprocess.run([sys.executable, "-m", "lmbench_cli", "ngram", "--method", "kneser-ney", "--order", "2",
+                               *corpus_args(files), *output], stdout=write, stderr=subprocess.PIPE, text=True, env=env,
+                              cwd=ROOT, timeout=120)
+    finally:
+        os.close(write)
+    assert "Traceback" not in done.stderr, done.stderr
+    if output:
+        errors = [line for line in done.stderr.splitlines() if line.startswith("lmbench: error:")]
+        assert done.returncode == 2 and len(errors) == 1 and "/dev/stdout" in errors[0], done.stderr
+    else:
+        assert done.returncode == 141

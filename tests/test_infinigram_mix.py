@@ -11,13 +11,13 @@ from lmbench.errors import LMBenchError
 from mixing import saved
 from reports.claims import count_claims
 from lmbench.model import perplexity
-from reports.experiments import (INFINI_GRAM, WITH_COUNTS, ap_rows, brown_rows, energy_rows, stream_rows,
+from reports.experiments import (INFINI_GRAM, WITH_COUNTS, ap_rows, brown_rows, energy_rows, rows_beyond_2003,
                                  text_rows)
 from tests.helpers import run_cli
 from tests.lm_checks import make_corpus
 
 
-@pytest.mark.parametrize("table", [brown_rows() + energy_rows() + stream_rows(), ap_rows() + stream_rows(),
+@pytest.mark.parametrize("table", [brown_rows() + energy_rows() + rows_beyond_2003(), ap_rows() + rows_beyond_2003(),
                                    text_rows(1000), text_rows(1000, only="nplm")])
 def test_every_kn5_mixture_has_its_counts_mixture_beside_it(table):
     ids = [row.id for row in table]

@@ -28,11 +28,18 @@ TEXT = "the cat sat on the mat . the dog sat on the log . a cat and a dog saw th
 CORPUS = make_corpus(TEXT, "the cat sat on the log . a dog saw a cat .", "a dog sat on the mat .")
 
 
-def tiny(**overrides) -> RunConfig:
-    settings = dict(n=3, m=4, h=5, direct=True, epochs=3, batch_size=16, lr=0.5, samples=8,
-                    threads=1, device="cpu", patience=5, min_gain=-1.0)
+TINY_SHAPE = dict(n=3, m=4, h=5, direct=True)  # a small shape, of the fields each family has of these
+
+
+def tiny(model: str = "nplm", **overrides) -> RunConfig:
+    """A run of family `model` in a small shape (the fields of TINY_SHAPE its shape has, the rest its
+    defaults: a family without the NPLM's h or direct takes none), a few quick epochs; `overrides` win."""
+    from neural.families import family
+    shape = {key: value for key, value in TINY_SHAPE.items() if key in family(model).shape_fields()}
+    settings = dict(**shape, epochs=3, batch_size=16, lr=0.5, samples=8, threads=1, device="cpu", patience=5,
+                    min_gain=-1.0)
     settings.update(overrides)
-    return RunConfig(**settings)
+    return RunConfig(model=model, **settings)
 
 
 @pytest.mark.parametrize("omp, expected", [("1", 1), ("3", 3), (None, 3), ("", 3), ("x", 3)])

@@ -10,7 +10,7 @@ from lmbench.errors import LMBenchError
 from neural.families import FAMILIES
 from reports.build import build_report
 from reports.claims import check_claims
-from reports.experiments import INFINI_GRAM, ROWS, STREAM_NETWORKS, WITH_COUNTS, ours_rows, stream_rows, text_rows
+from reports.experiments import INFINI_GRAM, NETWORKS_BEYOND_2003, ROWS, WITH_COUNTS, ours_rows, rows_beyond_2003, text_rows
 from reports.figures import drawn_once
 from reports.tables import comparison, paper_rows
 
@@ -22,7 +22,7 @@ def fake_results(test_ppl: dict, corpus: str = "brown", streams: bool = False) -
     table = ROWS[corpus]() if corpus in ROWS else text_rows(1000, networks=("mlp1", "mlp3", "mlp5", "mlp7", "mlp9"))
     table += ours_rows(SimpleNamespace(train=np.zeros(800_000, dtype=np.int32)))
     rows = []
-    for row in table + (stream_rows() if streams else []):
+    for row in table + (rows_beyond_2003() if streams else []):
         record = row.to_dict()
         test = test_ppl.get(row.id, 400.0)
         record.update(train_ppl=None, valid_ppl=test * 1.05, test_ppl=test, seconds=1.0)
@@ -119,10 +119,10 @@ CLAIM_NUMBERS = {
 # our networks: holding, each family beyond 2003 below the one registered before it and helped by KN 5;
 # failing, each above the one before and hurt by it
 OUR_NETWORKS = ({"nplm-ours": 65, "nplm-ours-kn-interp-5-em": 62,
-                 **{key: value for i, name in enumerate(STREAM_NETWORKS)
+                 **{key: value for i, name in enumerate(NETWORKS_BEYOND_2003)
                     for key, value in ((name, 60 - 2 * i), (f"{name}-kn-interp-5-em", 55 - 2 * i))}},
                 {"nplm-ours": 450, "nplm-ours-kn-interp-5-em": 460,
-                 **{key: value for i, name in enumerate(STREAM_NETWORKS)
+                 **{key: value for i, name in enumerate(NETWORKS_BEYOND_2003)
                     for key, value in ((name, 500 + 20 * i), (f"{name}-kn-interp-5-em", 510 + 20 * i))}})
 for corpus, (holding, failing) in CLAIM_NUMBERS.items():
     holding.update(OUR_NETWORKS[0])
@@ -146,7 +146,7 @@ def test_every_claim_holds_and_fails_and_is_worded_alike(corpus):
             assert all(ROW_VS_ROW.fullmatch(part) for part in claim["ours"].split("; ")), claim["ours"]
     # the paper's, then the best network of any family's, NPLM (ours)'s two, then 2 of each family beyond 2003 and
     # 1 of each pair of them, then the ∞-gram's two
-    beyond = len(STREAM_NETWORKS)
+    beyond = len(NETWORKS_BEYOND_2003)
     assert len(claims) == {"brown": 8, "ap": 6, "text": 6}[corpus] + 1 + 2 + 2 * beyond + beyond * (beyond - 1) // 2 + 2
 
 

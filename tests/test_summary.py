@@ -11,7 +11,7 @@ import pytest
 
 from lmbench_cli import main
 from reports.experiments import (AP_NETWORK, INFINI_GRAM, TABLE1_NETWORKS, Row, infini_gram_row, kn5_mixtures,
-                                 mixture, network, stream_rows)
+                                 mixture, network, rows_beyond_2003)
 from reports.summary import (answer_frame, answer_sentence, block_markers, budget_note, corpus_line, families_frame, gather,
                              listed_reports, narrow_markdown)
 
@@ -37,7 +37,7 @@ def first_corpus() -> dict:
     mlp9 = network("mlp9", "NPLM, MLP9 shape", TABLE1_NETWORKS["MLP9"])
     ours = network("ours", "NPLM (ours)", (6, 200, 120, True), ours=True, dropout=0.3)
     energy = network("energy1", "Energy network", TABLE1_NETWORKS["MLP1"], "energy")
-    lstm, lstm_kn5, _ = stream_rows(("lstm",))  # (and the LSTM + KN 5 + ∞-gram)
+    lstm, lstm_kn5, _ = rows_beyond_2003(("lstm",))  # (and the LSTM + KN 5 + ∞-gram)
     mixes = kn5_mixtures([mlp1, mlp9, energy])[::2]  # each + KN 5 (not + KN 5 + ∞-gram)
     return results("first", [record(KN5, 210, 200), record(mlp1, 210, 180), record(mlp9, 205, 190),
                              record(ours, 190, 160), record(energy, 100, 100), record(lstm, 155, 150),
@@ -103,13 +103,13 @@ def test_a_sibling_report_adds_the_rows_its_corpus_lacks_and_says_they_trained_u
     """An index line "first first-more": the second report (the same token streams: KN 5 the same) adds
     the rows the first lacks (a GRU trained under a budget, marked † with its report and budget), never
     one the first has; a report on other streams is left out of the line."""
-    gru, gru_kn5, _ = stream_rows(("gru",))
-    lstm, _, _ = stream_rows(("lstm",))
+    gru, gru_kn5, _ = rows_beyond_2003(("gru",))
+    lstm, _, _ = rows_beyond_2003(("lstm",))
     more = results("first-more", [record(KN5, 210, 200), {**record(gru, 120, 110), "stopped": "budget"},
                                   record(gru_kn5, 115, 105), {**record(lstm, 10, 10), "stopped": "budget"}])
     more["budget"] = {"asked": "80m", "rule": "the same share of every network's recipe", "share": 0.04,
                       "flops_per_row": None, "rows": {}}
-    other = results("first-other", [record(KN5, 210, 201), record(stream_rows(("transformer",))[0], 50, 50)])
+    other = results("first-other", [record(KN5, 210, 201), record(rows_beyond_2003(("transformer",))[0], 50, 50)])
     for corpus in (first_corpus(), more, other):
         (tmp_path / corpus["name"]).mkdir()
         (tmp_path / corpus["name"] / "results.json").write_text(json.dumps(corpus))
@@ -137,7 +137,7 @@ def test_no_best_is_picked_from_a_budgeted_row():
     its family's row, where a row trained to its recipe's end is there."""
     corpus = first_corpus()
     mlp5 = network("mlp5", "NPLM, MLP5 shape", TABLE1_NETWORKS["MLP5"])
-    lstm_cut = {**record(stream_rows(("lstm",))[0], 5, 5), "id": "lstm-cut", "stopped": "budget"}
+    lstm_cut = {**record(rows_beyond_2003(("lstm",))[0], 5, 5), "id": "lstm-cut", "stopped": "budget"}
     [mixed] = kn5_mixtures([mlp5])[::2]
     corpus["rows"] += [{**record(mlp5, 4, 4), "stopped": "budget"}, lstm_cut, record(mixed, 3, 3)]
     corpus["budget"] = {"asked": "20m", "rule": "the same share of every network's recipe", "share": 0.2,
