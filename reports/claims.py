@@ -39,8 +39,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from lmbench.bootstrap import (MIN_BLOCKS, TOO_FEW, difference_draws, enough_blocks, percentile_interval,
-                              two_sided_p)
+from lmbench.bootstrap import (MIN_BLOCKS, RESAMPLES, TOO_FEW, difference_draws, enough_blocks, p_text,
+                              percentile_interval, two_sided_p)
 from neural.families import FAMILIES
 from reports.experiments import INFINI_GRAM, NETWORKS_BEYOND_2003, PAPER_FAMILY, WITH_COUNTS
 from reports.records import network_of, paper_network
@@ -108,30 +108,35 @@ def _networks(rows: dict, row_id: str) -> list[str]:
     return [part for part in row.get("parts") or () if rows.get(part, {}).get("family")]
 
 
-def _seeded(row: dict) -> dict[int, float] | None:
-    """A row run under several seeds: its test perplexity by seed; None for one run."""
-    seeds = row.get("seeds") or []
-    found = {seed["seed"]: seed["test_ppl"] for seed in seeds if seed.get("test_ppl") is not None}
-    return found if len(found) >= 2 else None
+def _seeded(row: dict) -> list[float] | None:
+    """A row run under several seeds: its seeds' test perplexities in the order they ran (the run's seed
+    first, `seeds`); None for one run."""
+    found = [seed.get("test_ppl") for seed in row.get("seeds") or []]
+    return found if len(found) >= 2 and None not in found else None
 
 
 def _training(rows: dict, check: Check) -> dict | None:
     """The training randomness of a check: None where no network is behind either row; else the seeds'
-    log(ppl_a / ppl_b) (`gaps`, each seed's; a row of one run, an n-gram model or a network of one
-    seed, the same in every gap), and the networks of one seed (`one_seed`), whose randomness they
-    leave out."""
+    log(ppl_a / ppl_b) (`gaps`; a row of one run, an n-gram model or a network of one seed, the same in
+    every gap), and the networks of one seed (`one_seed`), whose randomness they leave out.
+
+    The seeds are paired by their index, a rule fixed before any figure is seen: the k-th seed of a with
+    the k-th seed of b, in the order each row ran them (`seeds`, the run's seed first), as many as the row
+    of fewer seeds has. For a mixture against its own network, the k-th seed of the mixture mixes the
+    k-th of the network, so the index is the one pairing that makes sense; between two networks trained
+    apart any pairing is as good as another, and choosing one after seeing the intervals (the narrowest
+    of the 6 pairings of 3 seeds) would be choosing the answer."""
     networks = {side: _networks(rows, side) for side in (check.a, check.b)}
     if not any(networks.values()):
         return None
     seeded = {side: _seeded(rows[side]) for side in (check.a, check.b)}
     one_seed = sorted({net for side in (check.a, check.b) if seeded[side] is None for net in networks[side]})
 
-    def ppl(side: str, seed: int) -> float:
-        return seeded[side][seed] if seeded[side] else rows[side]["test_ppl"]
+    def ppl(side: str, index: int) -> float:
+        return seeded[side][index] if seeded[side] else rows[side]["test_ppl"]
 
-    seeds = sorted(set.intersection(*(set(found) for found in seeded.values() if found))) if any(
-        seeded.values()) else []
-    gaps = [math.log(ppl(check.a, seed)) - math.log(ppl(check.b, seed)) for seed in seeds]
+    pairs = min((len(found) for found in seeded.values() if found), default=0)
+    gaps = [math.log(ppl(check.a, index)) - math.log(ppl(check.b, index)) for index in range(pairs)]
     return {"gaps": gaps if len(gaps) >= 2 else None, "one_seed": one_seed}
 
 
@@ -167,8 +172,8 @@ def _tested(rows: dict, check: Check) -> dict:
         _, draws = difference_draws(*blocks, gaps)
         interval = [float(bound) for bound in _percent(np.array(percentile_interval(draws)))]
     low, high = interval
-    found.update(difference_ci95=interval, side=check.side(low, high),
-                 p=check.p_value(_percent(draws), low, high))
+    p = check.p_value(_percent(draws), low, high)
+    found.update(difference_ci95=interval, side=check.side(low, high), p=max(p, 1 / RESAMPLES), p_text=p_text(p))
     return found
 
 
@@ -215,7 +220,9 @@ def _judged(rows: dict, checks: list[Check]) -> dict:
             "difference": found["difference"], "difference_ci95": found["difference_ci95"],
             "significant": verdict != "not significant", "threshold": check.threshold,
             **({"within": check.within} if check.within is not None else {}),
-            "p": min(p_values) if verdict == "fails" else max(p_values)}
+            "p": min(p_values) if verdict == "fails" else max(p_values),
+            "p_text": next(f["p_text"] for f in comparisons if f["side"] == verdict and f["p"] == (
+                min(p_values) if verdict == "fails" else max(p_values)))}
 
 
 def holm(p_values: list[float]) -> list[float]:
@@ -290,8 +297,17 @@ def _network_mixed(row: dict, rows: dict) -> bool:
 
 
 def _mixed_with_trigram(row: dict, rows: dict) -> bool:
-    return _network_mixed(row, rows) and any(rows.get(part, {}).get("method") == "deleted-interpolation"
-                                                   for part in row["parts"])
+    """A mixture of the paper's network with the deleted-interpolation trigram and nothing else (at 0.5/0.5,
+    by EM, or EM per bucket of context frequency: the three mixtures section 4 of the paper describes)."""
+    return _network_mixed(row, rows) and {rows.get(part, {}).get("method") for part in row["parts"]
+                                          if not rows.get(part, {}).get("family")} == {"deleted-interpolation"}
+
+
+def _paper_described(row: dict, rows: dict) -> bool:
+    """The paper's network alone or mixed with the trigram (`_mixed_with_trigram`): what the paper calls
+    the NPLM; never a mixture with KN 5 or the ∞-gram, which would hold its opponent in a claim against
+    the best n-gram model."""
+    return _network_alone(row, rows) or _mixed_with_trigram(row, rows)
 
 
 def _ngram(row: dict, rows: dict) -> bool:
@@ -299,14 +315,30 @@ def _ngram(row: dict, rows: dict) -> bool:
 
 
 def _claim(text: str, paper: str, rows: dict, checks: list[Check] | None, ours: str,
-           best: tuple[Pick | None, ...] = ()) -> dict:
+           best: tuple[Pick | None, ...] = (), paper_pair: tuple[str, str] | None = None) -> dict:
     """A claim of the paper's: "not run" without checks (rows missing), else judged (`_judged`); `best`:
-    the rows it picked as the best on valid."""
+    the rows it picked as the best on valid; `paper_pair`: the two rows of ours the paper's own
+    comparison names (MLP10 and the class-based trigram), where the claim picks others, compared beside
+    it (`paper_pair` of the record: its evidence, difference and paired interval; not part of the verdict)."""
     if not checks:
         return {"claim": text, "paper": paper, "ours": ours, "verdict": "not run"}
     picked = [pick.id for pick in best if pick is not None and pick.best]
-    return {"claim": text, "paper": paper, "ours": ours, **_judged(rows, checks),
-            **({"best_on_valid": picked} if picked else {})}
+    record = {"claim": text, "paper": paper, "ours": ours, **_judged(rows, checks),
+              **({"best_on_valid": picked} if picked else {})}
+    a, b = paper_pair or (None, None)
+    if a and b and _test(rows, a) and _test(rows, b) and (a, b) != (checks[0].a, checks[0].b):
+        found = _tested(rows, Check(a, b, checks[0].threshold, checks[0].below))
+        record["paper_pair"] = {"ours": versus((a, _test(rows, a)), (b, _test(rows, b))),
+                                **{key: found[key] for key in ("a", "b", "difference", "difference_ci95")}}
+    return record
+
+
+def _paper(ours: tuple[str, float], other: tuple[str, float], note: str = "") -> str:
+    """The paper's comparison in the words of ours (`versus`): 'MLP10 252 vs class-based 3-gram 312:
+    19.2% lower', and `note` after it."""
+    difference = gap(ours[1], other[1])
+    return (f"{ours[0]} {ours[1]:g} vs {other[0]} {other[1]:g}: {abs(difference):.1f}% "
+            f"{'higher' if difference > 0 else 'lower'}{note}")
 
 
 def gap(ours: float, other: float) -> float:
@@ -335,66 +367,120 @@ def versus(ours: tuple[str, float], other: tuple[str, float]) -> str:
 
 
 def check_claims(results: dict) -> list[dict]:
-    """Every claim asked of the results (module docstring), with its verdict after Holm's adjustment
-    over the report's claims beside its own (`with_holm`)."""
+    """Every claim asked of the results (module docstring), each judged at every grouping of the blocks
+    tried as well (`by_grouping`), with its verdict after Holm's adjustment over the report's claims
+    beside its own (`with_holm`)."""
+    return with_holm(by_grouping(results, _claims(results)))
+
+
+def _claims(results: dict) -> list[dict]:
     rows = {r["id"]: r for r in results["rows"]}
     corpus = results["corpus"]
     ours = best_network_claims(rows) + ours_claims(rows) + beyond_2003(rows) + count_claims(rows)
     if corpus not in ("brown", "ap"):
-        return with_holm(relations(rows) + ours)
-    return with_holm(paper_claims(rows, corpus) + [{**claim, "paper": "not in the paper (2003)"} for claim in ours])
+        return relations(rows) + ours
+    return paper_claims(rows, corpus) + [{**claim, "paper": "not in the paper (2003)"} for claim in ours]
+
+
+def _word(verdict: str) -> str:
+    return verdict.split(" (")[0]
+
+
+def by_grouping(results: dict, claims: list[dict]) -> list[dict]:
+    """`claims` (judged at the grouping of the blocks the report chose, reports.records.grouped) with,
+    on each claim whose verdict another grouping tried would change, `by_grouping` (the verdict at
+    every grouping tried, {blocks: verdict}) and `grouping`, the line that says so: "changes with the
+    grouping: holds at 30 blocks (the report's) and at 201, 100; not significant at 20"."""
+    from reports.records import at_grouping, tried_groupings
+    chosen = results.get("bootstrap", {}).get("grouping", {}).get("blocks")
+    tried = tried_groupings(results)
+    if len(tried) < 2:
+        return claims
+    verdicts = {groups: [_word(claim["verdict"]) for claim in _claims(at_grouping(results, groups))]
+                for groups in tried if groups != chosen}
+    changed = []
+    for index, claim in enumerate(claims):
+        words = {chosen: _word(claim["verdict"]), **{groups: found[index] for groups, found in verdicts.items()}}
+        if len(set(words.values())) > 1:
+            def at(word: str) -> str:
+                return ", ".join(str(groups) for groups, found in words.items() if found == word and groups != chosen)
+            same = at(words[chosen])
+            others = "; ".join(f"{word} at {at(word)}" for word in dict.fromkeys(words.values()) if word != words[chosen])
+            claim = {**claim, "by_grouping": {str(groups): word for groups, word in sorted(words.items(), reverse=True)},
+                     "grouping": f"changes with the grouping: {words[chosen]} at {chosen} blocks (the report's)"
+                                 f"{f' and at {same}' if same else ''}; {others}"}
+        changed.append(claim)
+    return changed
+
+
+PAPER_PAIRS = {"brown": ("mlp10", "class-3-500"), "ap": ("mlp10", "kn-backoff-5")}  # the paper's "best" pair
 
 
 def paper_claims(rows: dict, corpus: str) -> list[dict]:
-    """The paper's claims on Table 1 (Brown) or Table 2 (AP); "the NPLM" is the paper's network, its
-    best row the one best on valid."""
+    """The paper's claims on Table 1 (Brown) or Table 2 (AP), each with the paper's comparison beside ours
+    (`paper`). "The NPLM" is the paper's network alone or mixed with the trigram (`_paper_described`), its
+    best row the one best on valid; "the best n-gram model" the n-gram row best on valid, ours (KN 5,
+    the ∞-gram) included; where the rows so picked are not the paper's own pair, `paper_pair` compares
+    that pair of our rows beside them."""
     claims = []
     best_nplm = _best(rows, _network_alone)
     best_ngram = _best(rows, _ngram)
-    best_any = _best(rows, paper_network)  # alone or mixed
-    paper_gap = {"brown": "24% (class-based 3-gram, 500 classes: 312 vs MLP10 252)", "ap": "about 8%"}[corpus]
-    alone_text = "The NPLM alone, unmixed, beats the best n-gram model"
-    alone_paper = "MLP1 268 vs class-based 312 (14% lower)" if corpus == "brown" else "no unmixed row in Table 2"
-    if best_nplm and best_ngram:
-        claims.append(_claim("The best NPLM has a lower test perplexity than the best n-gram model", paper_gap,
-                             rows, [Check(best_any.id, best_ngram.id)], versus(best_any, best_ngram),
-                             (best_any, best_ngram)))
-        claims.append(_claim(alone_text, alone_paper, rows, [Check(best_nplm.id, best_ngram.id)],
-                             versus(best_nplm, best_ngram), (best_nplm, best_ngram)))
+    best_any = _best(rows, _paper_described)
+    if corpus == "brown":
+        paper_gap = _paper(("MLP10", 252), ("class-based 3-gram (500 classes)", 312),
+                           ' (the paper\'s "24%" is 312 / 252 - 1)')
+        alone_paper = _paper(("MLP1", 268), ("class-based 3-gram (500 classes)", 312))
+        alone_pair = ("mlp1", "class-3-500")
     else:
-        claims.append(_claim("The best NPLM has a lower test perplexity than the best n-gram model",
-                             paper_gap, rows, None, "missing rows"))
+        paper_gap = _paper(("MLP10", 109), ("back-off KN 5-gram", 117), ' (the paper: "about 8%")')
+        alone_paper, alone_pair = "no unmixed row in Table 2", None
+    best_text = "The best NPLM (the network alone or mixed with the trigram) beats the best n-gram model"
+    alone_text = "The NPLM alone, unmixed, beats the best n-gram model"
+    if best_any and best_ngram:
+        claims.append(_claim(best_text, paper_gap, rows, [Check(best_any.id, best_ngram.id)],
+                             versus(best_any, best_ngram), (best_any, best_ngram), PAPER_PAIRS[corpus]))
+    else:
+        claims.append(_claim(best_text, paper_gap, rows, None, "missing rows"))
+    if best_nplm and best_ngram:
+        claims.append(_claim(alone_text, alone_paper, rows, [Check(best_nplm.id, best_ngram.id)],
+                             versus(best_nplm, best_ngram), (best_nplm, best_ngram), alone_pair))
+    else:
         claims.append(_claim(alone_text, alone_paper, rows, None, "missing rows"))
     di = _test(rows, "del-int")
     if corpus == "brown":
         if di and best_any:
             claims.append(_claim("The deleted-interpolation trigram is far above the best NPLM",
-                                 "33% above (336 vs 252)", rows, [Check("del-int", best_any.id, 10, below=False)],
-                                 versus(("del-int", di), best_any), (best_any,)))
+                                 _paper(("Del. Int.", 336), ("MLP10", 252)), rows,
+                                 [Check("del-int", best_any.id, 10, below=False)],
+                                 versus(("del-int", di), best_any), (best_any,), ("del-int", "mlp10")))
         pairs = [("mlp1", "mlp2"), ("mlp3", "mlp4"), ("mlp5", "mlp6"), ("mlp7", "mlp8"), ("mlp9", "mlp10")]
     else:
         claims += _ap_claims(rows, di)
         pairs = [("mlp-ap", "mlp10")]
     done = [(a, b) for a, b in pairs if _test(rows, a) and _test(rows, b)]
-    claims.append(_claim("Mixing the NPLM with the trigram always helps", "every mixed row is lower", rows,
+    mixing_paper = ("; ".join(_paper((f"MLP{2 * i + 2}", mixed), (f"MLP{2 * i + 1}", alone)) for i, (alone, mixed)
+                              in enumerate([(268, 257), (310, 272), (279, 259), (293, 270), (276, 252)]))
+                    if corpus == "brown" else "no unmixed row in Table 2")
+    claims.append(_claim("Mixing the NPLM with the trigram always helps", mixing_paper, rows,
                          [Check(mixed, alone) for alone, mixed in done], _pairs(rows, done)))
     if corpus == "brown":
         for text, paper, better, worse in [
-                ("The hidden layer helps (MLP1 beats MLP3)", "268 vs 310", "mlp1", "mlp3"),
-                ("A longer context helps the NPLM (n = 5, MLP5, beats n = 3, MLP7)", "279 vs 293", "mlp5", "mlp7")]:
+                ("The hidden layer helps (MLP1 beats MLP3)", _paper(("MLP1", 268), ("MLP3", 310)), "mlp1", "mlp3"),
+                ("A longer context helps the NPLM (n = 5, MLP5, beats n = 3, MLP7)", _paper(("MLP5", 279), ("MLP7", 293)),
+                 "mlp5", "mlp7")]:
             a, b = _test(rows, better), _test(rows, worse)
             claims.append(_claim(text, paper, rows, None if not (a and b) else [Check(better, worse)],
                                  "missing rows" if not (a and b) else versus((better, a), (worse, b))))
         kn = {n: _test(rows, f"kn-backoff-{n}") for n in (3, 5)}
         if all(kn.values()):
             claims.append(_claim(f"Kneser-Ney gains little from n = 3 to n = 5 (within ±{EQUIVALENCE_MARGIN:g}%)",
-                                 "323 -> 321 (0.6%)", rows,
+                                 _paper(("back-off KN 5-gram", 321), ("back-off KN 3-gram", 323)), rows,
                                  [Check("kn-backoff-5", "kn-backoff-3", within=EQUIVALENCE_MARGIN)],
                                  versus(("kn-backoff-5", kn[5]), ("kn-backoff-3", kn[3]))))
         mlp1, kn5 = _test(rows, "mlp1"), _test(rows, "kn-interp-5")
         claims.append(_claim("MLP1 is at least 15% below the interpolated modified-KN 5-gram",
-                             "268 vs KN back-off 321 (17% below)", rows,
-                             None if not (mlp1 and kn5) else [Check("mlp1", "kn-interp-5", -15)],
+                             _paper(("MLP1", 268), ("KN back-off 5-gram", 321), " (the paper has no interpolated KN)"),
+                             rows, None if not (mlp1 and kn5) else [Check("mlp1", "kn-interp-5", -15)],
                              "missing rows" if not (mlp1 and kn5) else versus(("mlp1", mlp1), ("kn-interp-5", kn5))))
     return claims
 
@@ -407,7 +493,7 @@ def _ap_claims(rows: dict, di: float | None) -> list[dict]:
     claims = []
     for text, paper, ours in [
             ("The mixed network (MLP10) is below the best Kneser-Ney back-off model",
-             "MLP10 109 vs back-off KN 5-gram 117 (7% lower)", mixed),
+             _paper(("MLP10", 109), ("back-off KN 5-gram", 117)), mixed),
             ("The network alone is below the best Kneser-Ney back-off model",
              "no unmixed row in Table 2", alone)]:
         ran = bool(ours and kn)
@@ -415,7 +501,8 @@ def _ap_claims(rows: dict, di: float | None) -> list[dict]:
                              versus(ours, kn) if ran else "missing rows", (kn,)))
     ran = bool(di and kn and mixed)
     claims.append(_claim("The deleted-interpolation trigram is above both KN back-off and the mixed network",
-                         "132 vs 117 and 109", rows,
+                         f"{_paper(('Del. Int.', 132), ('back-off KN 5-gram', 117))}; "
+                         f"{_paper(('Del. Int.', 132), ('MLP10', 109))}", rows,
                          [Check("del-int", kn.id, below=False), Check("del-int", "mlp10", below=False)] if ran else None,
                          f"{versus(('del-int', di), kn)}; {versus(('del-int', di), mixed)}" if ran else "missing rows",
                          (kn,)))
