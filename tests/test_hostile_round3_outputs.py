@@ -49,7 +49,6 @@ def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("trained")
     files = tiny_corpus(root / "corpus")
     run = root / "run"
-    os.environ.setdefault("LMBENCH_CACHE", str(root / "cache"))
     assert main(["train", *corpus_args(files), *TINY, "--epochs", "1", "--out", str(run)]) == 0
     return run, files
 
@@ -161,6 +160,19 @@ def test_an_output_through_a_link_writes_where_the_link_points(trained, tmp_path
     assert sorted(p.name for p in (tmp_path / "elsewhere").iterdir()) == ["target0.npz", "target1.npz"]
 
 
+@pytest.mark.parametrize("command, words", [(["corpus", "text"], ["--write-text"]),
+                                           (["train"], [*TINY, "--epochs", "1", "--out"])])
+def test_an_output_folder_through_a_link_is_filled_where_the_link_points(tmp_path, capsys, command, words):
+    files = tiny_corpus(tmp_path / "corpus")
+    (tmp_path / "elsewhere").mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "elsewhere")
+    corpus = corpus_args(files)
+    assert main([*command, *(corpus[2:] if command[0] == "corpus" else corpus), *words, str(link)]) == 0
+    assert link.is_symlink() and sorted(p.name for p in link.iterdir()) == sorted(
+        p.name for p in (tmp_path / "elsewhere").iterdir()) and any((tmp_path / "elsewhere").iterdir())
+
+
 @pytest.mark.parametrize("command, name, action", FILE_OUTPUTS)
 def test_an_output_onto_a_descriptor_is_written_through_it(trained, tmp_path, capsys, monkeypatch, command, name,
                                                            action):
@@ -240,7 +252,6 @@ def paused(tmp_path_factory):
     whole = root / "all.txt"
     whole.write_text("\n".join(zipf_text(20, 40, i) for i in range(50)))
     run = root / "run"
-    os.environ.setdefault("LMBENCH_CACHE", str(root / "cache"))
     assert main(["train", *corpus_args(files), *TINY, "--epochs", "1", "--max-steps", "2", "--out", str(run)]) == 0
     return run, files, other, whole, root
 
