@@ -144,15 +144,25 @@ def terms(budget: dict) -> str:
     return f"{budget['asked']}: {budget['rule']}, {budget['flops_per_row']:.2g} each, or all its recipe where that is less"
 
 
-def row_terms(budget: dict, row_id: str) -> str | None:
-    """At what budget a row trained, for the verdicts that rest on it: "at 20m, 21% of its recipe"; None
-    where the budget brought it to its recipe's end (it trained as the converged row does)."""
-    row = budget.get("rows", {}).get(row_id)
-    if row is None or row.get("complete"):
+def still_falling(row: dict) -> bool | None:
+    """Whether a network row's validation perplexity was still falling when its training stopped: its last
+    epoch's below the one before (None: fewer than two validations, nothing to tell)."""
+    curve = [point.get("valid_perplexity") for point in row.get("curve") or []]
+    curve = [value for value in curve if value is not None]
+    return None if len(curve) < 2 else curve[-1] < curve[-2]
+
+
+def row_terms(budget: dict, row: dict) -> str | None:
+    """At what budget a network row trained, for the verdicts that rest on it: "at 20m, 21% of its recipe,
+    valid still falling"; None where it trained to its recipe's end."""
+    if row.get("stopped") != "budget":
         return None
-    share = (row["updates"] / row["recipe_updates"] if row.get("recipe_updates")
+    planned = budget.get("rows", {}).get(row["id"], {})
+    share = (planned["updates"] / planned["recipe_updates"] if planned.get("recipe_updates")
              else budget.get("share"))
-    return f"at {budget['asked']}, {100 * share:.0f}% of its recipe" if share is not None else f"at {budget['asked']}"
+    falling = {True: ", valid still falling", False: ", valid no longer falling",
+               None: ", one validation (whether it still fell: not known)"}[still_falling(row)]
+    return f"at {budget['asked']}" + (f", {100 * share:.0f}% of its recipe" if share is not None else "") + falling
 
 
 def fill(weights: dict[str, float], update_seconds: dict[str, float], full: dict[str, int], seconds: float,

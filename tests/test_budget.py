@@ -215,3 +215,20 @@ def test_the_complete_rule_gives_the_time_back_where_a_shared_row_would_get_no_u
     assert updates["a"] == updates["b"] == 100
 
 
+
+
+def test_a_budgeted_verdict_names_its_budget_and_whether_validation_still_fell():
+    """The words a verdict on a budgeted row carries: the budget asked, the row's share of its recipe, and
+    whether its last validation was below the one before; none for a row trained to its recipe's end."""
+    from reports.budget import row_terms
+    budget = {"asked": "20m", "share": 0.25, "rows": {"lstm": {"updates": 50, "recipe_updates": 200},
+                                                      "gru": {"updates": 200, "recipe_updates": 200}}}
+    curve = [{"valid_perplexity": 150.0}, {"valid_perplexity": 140.0}]
+    lstm = {"id": "lstm", "stopped": "budget", "curve": curve}
+    assert row_terms(budget, lstm) == "at 20m, 25% of its recipe, valid still falling"
+    flat = {**lstm, "curve": [*curve, {"valid_perplexity": 141.0}]}
+    assert row_terms(budget, flat) == "at 20m, 25% of its recipe, valid no longer falling"
+    assert row_terms(budget, {**lstm, "curve": curve[:1]}).endswith("one validation (whether it still fell: not known)")
+    assert row_terms(budget, {"id": "gru", "stopped": "epochs", "curve": curve}) is None
+    older = {"asked": "80m", "share": 0.03, "rows": {"lstm": {"updates": 6}}}  # recorded before recipe_updates
+    assert row_terms(older, lstm).startswith("at 80m, 3% of its recipe")
