@@ -120,7 +120,13 @@ def check_printed(results: dict) -> None:
         raise ValueError(f"it does not match its schema (lmbench/schemas/results.schema.json): {found[0]}")
     ceiling = MAX_PPL_OVER_VOCABULARY * results["corpus_summary"]["vocab_size"]
     kept = any(row.get("blocks") for row in results["rows"])
+    defined = table_rows(results)
     for row in results["rows"]:
+        definition = defined.get(row["id"])
+        for key in DEFINED if definition is not None and row.get("method") is not None else ():
+            if row.get(key) != definition.get(key):
+                raise ValueError(f"row {row['id']!r} has {key} {row.get(key)!r} where the table's row of that id has "
+                                 f"{definition.get(key)!r} (reports.experiments)")
         method = row.get("method")
         if method is not None and not METHODS[method].min_order <= (row.get("n") or 0) <= METHODS[method].max_order:
             raise ValueError(f"row {row['id']!r} is of method {method} with n {row.get('n')!r}, not one of its orders "
@@ -134,6 +140,22 @@ def check_printed(results: dict) -> None:
                 (row.get("blocks") or {}).get(split) for split in ("valid", "test")):
             raise ValueError(f"row {row['id']!r} keeps no valid and test blocks where the other rows do, so nothing "
                              "checks its perplexities (its blocks were deleted?)")
+
+
+DEFINED = ("method", "n", "classes")  # what an n-gram row of the table is, which a run never changes
+
+
+def table_rows(results: dict) -> dict[str, dict]:
+    """The rows of the table a run of `results` runs (reports.experiments: the paper's for brown and ap with
+    every optional group, a user's corpus's for its |V|), by id, as records."""
+    from reports import experiments
+    corpus = results.get("corpus")
+    if corpus in experiments.ROWS:
+        rows = experiments.ROWS[corpus]() + [row for group in experiments.EXTRA_ROWS.get(corpus, {}).values()
+                                             for row in group()]
+    else:
+        rows = experiments.text_rows(results["corpus_summary"]["vocab_size"])
+    return {row.id: row.to_dict() for row in rows}
 
 
 def check_blocks(row: dict, tokens: dict) -> None:

@@ -10,8 +10,8 @@ refused (issue 53, "tampered results believed").
 - The grouping of the blocks goes as far as the half-width grows, says when it grew to the floor, and
   a verdict that another grouping would change says so.
 - Seeds are paired by their index; a p-value below the bootstrap's resolution reads "< 1/N".
-- A row's blocks deleted (its perplexity then unchecked), an `n` or `method` no run writes, a
-  perplexity of 1e300, a vocabulary of -3: one line, exit 2, nothing written.
+- A row's blocks deleted (its perplexity then unchecked), an `n` or `method` other than the table's
+  row of that id, a perplexity of 1e300, a vocabulary of -3: one line, exit 2, nothing written.
 """
 
 import json
@@ -149,6 +149,16 @@ def _n(results):
     return "kn-interp-5"
 
 
+def _n_of_another_row(results):
+    next(r for r in results["rows"] if r["id"] == "kn-interp-5")["n"] = 4  # an order KN takes: the table says 5
+    return "kn-interp-5"
+
+
+def _method_of_another_row(results):
+    next(r for r in results["rows"] if r["id"] == "kn-interp-5")["method"] = "katz"
+    return "kn-interp-5"
+
+
 def _n_text(results):
     next(r for r in results["rows"] if r["id"] == "kn-interp-5")["n"] = "five"
     return "rows/"
@@ -174,7 +184,8 @@ def _newer(results):
     return "update lmbench"
 
 
-@pytest.mark.parametrize("tamper", [_delete_blocks, _n, _n_text, _method, _train_ppl, _vocabulary, _newer],
+@pytest.mark.parametrize("tamper", [_delete_blocks, _n, _n_of_another_row, _method_of_another_row, _n_text, _method,
+                                    _train_ppl, _vocabulary, _newer],
                          ids=lambda tamper: tamper.__name__.strip("_"))
 def test_a_results_json_altered_by_hand_is_refused_in_one_line(tmp_path, capsys, tamper):
     results = brown_results()
