@@ -219,7 +219,6 @@ def _stream_default(option: str) -> str:
 
 def run_train(args: argparse.Namespace) -> dict | None:
     from dataclasses import asdict, fields
-    from neural.training.checkpoint import CHECKPOINT
     from neural.config import RunConfig
     from neural.training.trainer import train_network
     if args.nproc_per_node:
@@ -244,13 +243,25 @@ def run_train(args: argparse.Namespace) -> dict | None:
     team = _connect(args, corpus)
     try:
         with folder_held(out, busy(out)) if team.writer else nullcontext():
-            if team.writer and (not (Path(out) / CHECKPOINT).exists() or not (Path(out) / RECORD).exists()):
-                write_record(out, options)  # a new run's corpus, once the folder is this run's (a resumed run
-            result = train_network(corpus, config, out, resume=args.resume, team=team)  # keeps its record)
+            if team.writer:  # (once the folder is this run's)
+                _record_corpus(Path(out), options, corpus, args.resume)
+            result = train_network(corpus, config, out, resume=args.resume, team=team)
     finally:
         team.close()
     result.pop("config")
     return result if team.writer else None  # rank 0 prints the figures
+
+
+def _record_corpus(out: Path, options: dict, corpus, resume: bool) -> None:
+    """Write the corpus record of the run in `out`: a new run's; a run resumed from before the records
+    once its checkpoint is found of this corpus's vocabulary. A resumed run keeps the record it has, and
+    a run a refused command would not train (a checkpoint there, no --resume) keeps its own."""
+    from neural.training.checkpoint import CHECKPOINT, read_checkpoint
+    if not (out / CHECKPOINT).exists():
+        write_record(out, options)
+    elif resume and not (out / RECORD).exists():
+        read_checkpoint(out / CHECKPOINT, corpus.vocab.fingerprint())
+        write_record(out, options)
 
 
 def busy(out: str | Path) -> str:

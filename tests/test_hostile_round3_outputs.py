@@ -346,3 +346,21 @@ def test_a_reader_gone_from_stdout_ends_in_one_line_or_quietly(tmp_path, output)
         assert done.returncode == 2 and len(errors) == 1 and "/dev/stdout" in errors[0], done.stderr
     else:
         assert done.returncode == 141
+
+
+@pytest.mark.parametrize("command", TRAIN_COMMANDS)
+def test_a_refused_train_writes_no_record_into_a_run_without_one(trained, tmp_path, capsys, command):
+    """A run from before the records (a checkpoint, no corpus.json): a train there without --resume (refused:
+    the folder holds a run), or resumed on another vocabulary (refused), wrote a corpus.json of the other
+    corpus first, which `eval` would then believe."""
+    trained_run, _ = trained
+    other = write_splits(tmp_path, train=zipf_text(2000, 30, 7), valid=zipf_text(300, 30, 8), test=zipf_text(300, 30, 9))
+    run = tmp_path / "old-run"
+    run.mkdir()
+    for name in ("checkpoint.pt", "best.pt"):
+        (run / name).write_bytes((trained_run / name).read_bytes())
+    for resume, refused in (([], "already holds a run"), (["--resume"], "another vocabulary")):
+        line = error_line(capsys, [*command.split(), *corpus_args(other), *TINY, "--epochs", "1", "--out", str(run),
+                                   *resume])
+        assert refused in line, line
+        assert sorted(p.name for p in run.iterdir()) == ["best.pt", "checkpoint.pt"]
