@@ -280,6 +280,7 @@ def _check_resume(args: argparse.Namespace, out: str | Path, config) -> None:
     configuration, its corpus.json): the run's record would say it trained so from its start. Under
     --parallel only rank 0's disk need hold the run (its trainer refuses another network there)."""
     from dataclasses import asdict
+    from neural.config import RunConfig
     from neural.training.checkpoint import CHECKPOINT, saved_config
     if args.parallel:
         return
@@ -289,7 +290,6 @@ def _check_resume(args: argparse.Namespace, out: str | Path, config) -> None:
     if not path.exists():
         raise LMBenchError(f"--resume: no run to resume in {out} (no {CHECKPOINT}): check the folder's name, or "
                            "drop --resume to start a run there")
-    from neural.config import RunConfig
     saved, asked = saved_config(path), asdict(config)
     free = ("shape", "lr", *RESUMED_AS_GIVEN, "batch_size",  # (the trainer names another batch: its layout)
             *(("epochs",) if config.schedule == "halving" else ()))
@@ -345,14 +345,13 @@ def _check_resumed_corpus(args: argparse.Namespace, out: Path) -> None:
 def _run_files(run: Path) -> dict[str, Path]:
     """Every file of run folder `run` and every corpus file its corpus.json names, by what it is: what no
     output of a command given the run may overwrite."""
-    from corpora.cli import read_record
+    from corpora.cli import FILES, read_record
     if not run.is_dir():
         return {}
     found = {f"the run's {path.name}": path for path in sorted(run.iterdir()) if path.is_file()}
-    record = read_record(run) or {}
-    for name, entry in {**record.get("files", {}), **{k: v for k, v in record.items() if isinstance(v, dict)}}.items():
-        if isinstance(entry, dict) and "path" in entry:
-            found[f"the run's {name} file ({RECORD})"] = Path(entry["path"])
+    record = read_record(run) or {}  # (each file's entry checked there: its path and digest)
+    for name, entry in {**record.get("files", {}), **{name: record[name] for name in FILES if name in record}}.items():
+        found[f"the run's {name} file ({RECORD})"] = Path(entry["path"])
     return found
 
 
