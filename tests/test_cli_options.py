@@ -387,8 +387,11 @@ def test_reproduce_and_report(place, capsys, data):
     command = data.draw(st.sampled_from(["reproduce", "report"]))
     # for report, always given: the default is the real report of the corpus, which would be rebuilt
     report_dir = output_folder("--report-dir", place, may_be_absent=command == "reproduce")
-    parts = [([command, data.draw(st.sampled_from(["brown", "ap"]))], None), draw(flag("--quick")),
-             draw(report_dir)]
+    # report reads the folder --report-dir names: a --quick beside it picks no folder, and is refused
+    quick = draw(flag("--quick")) if command == "reproduce" or not draw.valid_only else ([], None)
+    if command == "report" and quick[0]:
+        quick = (quick[0], "--quick")
+    parts = [([command, data.draw(st.sampled_from(["brown", "ap"]))], None), quick, draw(report_dir)]
     if command == "reproduce":
         parts += [draw(output_folder("--work-dir", place, own=True)),  # (not in --report-dir, replaced whole)
                   draw(option("--skip", st.sampled_from(["ngram", "network", "mix"])))]

@@ -308,3 +308,23 @@ def test_nltk_data_without_brown_is_one_line(place, capsys, monkeypatch, command
     out, err = capsys.readouterr()
     assert code == 2 and out == "" and "nltk_data" not in err.replace(str(empty), ""), err
     assert err.count("\n") == 1 and f"NLTK_DATA={empty} holds no corpora/brown.zip" in err, err
+
+
+# --- 5. a window family beyond 2003 (issue 53, item 2; the contract tests on a scratch log-bilinear family) --
+
+def test_the_claim_of_a_window_family_beyond_2003_does_not_call_the_nplm_its_opposite(monkeypatch):
+    """A family that reads a window (a log-bilinear model, say) is feed-forward itself: its claim against
+    the best network of equation 1 reads "beats the best NPLM", a stream family's "the best feed-forward
+    network". (The energy network, a window family, stands in for one registered with beyond_2003.)"""
+    import dataclasses
+    from neural.families import FAMILIES
+    from reports import claims
+    families = {**FAMILIES, "energy": dataclasses.replace(FAMILIES["energy"], label="Energy network", beyond_2003=True)}
+    monkeypatch.setattr(claims, "FAMILIES", families)
+    monkeypatch.setattr(claims, "NETWORKS_BEYOND_2003", {"energy": "energy", "lstm": "lstm"}, raising=False)
+    rows = {"mlp1": {"id": "mlp1", "family": "nplm", "mix": False, "valid_ppl": 300.0, "test_ppl": 290.0},
+            "energy": {"id": "energy", "family": "energy", "mix": False, "valid_ppl": 280.0, "test_ppl": 270.0},
+            "lstm": {"id": "lstm", "family": "lstm", "mix": False, "valid_ppl": 200.0, "test_ppl": 190.0}}
+    said = [claim["claim"] for claim in claims.beyond_2003(rows)]
+    assert "The Energy network (ours) beats the best NPLM" in said, said
+    assert f"The {FAMILIES['lstm'].label} (ours) beats the best feed-forward network" in said, said
