@@ -186,10 +186,11 @@ def atomic_write(path: Path, write: Callable[[Path], None], *, fix: str = "") ->
     temporary file is removed and `path` left as it was; a failed write (full disk, read-only folder)
     raises WriteFailed (one line, with `fix` when given). A link is written where it points, a
     descriptor (/dev/stdout) through itself (module docstring)."""
-    path = Path(path)
-    if descriptor(path) is not None:
-        return _write_through(path, descriptor(path), write, fix)
-    path = written_path(path)
+    given = Path(path)  # (named in a failure's line, as the user gave it)
+    handle = descriptor(given)
+    if handle is not None:
+        return _write_through(given, handle, write, fix)
+    path = written_path(given)
     tmp = _temporary(path)
     try:
         try:
@@ -200,7 +201,7 @@ def atomic_write(path: Path, write: Callable[[Path], None], *, fix: str = "") ->
         except (OSError, RuntimeError) as err:
             written = tmp.stat().st_size if tmp.exists() else 0
             tmp.unlink(missing_ok=True)  # before the free space is measured
-            failure = write_failure(path, err, written, fix)
+            failure = write_failure(given, err, written, fix)
             if failure is None:
                 raise
             raise failure from None
