@@ -1,6 +1,7 @@
 """Benchmark on Brown: the deleted-interpolation trigram, the exchange clustering and class models.
 
     NLTK_DATA=... PYTHONPATH=. python bench/cluster_bench.py [--classes 150 500] [--max-iters 20] [--json]
+    PYTHONPATH=. python bench/cluster_bench.py --tiny     # the test suite's seconds-long run
 
 Prints (and with --json, writes to stdout as one JSON object):
 - deleted interpolation: counting, EM (valid components + EM) and scoring seconds, EM iterations,
@@ -36,12 +37,20 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def measure_clustering(num_classes: int, max_iters: int) -> dict:
+def load_corpus(tiny: bool):
+    """Brown, or under --tiny the bench scripts' tiny corpus (bench/tiny_corpus.py)."""
+    if tiny:
+        from tiny_corpus import tiny_corpus
+        return tiny_corpus()
+    from corpora.brown import load_brown
+    return load_brown()
+
+
+def measure_clustering(num_classes: int, max_iters: int, tiny: bool) -> dict:
     """Child-process work: cluster Brown train, save to the cache, report time and peak RSS."""
     from baselines.clustering import cache_path, cluster
-    from corpora.brown import load_brown
 
-    corpus = load_brown()
+    corpus = load_corpus(tiny)
     started = time.perf_counter()
     clustering = cluster(corpus.vocab, corpus.train, num_classes, max_iters=max_iters)
     seconds = time.perf_counter() - started
@@ -88,23 +97,25 @@ def main() -> None:
     parser.add_argument("--classes", type=int, nargs="+", default=[150, 500])
     parser.add_argument("--max-iters", type=int, default=20, help="exchange passes at most")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--tiny", action="store_true", help="the tiny corpus of bench/tiny_corpus.py instead of "
+                        "Brown, 4 and 8 classes, 3 passes: a seconds-long run (the test suite's)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)  # one clustering, JSON out
     args = parser.parse_args()
+    if args.tiny:
+        args.classes, args.max_iters = [4, 8], 3
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
     if args.child is not None:
-        print(json.dumps(measure_clustering(args.child, args.max_iters)))
+        print(json.dumps(measure_clustering(args.child, args.max_iters, args.tiny)))
         return
 
-    from corpora.brown import load_brown
-
-    corpus = load_brown()
+    corpus = load_corpus(args.tiny)
     report = {"corpus": corpus.name, "vocab_size": len(corpus.vocab),
               "deleted_interpolation": deleted_interpolation(corpus),
               "clustering": [], "class_trigram": []}
     print("deleted interpolation:", report["deleted_interpolation"], file=sys.stderr)
     for num_classes in args.classes:
         child = subprocess.run([sys.executable, __file__, "--child", str(num_classes),
-                                "--max-iters", str(args.max_iters)],
+                                "--max-iters", str(args.max_iters), *(["--tiny"] if args.tiny else [])],
                                stdout=subprocess.PIPE, check=True, text=True)
         report["clustering"].append(json.loads(child.stdout.strip().splitlines()[-1]))
         print("clustering:", report["clustering"][-1], file=sys.stderr)

@@ -4,19 +4,22 @@
 # recipe's default shapes) for a fixed number of updates each, and prints training tokens/s (full softmax
 # and importance sampling, fp32 and bf16) and exact-scoring tokens/s (bench/nplm_bench.py --device cuda),
 # then writes them as JSON to $OUT/gpu_check.json (default build/). Usage: bench/gpu_check.sh [STEPS]
+# DEVICE=cpu TINY=1 bench/gpu_check.sh: the same script on the CPU at nplm_bench.py's --tiny size (the test
+# suite's run of it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 STEPS=${1:-50}
 OUT=${OUT:-build}
-if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+DEVICE=${DEVICE:-cuda}
+if [ "$DEVICE" = cuda ] && ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
     echo "gpu_check: CUDA is not available to $PY's torch: run it on a machine with a GPU and a CUDA build of torch (make install keeps a torch that already imports)" >&2
     exit 2
 fi
 mkdir -p "$OUT"
-"$PY" -c "import torch; print('gpu_check:', torch.cuda.get_device_name(0), 'torch', torch.__version__)"
-timeout 480 "$PY" bench/nplm_bench.py --device cuda --shapes MLP1 AP --families lstm transformer \
-    --steps "$STEPS" --eval-tokens 65536 --eval-batch 8192 --json | tee "$OUT/gpu_check.json"
+"$PY" -c "import torch; print('gpu_check:', torch.cuda.get_device_name(0) if '$DEVICE' == 'cuda' else 'the CPU', 'torch', torch.__version__)"
+timeout 480 "$PY" bench/nplm_bench.py --device "$DEVICE" --shapes MLP1 AP --families lstm transformer \
+    --steps "$STEPS" --eval-tokens 65536 --eval-batch 8192 ${TINY:+--tiny} --json | tee "$OUT/gpu_check.json"
 "$PY" - "$OUT/gpu_check.json" <<'PYEOF'
 import json, sys
 figures = json.load(open(sys.argv[1]))

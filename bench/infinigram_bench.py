@@ -2,6 +2,7 @@
 
     make bench-infinigram [TOKENS="1000000 14000000 100000000"] [TMP_DIR=DIR]
     PYTHONPATH=. python bench/infinigram_bench.py --tokens 1000000 14000000 100000000 [--full-max T] [--tmp-dir DIR]
+    PYTHONPATH=. python bench/infinigram_bench.py --tiny      # the test suite's seconds-long run
 
 The training stream is bench/scale_bench.py's, cached in $LMBENCH_CACHE/scale-bench/: AP 1989's train
 split, then permuted copies of it (`--permuted` there: each copy through its own permutation of the ids,
@@ -32,19 +33,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from scale_bench import _cpu_seconds, _peak_gb, _reset_peak, build_stream  # noqa: E402
+from scale_bench import _cpu_seconds, _peak_gb, _reset_peak, base_corpus, build_stream  # noqa: E402
 
 PUBLISHED_BYTES_PER_TOKEN = 7  # Liu et al. (2024): 2-byte ids and 5-byte pointers
 
 
-def one(tokens: int, stream: Path, full: bool, tmp_dir: str | None) -> dict:
+def one(tokens: int, stream: Path, full: bool, tmp_dir: str | None, tiny: bool = False) -> dict:
     """Index the first `tokens` tokens of the stream and score AP's test split, in this process."""
     from baselines.infinigram import InfiniGram, SuffixIndex, UnboundedNgram
-    from corpora.cli import load_default
     from corpora.corpus import Corpus
     from lmbench.model import perplexity, split_logprobs
 
-    ap = load_default("ap")
+    ap = base_corpus(tiny)
     corpus = Corpus(f"infinigram-{tokens}", ap.vocab, np.load(stream, mmap_mode="r")[:tokens].astype(np.int32),
                     ap.valid, ap.test)
     row = {"tokens": tokens, "start_gb": round(_peak_gb(), 3)}
@@ -87,19 +87,23 @@ def main() -> None:
                         help="also fit and score the interpolated model (∞-gram + KN 5) up to this many tokens")
     parser.add_argument("--tmp-dir", default=None, help="the folder of the index files (default: the system's)")
     parser.add_argument("--out", help="also write the JSON figures to this file")
+    parser.add_argument("--tiny", action="store_true", help="the tiny corpus of bench/tiny_corpus.py in AP's "
+                        "place, 20,000 tokens: the test suite's seconds-long run")
     parser.add_argument("--one", nargs=4, metavar=("TOKENS", "STREAM", "FULL", "TMP"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         tokens, stream, full, tmp = args.one
-        print(json.dumps(one(int(tokens), Path(stream), full == "1", tmp if tmp != "-" else None)))
+        print(json.dumps(one(int(tokens), Path(stream), full == "1", tmp if tmp != "-" else None, args.tiny)))
         return
+    if args.tiny:
+        args.tokens = [20_000]
 
-    figures = {"stream": build_stream(max(args.tokens), permuted=True), "runs": [],
+    figures = {"stream": build_stream(max(args.tokens), permuted=True, tiny=args.tiny), "runs": [],
                "published_bytes_per_token": PUBLISHED_BYTES_PER_TOKEN}
     env = {"OMP_NUM_THREADS": "1", **os.environ, "PYTHONPATH": str(ROOT)}
     for tokens in sorted(args.tokens):
         command = [sys.executable, __file__, "--one", str(tokens), figures["stream"]["path"],
-                   "1" if tokens <= args.full_max else "0", args.tmp_dir or "-"]
+                   "1" if tokens <= args.full_max else "0", args.tmp_dir or "-", *(["--tiny"] if args.tiny else [])]
         row = json.loads(subprocess.run(command, capture_output=True, text=True, env=env, check=True)
                          .stdout.strip().splitlines()[-1])
         figures["runs"].append(row)

@@ -1,6 +1,7 @@
 """Benchmark of the n-gram baselines on Brown: perplexities, build and scoring seconds, memory.
 
     NLTK_DATA=/work/shared/nltk_data PYTHONPATH=. python bench/ngram_bench.py [--lmplz PATH] [--out FILE]
+    PYTHONPATH=. python bench/ngram_bench.py --tiny        # the test suite's seconds-long run
 
 For each of Katz 3/4/5, KN back-off 3/4/5 and interpolated KN 3/4/5, and Katz and KN back-off
 with SRILM's default cutoffs (n-grams of order >= 3 seen once left out), each in a fresh process
@@ -38,13 +39,24 @@ CONFIGS = ([(m, n, 1) for m in ("katz", "kneser-ney-backoff", "kneser-ney") for 
 PAPER_KN_BACKOFF = {3: (334, 323), 4: (332, 321), 5: (332, 321)}  # Bengio et al. 2003, Table 1
 
 
-def one(method: str, order: int, min_count: int) -> dict:
-    """Fit one model on Brown in this process and time it."""
-    from baselines.methods import NGramOptions, make_ngram
+TINY_CONFIGS = [("katz", 3, 1), ("kneser-ney", 3, 1), ("kneser-ney-backoff", 3, 2)]  # --tiny's
+
+
+def load_corpus(tiny: bool):
+    """Brown, or under --tiny the bench scripts' tiny corpus (bench/tiny_corpus.py)."""
+    if tiny:
+        from tiny_corpus import tiny_corpus
+        return tiny_corpus()
     from corpora.brown import load_brown
+    return load_brown()
+
+
+def one(method: str, order: int, min_count: int, tiny: bool = False) -> dict:
+    """Fit one model on Brown (the tiny corpus) in this process and time it."""
+    from baselines.methods import NGramOptions, make_ngram
     from lmbench.model import split_logprobs
 
-    corpus = load_brown()
+    corpus = load_corpus(tiny)
     model = make_ngram(NGramOptions(method, order, min_ngram_count=min_count))
     started = time.perf_counter()
     model.fit(corpus)
@@ -66,10 +78,16 @@ def in_subprocess(args: list[str]) -> dict:
     return json.loads(out)
 
 
-def cli_run() -> dict:
+def cli_run(tiny: bool) -> dict:
     """Wall time and peak RSS of the whole `lmbench ngram --method kneser-ney --order 5` command."""
+    if tiny:
+        from tiny_corpus import tiny_files
+        corpus = ["--corpus", "text", *[arg for split, path in zip(("train", "valid", "test"), tiny_files())
+                                        for arg in (f"--{split}", str(path))]]
+    else:
+        corpus = ["--corpus", "brown"]
     command = [sys.executable, "-m", "lmbench_cli", "ngram", "--method", "kneser-ney", "--order", "5",
-               "--corpus", "brown", "--json"]
+               *corpus, "--json"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     started = time.perf_counter()
     out = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=True,
@@ -136,13 +154,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lmplz", help="path of KenLM's lmplz binary: also compare with it")
     parser.add_argument("--out", help="also write the JSON figures to this file")
+    parser.add_argument("--tiny", action="store_true", help="three of the models on the tiny corpus of "
+                        "bench/tiny_corpus.py instead of Brown: a seconds-long run (the test suite's)")
     parser.add_argument("--one", nargs=3, metavar=("METHOD", "ORDER", "MIN_COUNT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(one(args.one[0], int(args.one[1]), int(args.one[2]))))
+        print(json.dumps(one(args.one[0], int(args.one[1]), int(args.one[2]), args.tiny)))
         return
 
-    rows = [in_subprocess(["--one", m, str(n), str(c)]) for m, n, c in tqdm(CONFIGS, desc="models", file=sys.stderr)]
+    tiny = ["--tiny"] if args.tiny else []
+    rows = [in_subprocess(["--one", m, str(n), str(c), *tiny])
+            for m, n, c in tqdm(TINY_CONFIGS if args.tiny else CONFIGS, desc="models", file=sys.stderr)]
     print(f"{'method':<20}{'n':>2}{'cut':>4} {'valid':>8} {'test':>8} {'build s':>8} {'score s':>8} "
           f"{'tokens/s':>10} {'RSS MB':>7}  paper KN back-off (valid/test)")
     for r in rows:
@@ -150,7 +172,7 @@ def main() -> None:
         print(f"{r['method']:<20}{r['order']:>2}{r['min_ngram_count']:>4} {r['valid_perplexity']:8.2f} {r['test_perplexity']:8.2f} "
               f"{r['build_seconds']:8.2f} {r['score_seconds']:8.3f} {r['score_tokens_per_second']:10,d} "
               f"{r['peak_rss_mb']:7.0f}  {paper}")
-    figures = {"models": rows, "cli": cli_run()}
+    figures = {"models": rows, "cli": cli_run(args.tiny)}
     cli = figures["cli"]
     print(f"\nwhole command `lmbench {' '.join(cli['command'].split()[2:])}`: {cli['wall_seconds']:.2f} s wall, "
           f"peak RSS {cli['peak_rss_mb']:.0f} MB")

@@ -40,7 +40,8 @@ from neural.config import OBJECTIVES, RunConfig  # noqa: E402
 from neural.scoring import score_stream  # noqa: E402
 from neural.networks.nplm import NPLM  # noqa: E402
 from neural.outputs.objectives import make_objective  # noqa: E402
-from neural.training.recipe import apply_weight_decay, make_optimizer  # noqa: E402
+from neural.training.recipe import make_optimizer  # noqa: E402
+from neural.training.trainer import TrainState  # noqa: E402
 from neural.outputs.tree import huffman_tree  # noqa: E402
 from neural.families import FAMILIES  # noqa: E402
 from neural.training.batches import steps_of  # noqa: E402
@@ -109,17 +110,13 @@ def train_step(variant, config, args, structures, unigram, contexts, targets, de
     net = NPLM(config.shape, args.vocab, output=output, structure=structures.get(output)).to(device)
     optimizer = make_optimizer(net, config)
     objective = make_objective(objective_name, unigram, args.samples, torch.Generator(device=device))
-    updates = [0]
+    state = TrainState()  # the run's state that the optimizer's coupled decay counts in
 
     def step():
         loss = objective.loss(net, net.features(contexts), targets, bf16=bf16)
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        updates[0] += 1
-        if updates[0] % config.decay_every == 0:
-            apply_weight_decay(net, 1e-3, config.weight_decay, config.decay_every)
-        optimizer.step()
-        loss.item()
+        optimizer.step(state, 1e-3)  # the trainer's step: the decay every `decay_every` updates, the SGD step
     return step
 
 
@@ -140,7 +137,12 @@ def main() -> None:
                         help="stream networks to time (default all; none: --families with no name)")
     parser.add_argument("--eval-tokens", type=int, default=8192, help="tokens scored by a stream network's timing")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of a table")
+    parser.add_argument("--tiny", action="store_true", help="a seconds-long run (|V| 300, 2 calls a measurement, "
+                        "the first shape and the first two stream families, their quick shapes): the test suite's")
     args = parser.parse_args()
+    if args.tiny:
+        args.vocab, args.steps, args.seconds, args.eval_batch, args.eval_tokens, args.samples = 300, 2, 0.05, 256, 512, 20
+        args.batch, args.shapes, args.families = 16, args.shapes[:1], args.families[:2]
     global STEPS
     STEPS = args.steps
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available()
@@ -151,7 +153,7 @@ def main() -> None:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     figures = {"device": str(device), "threads": torch.get_num_threads(), "load_average_1min": load,
                "batch": args.batch, "samples": args.samples,
-               "peak_fp32_gflops": peak_gflops(device, torch.float32, 2048, args.seconds), "runs": []}
+               "peak_fp32_gflops": peak_gflops(device, torch.float32, 256 if args.tiny else 2048, args.seconds), "runs": []}
     unigram = 1.0 / torch.arange(1, args.vocab + 1, dtype=torch.float64)  # Zipf's law, as in text
     unigram = (unigram / unigram.sum()).float().to(device)
     counts = (unigram.cpu().numpy() * 1e7).astype(np.int64)  # a corpus's counts, from the unigram
@@ -212,10 +214,14 @@ def main() -> None:
 def stream_runs(family: str, args, unigram: torch.Tensor, device: torch.device) -> list[dict]:
     """Training tokens/s of one stream network's update per objective, and its exact scoring's."""
     runs = []
-    config = RunConfig(model=family, samples=args.samples)  # the family's own recipe
-    for objective_name, bf16 in [("softmax", False), ("softmax", True), ("importance", False), ("importance", True)]:
+    config = RunConfig(model=family, samples=args.samples,  # the family's own recipe (--tiny: 4 lanes of 8 steps)
+                       **({"batch_size": 4, "steps": 8} if args.tiny else {}))
+    precisions = (False, True) if device.type == "cuda" else (False,)  # bf16 (autocast): oneDNN's CPU LSTM has none
+    for objective_name, bf16 in [(name, bf16) for name in ("softmax", "importance") for bf16 in precisions]:
         torch.manual_seed(0)
-        net = build_network(FAMILIES[family], FAMILIES[family].shape(), args.vocab).to(device)
+        entry = FAMILIES[family]
+        shape = entry.shape(**entry.quick) if args.tiny else entry.shape()  # --tiny: a quick run's narrower shape
+        net = build_network(entry, shape, args.vocab).to(device)
         steps = steps_of(net.shape, config.steps)
         inputs = torch.multinomial(unigram, config.batch * (steps + 1), replacement=True).view(config.batch, -1)
         optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
@@ -237,7 +243,7 @@ def stream_runs(family: str, args, unigram: torch.Tensor, device: torch.device) 
         runs.append({"shape": family, "objective": objective_name + (" bf16" if bf16 else ""),
                      "train_tokens_per_s": calls * inputs[:, 1:].numel() / elapsed})
     stream = torch.multinomial(unigram, args.eval_tokens, replacement=True).cpu().numpy()
-    for bf16 in (False, True):
+    for bf16 in precisions:
         calls, elapsed = timed(lambda: net.score_stream(stream, len(stream) // 2, bf16=bf16), args.seconds)
         runs.append({"shape": family, "objective": "evaluation (exact)" + (" bf16" if bf16 else ""),
                      "eval_tokens_per_s": calls * (len(stream) - len(stream) // 2) / elapsed})

@@ -48,7 +48,8 @@ from neural.config import RunConfig  # noqa: E402
 from neural.outputs.objectives import make_objective  # noqa: E402
 from neural.parallel.teams import connect  # noqa: E402
 from neural.training.team import Team  # noqa: E402
-from neural.training.recipe import apply_weight_decay, make_optimizer  # noqa: E402
+from neural.training.recipe import make_optimizer  # noqa: E402
+from neural.training.trainer import TrainState  # noqa: E402
 
 MLP1 = dict(n=5, m=60, h=50, direct=True)
 AP = dict(n=6, m=100, h=60, direct=True)  # the AP network of `make reproduce-ap`
@@ -116,29 +117,28 @@ def train_steps(team: Team, scheme_batch: int, objective: str, vocab: int, sampl
     unigram = (unigram / unigram.sum()).float()
     net.set_unigram_biases(unigram.double())
     optimizer = make_optimizer(net, config)
+    state = TrainState()  # the run's state that the optimizer's coupled decay counts in
     loss_fn = make_objective(objective, unigram, samples, torch.Generator().manual_seed(0))
     contexts = torch.multinomial(unigram, scheme_batch * (MLP1["n"] - 1), replacement=True)
     contexts = contexts.view(scheme_batch, MLP1["n"] - 1)
     targets = torch.multinomial(unigram, scheme_batch, replacement=True)
     ids = torch.arange(scheme_batch)
 
-    def step(updates: int) -> None:
+    def step() -> None:
         mine, share = team.shard_batch(ids)
         loss = loss_fn.loss(net, net.features(contexts[mine]), targets[mine])
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         team.sum_gradients(net, loss, share)
-        if updates % config.decay_every == 0:
-            apply_weight_decay(net, 1e-3, config.weight_decay, config.decay_every)
-        optimizer.step()
+        optimizer.step(state, 1e-3)  # the trainer's step: the decay every `decay_every` updates, the SGD step
 
-    step(1), step(2)
+    step(), step()
     if counted is not None:
         counted.reset()
     updates, started = 0, time.perf_counter()
     while not team.any(time.perf_counter() - started >= seconds):  # as the loop's checkpoint clock
         updates += 1
-        step(updates)
+        step()
     elapsed = time.perf_counter() - started
     result = {"updates": updates, "seconds": elapsed}
     if counted is not None:

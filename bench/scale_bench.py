@@ -3,6 +3,7 @@
     make bench-scale [TOKENS="1000000 14000000 100000000"] [MEMORY=600M] [PERMUTED=1]
     PYTHONPATH=. python bench/scale_bench.py --tokens 1000000 14000000 100000000 --memory 600M [--tmp-dir DIR]
         [--repeat R] [--in-memory-max T]
+    PYTHONPATH=. python bench/scale_bench.py --tiny      # the test suite's seconds-long run
 
 The training stream (built once, cached in $LMBENCH_CACHE/scale-bench/): AP 1989's train split, then
 text sampled from the interpolated KN 4-gram estimated on that split, up to the largest --tokens.
@@ -91,9 +92,19 @@ def sample(model, prefix: np.ndarray, lengths: tuple[int, int], rng: np.random.G
     return out.reshape(-1)
 
 
-def stream_path(tokens: int, permuted: bool) -> Path:
+def base_corpus(tiny: bool):
+    """AP (its train starts the stream; its valid and test are scored), or under --tiny the bench scripts'
+    tiny corpus (bench/tiny_corpus.py)."""
+    if tiny:
+        from tiny_corpus import tiny_corpus
+        return tiny_corpus()
+    from corpora.named import load_named
+    return load_named("ap")
+
+
+def stream_path(tokens: int, permuted: bool, tiny: bool = False) -> Path:
     from corpora.corpus import cache_root
-    return cache_root() / "scale-bench" / f"train-{tokens}{'-permuted' if permuted else ''}.npy"
+    return cache_root() / "scale-bench" / f"train-{tokens}{'-permuted' if permuted else ''}{'-tiny' if tiny else ''}.npy"
 
 
 def permuted_copies(train: np.ndarray, tokens: int, vocab_size: int, rng: np.random.Generator) -> np.ndarray:
@@ -102,14 +113,13 @@ def permuted_copies(train: np.ndarray, tokens: int, vocab_size: int, rng: np.ran
     return np.concatenate([rng.permutation(vocab_size).astype(np.int32)[train] for _ in range(copies)])[:tokens]
 
 
-def build_stream(tokens: int, permuted: bool) -> dict:
+def build_stream(tokens: int, permuted: bool, tiny: bool = False) -> dict:
     """The training stream of `tokens` tokens (AP train, then sampled text or permuted copies), cached."""
     from baselines.kneser_ney import KneserNey
-    from corpora.named import load_named
     from lmbench.files import atomic_write
 
-    path = stream_path(tokens, permuted)
-    corpus = load_named("ap")
+    path = stream_path(tokens, permuted, tiny)
+    corpus = base_corpus(tiny)
     if path.exists():
         return {"path": str(path), "cached": True}
     started = time.perf_counter()
@@ -149,15 +159,14 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def one(tokens: int, stream: Path, memory: str | None, tmp_dir: str | None) -> dict:
+def one(tokens: int, stream: Path, memory: str | None, tmp_dir: str | None, tiny: bool = False) -> dict:
     """Build KN 5 on the first `tokens` tokens of the stream and score valid and test, in this process."""
     from baselines.disk_counts import IN_MEMORY_BYTES_PER_TOKEN, parse_size
     from baselines.kneser_ney import KneserNey
-    from corpora.named import load_named
     from corpora.corpus import Corpus
     from lmbench.model import split_perplexity
 
-    ap = load_named("ap")
+    ap = base_corpus(tiny)
     train = np.load(stream, mmap_mode="r")[:tokens].astype(np.int32)
     corpus = Corpus(f"scale-{tokens}", ap.vocab, train, ap.valid, ap.test)
     del ap
@@ -201,19 +210,25 @@ def main() -> None:
     parser.add_argument("--out", help="also write the JSON figures to this file")
     parser.add_argument("--permuted", action="store_true",
                         help="extend AP's train by permuted copies of it rather than sampled text (fast)")
+    parser.add_argument("--tiny", action="store_true", help="the tiny corpus of bench/tiny_corpus.py in AP's "
+                        "place, 20,000 tokens (its train and sampled text): the test suite's seconds-long run")
     parser.add_argument("--one", nargs=4, metavar=("TOKENS", "STREAM", "MEMORY", "TMP"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         tokens, stream, memory, tmp = args.one
         print(json.dumps(one(int(tokens), Path(stream), memory if memory != "-" else None,
-                             tmp if tmp != "-" else None)))
+                             tmp if tmp != "-" else None, args.tiny)))
         return
+    if args.tiny:
+        args.tokens = [20_000]
 
-    figures = {"stream": build_stream(max(args.tokens), args.permuted), "kenlm_ap_lmplz_o5": KENLM_AP, "runs": []}
+    figures = {"stream": build_stream(max(args.tokens), args.permuted, args.tiny), "kenlm_ap_lmplz_o5": KENLM_AP,
+               "runs": []}
     for tokens in sorted(args.tokens):
         for memory in (([None] if tokens <= args.in_memory_max else []) + [args.memory]) * args.repeat:
             started = time.perf_counter()
-            row = in_subprocess(["--one", str(tokens), figures["stream"]["path"], memory or "-", args.tmp_dir or "-"])
+            row = in_subprocess(["--one", str(tokens), figures["stream"]["path"], memory or "-", args.tmp_dir or "-",
+                                 *(["--tiny"] if args.tiny else [])])
             row["process_seconds"] = round(time.perf_counter() - started, 1)
             figures["runs"].append(row)
             print(json.dumps(row), file=sys.stderr)
@@ -227,7 +242,8 @@ def main() -> None:
     for tokens in sorted(args.tokens):  # the interleaved builds' ratio, where both paths ran
         runs = {path: [r for r in figures["runs"] if r["tokens"] == tokens and r["path"] == path]
                 for path in ("in memory", "bounded")}
-        if all(runs.values()):
+        if all(runs.values()) and all(r["build_seconds"] and r["build_cpu_seconds"]
+                                            for r in runs["in memory"]):  # (a tiny build rounds to 0 s)
             ratio = {what: round(sum(r[what] for r in runs["bounded"]) / sum(r[what] for r in runs["in memory"]), 3)
                      for what in ("build_seconds", "build_cpu_seconds")}
             figures.setdefault("bounded_over_in_memory", {})[tokens] = ratio

@@ -25,6 +25,7 @@ that a change of the machine's load falls on all of them alike; compare ratios w
 
     python bench/threads_bench.py --family ours --condition busy --rounds 2 --updates 150
     python bench/threads_bench.py --family lstm --variants before default one --before /tmp/before
+    python bench/threads_bench.py --tiny        # the test suite's seconds-long run
 """
 
 from __future__ import annotations
@@ -64,24 +65,26 @@ def environment(variant: str, checkout: Path, spincount: int) -> tuple[dict, int
     return env, None
 
 
-def command(family: str, updates: int, threads: int | None, out: str) -> list[str]:
-    """`lmbench train` of the family on Brown, stopped after `updates` updates, not scored."""
+def command(family: str, updates: int, threads: int | None, out: str, corpus: list[str]) -> list[str]:
+    """`lmbench train` of the family on `corpus` (its options: Brown's, or the tiny corpus's), stopped after
+    `updates` updates, not scored."""
     if family == "ours":
         shape = ["--model", "nplm", "--n", "6", "--m", "100", "--h", "300", "--direct", "--bag", "50",
                  "--weight-decay", "1e-5", "--schedule", "linear", "--dropout", "0.3", "--epochs", "6"]
     else:
         shape = ["--model", "lstm"]
-    return [sys.executable, "-m", "lmbench_cli", "nplm", "train", "--corpus", "brown", *shape,
+    return [sys.executable, "-m", "lmbench_cli", "nplm", "train", *corpus, *shape,
             "--max-steps", str(updates), "--device", "cpu", "--out", out, "--json",
             *(["--threads", str(threads)] if threads else [])]
 
 
-def measure(family: str, variant: str, updates: int, before: Path | None, spincount: int) -> dict:
+def measure(family: str, variant: str, updates: int, before: Path | None, spincount: int,
+            corpus: list[str]) -> dict:
     checkout = before if variant == "before" else ROOT
     env, threads = environment(variant, checkout, spincount)
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as out:
-        done = subprocess.run(command(family, updates, threads, out), env=env, capture_output=True, text=True,
+        done = subprocess.run(command(family, updates, threads, out, corpus), env=env, capture_output=True, text=True,
                               cwd=checkout)
     if done.returncode:
         raise SystemExit(f"{family} {variant} failed: {done.stderr.strip().splitlines()[-1]}")
@@ -100,7 +103,15 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=150)
     parser.add_argument("--spincount", type=int, default=300_000, help="GOMP_SPINCOUNT of the variant spin")
     parser.add_argument("--before", type=Path, default=None, help="the checkout whose default `before` runs")
+    parser.add_argument("--tiny", action="store_true", help="the tiny corpus of bench/tiny_corpus.py instead of "
+                        "Brown, the variants one and default, 1 round of 5 updates: the test suite's run")
     args = parser.parse_args()
+    corpus = ["--corpus", "brown"]
+    if args.tiny:
+        from tiny_corpus import tiny_files
+        corpus = ["--corpus", "text", *[arg for split, path in zip(("train", "valid", "test"), tiny_files())
+                                        for arg in (f"--{split}", str(path))]]
+        args.variants, args.rounds, args.updates = ["one", "default"], 1, 5
     if "before" in args.variants and args.before is None:
         parser.error("the variant before needs --before DIR, a checkout of the commit to compare with")
     print(f"# {args.family}, {args.condition}, {cores()} cores, {args.updates} updates per measurement", flush=True)
@@ -111,7 +122,7 @@ def main() -> None:
                 time.sleep(1.0)
             for variant in args.variants:
                 print(json.dumps({"round": round_ + 1, "condition": args.condition,
-                                  **measure(args.family, variant, args.updates, args.before, args.spincount)}), flush=True)
+                                  **measure(args.family, variant, args.updates, args.before, args.spincount, corpus)}), flush=True)
         finally:
             if busy is not None:
                 busy.kill()

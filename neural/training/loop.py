@@ -216,7 +216,7 @@ def run_epochs(trainer: Trainer, *, epochs: int, max_steps: int | None, checkpoi
         if bar is not None:
             bar.close()
         pending.read(state, trainer.diverged)
-        if state.position > position_before:  # the epoch's seconds to the end of its last update's work (the read waited for it)
+        if state.position > position_before:  # the seconds to the end of its last update's work (the read waited)
             state.seconds = seconds_before + time.perf_counter() - started
         if state.stopped is not None:
             break
