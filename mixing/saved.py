@@ -182,7 +182,7 @@ def mix_with_counts(parts: list[dict[str, np.ndarray]], infinigram: dict[str, np
     pseudo-token per part (P∞ is 0 for unseen continuations: a bucket whose few valid tokens it all
     predicted keeps weight on the others; a bucket of thousands of tokens keeps its own weights).
     Returns the mixed log-probabilities of valid and test and the weights (buckets, K + 1), P∞'s last."""
-    if "effective_n_valid" not in infinigram:  # (what every infini-gram file holds, old or new)
+    if not {"p_inf_valid", "effective_n_valid"} & set(infinigram):  # (an infini-gram file, old or new, holds one)
         raise LMBenchError(f"{infinigram_name} is not an infini-gram file (it holds no effective n per token: "
                            "another model's log-probabilities): give --with-counts the .npz of `lmbench ngram "
                            "--method infini-gram --save-logprobs`, or mix this file as a part")

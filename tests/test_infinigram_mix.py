@@ -33,7 +33,7 @@ def test_every_kn5_mixture_has_its_counts_mixture_beside_it(table):
 
 
 def _parts(seed: int, valid: int = 4000, test: int = 3000):
-    """Saved files of a network, KN 5 and the ∞-gram (+ KN 5, with log P∞ and effective-n buckets) over
+    """Saved files of a network, KN 5 and the ∞-gram (+ KN 5, with log P∞, effective n and its buckets) over
     random streams: P∞ is sharp where the effective n is high, and 0 for a share of tokens."""
     rng = np.random.default_rng(seed)
     files = [{}, {}, {}]
@@ -44,8 +44,8 @@ def _parts(seed: int, valid: int = 4000, test: int = 3000):
         p_inf = np.where(seen, np.log(rng.uniform(0.2, 1.0, size)), -np.inf)
         with np.errstate(divide="ignore"):
             files[0][split], files[1][split] = network, kn
-            files[2].update({split: np.logaddexp(np.log(0.3) + p_inf, np.log(0.7) + kn),
-                             f"p_inf_{split}": p_inf, f"buckets_{split}": buckets})
+            files[2].update({split: np.logaddexp(np.log(0.3) + p_inf, np.log(0.7) + kn), f"p_inf_{split}": p_inf,
+                             f"effective_n_{split}": buckets + 1, f"buckets_{split}": buckets})
     return files
 
 
