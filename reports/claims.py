@@ -370,7 +370,33 @@ def check_claims(results: dict) -> list[dict]:
     """Every claim asked of the results (module docstring), each judged at every grouping of the blocks
     tried as well (`by_grouping`), with its verdict after Holm's adjustment over the report's claims
     beside its own (`with_holm`)."""
-    return with_holm(by_grouping(results, _claims(results)))
+    return with_holm(by_grouping(results, at_budget(results, _claims(results))))
+
+
+def at_budget(results: dict, claims: list[dict]) -> list[dict]:
+    """`claims` with, on each whose verdict rests on a network a compute budget cut short of its recipe's
+    end, the budget it was reached at after the verdict ("holds (...), at 20m: lstm at 20m, 21% of its
+    recipe, valid still falling"; reports.budget.row_terms) and in `budget`: a budgeted verdict cannot be
+    read as the converged one."""
+    from reports.budget import row_terms
+    budget = results.get("budget")
+    if not budget:
+        return claims
+    rows = {r["id"]: r for r in results["rows"]}
+    found = []
+    for claim in claims:
+        networks = dict.fromkeys(net for row_id in claim.get("rows") or () if row_id in rows
+                                 for net in _networks(rows, row_id))
+        grouped: dict[str, list[str]] = {}  # the same terms said once for every network they hold for
+        for net in networks:
+            if row_terms(budget, rows[net]):
+                grouped.setdefault(row_terms(budget, rows[net]), []).append(net)
+        terms = [f"{', '.join(nets)} {words}" for words, nets in grouped.items()]
+        if terms and claim["verdict"] != "not run":
+            claim = {**claim, "budget": "; ".join(terms),
+                     "verdict": f"{claim['verdict']}, under a budget: {'; '.join(terms)}"}
+        found.append(claim)
+    return found
 
 
 def _claims(results: dict) -> list[dict]:
