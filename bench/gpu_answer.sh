@@ -80,10 +80,13 @@ PYEOF
     } > "$OUT/gpu_answer.txt"
     echo "gpu_answer: $STATUS; files in $OUT: $(cd "$OUT" && ls | tr '\n' ' ')" >&2
 }
-trap 'STATUS="stopped by a signal"; collect; exit 143' INT TERM
+# in the background, so that a signal to this script is handled at once (bash runs a trap only after the
+# foreground command it waits for has ended), the comparison then stopped and its files collected
+timeout --signal=TERM --kill-after=20 "$TIMEOUT" "${COMMAND[@]}" > "$OUT/run.log" 2>&1 &
+CHILD=$!
+trap 'STATUS="stopped by a signal"; kill -TERM $CHILD 2>/dev/null; wait $CHILD; collect; exit 143' INT TERM
 trap collect EXIT
-
-timeout --signal=TERM --kill-after=20 "$TIMEOUT" "${COMMAND[@]}" > "$OUT/run.log" 2>&1
+wait $CHILD
 RC=$?
 case $RC in
     0) STATUS="finished" ;;

@@ -95,3 +95,24 @@ def test_gpu_answer_leaves_its_files_behind_on_a_timeout(tmp_path):
     answer = tmp_path / "answer"
     assert {"run.log", "row_seconds.tsv", "gpu_answer.txt"} <= {p.name for p in answer.iterdir()}
     assert "status: timed out after 1 s" in (answer / "gpu_answer.txt").read_text()
+
+
+def test_gpu_answer_leaves_its_files_behind_when_stopped_by_a_signal(tmp_path):
+    """A TERM to the script (a machine's time running out) stops the comparison and still collects its files."""
+    import signal
+    import time
+    tiny = tiny_files(tmp_path / "tiny")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "LMBENCH_CACHE": str(tmp_path / "cache"),
+           "PY": sys.executable, "DEVICE": "cpu", "QUICK": "1", "OUT": str(tmp_path / "answer"),
+           "WORK": str(tmp_path / "work")}
+    script = subprocess.Popen(["bash", str(BENCH / "gpu_answer.sh"), *tiny], cwd=ROOT, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "answer" / "run.log"
+    deadline = time.monotonic() + 60
+    while not (log.is_file() and log.stat().st_size) and time.monotonic() < deadline:
+        time.sleep(0.2)  # the comparison has started
+    script.send_signal(signal.SIGTERM)
+    assert script.wait(timeout=60) == 143
+    answer = tmp_path / "answer"
+    assert {"run.log", "row_seconds.tsv", "gpu_answer.txt"} <= {p.name for p in answer.iterdir()}
+    assert "status: stopped by a signal" in (answer / "gpu_answer.txt").read_text()
