@@ -9,8 +9,10 @@ shared machine (processes it spawns, a whole quick reproduction) is marked slow.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -99,8 +101,6 @@ def test_gpu_answer_leaves_its_files_behind_on_a_timeout(tmp_path):
 
 def test_gpu_answer_leaves_its_files_behind_when_stopped_by_a_signal(tmp_path):
     """A TERM to the script (a machine's time running out) stops the comparison and still collects its files."""
-    import signal
-    import time
     tiny = tiny_files(tmp_path / "tiny")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "LMBENCH_CACHE": str(tmp_path / "cache"),
            "PY": sys.executable, "DEVICE": "cpu", "QUICK": "1", "OUT": str(tmp_path / "answer"),
