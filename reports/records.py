@@ -40,6 +40,7 @@ import numpy as np
 from lmbench import bootstrap
 from lmbench.errors import LMBenchError
 from lmbench.files import read_checked
+from reports.budget import still_falling
 from reports.experiments import PAPER_FAMILY, Row
 
 LEGACY_FIELDS = ("h", "m", "direct", "objective", "network", "valid_tokens")
@@ -106,9 +107,11 @@ def check_printed(results: dict) -> None:
     """Raise ValueError naming the first field the report prints that is not what a run writes: the file
     against its schema (lmbench/schemas/results.schema.json: a vocabulary of -3, an `n` of "five", an
     unknown `method`, a version newer than this code reads); an n-gram row's order outside its method's;
-    a finite perplexity beyond MAX_PPL_OVER_VOCABULARY times |V| (train_ppl 1e300); and, in a file whose
-    rows keep their blocks, a row that ran without them, whose valid and test perplexities nothing could
-    then check (`check_blocks` checks the others')."""
+    a finite perplexity beyond MAX_PPL_OVER_VOCABULARY times |V| (train_ppl 1e300); a row whose identity
+    (DEFINED: its label, method, order, mixture, ...; an older row's as `upgrade_row` reads it) is not
+    that of the table's row of its id; and, in a file whose rows keep their blocks, a row that ran
+    without them, whose valid and test perplexities nothing could then check (`check_blocks` checks the
+    others')."""
     from baselines.methods import METHODS
     from lmbench.schema import SCHEMA_VERSION, problems
     version = results.get("schema_version")
@@ -122,10 +125,11 @@ def check_printed(results: dict) -> None:
     kept = any(row.get("blocks") for row in results["rows"])
     defined = table_rows(results)
     for row in results["rows"]:
-        definition = defined.get(row["id"])
-        for key in DEFINED if definition is not None and row.get("method") is not None else ():
-            if row.get(key) != definition.get(key):
-                raise ValueError(f"row {row['id']!r} has {key} {row.get(key)!r} where the table's row of that id has "
+        definition, today = defined.get(row["id"]), upgrade_row(row)
+        for key in DEFINED if definition is not None else ():
+            if (list(today.get(key) or ()) if key == "parts" else today.get(key)) != (
+                    list(definition.get(key) or ()) if key == "parts" else definition.get(key)):
+                raise ValueError(f"row {row['id']!r} has {key} {today.get(key)!r} where the table's row of that id has "
                                  f"{definition.get(key)!r} (reports.experiments)")
         method = row.get("method")
         if method is not None and not METHODS[method].min_order <= (row.get("n") or 0) <= METHODS[method].max_order:
@@ -142,7 +146,8 @@ def check_printed(results: dict) -> None:
                              "checks its perplexities (its blocks were deleted?)")
 
 
-DEFINED = ("method", "n", "classes")  # what an n-gram row of the table is, which a run never changes
+DEFINED = ("kind", "model", "paper_model", "method", "n", "classes", "mix", "parts", "family", "ours")  # what a
+# row of the table is (reports.experiments), which a run never changes and the tables print
 
 
 def table_rows(results: dict) -> dict[str, dict]:
@@ -407,7 +412,8 @@ def flops_per_token(record: dict, vocab_size: int) -> float | None:
 def training_cost(record: dict, vocab_size: int) -> dict:
     """A network row's cost: its updates, its training FLOPs (its family's analytic count per token times the
     tokens it trained on; for a row written before rows kept it, from its tokens/s and training seconds) and
-    why its training stopped ("budget", "early_stopping", "converged", "epochs"); blanks for other rows."""
+    why its training stopped ("budget", "early_stopping", "converged", "epochs"; a budget's cut says whether its
+    validation still fell then, reports.budget.still_falling); blanks for other rows."""
     if record.get("kind") != "network" or record.get("test_ppl") is None:
         return {"updates": None, "train FLOPs": None, "stopped": None}
     flops = record.get("train_flops")
@@ -415,7 +421,9 @@ def training_cost(record: dict, vocab_size: int) -> dict:
         flops = flops_per_token(record, vocab_size) * record["tokens_per_s"] * record["train_seconds"]
     updates = record.get("updates") or (record["curve"][-1].get("step") if record.get("curve") else None)
     return {"updates": updates, "train FLOPs": None if flops is None else f"{flops:.2g}",
-            "stopped": record.get("stopped")}
+            "stopped": record.get("stopped") if record.get("stopped") != "budget" else
+            {True: "budget (valid still falling)", False: "budget (valid no longer falling)",
+             None: "budget (one validation)"}[still_falling(record)]}
 
 
 def paper_network(record: dict, rows: dict[str, dict]) -> bool:
