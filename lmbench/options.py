@@ -19,6 +19,7 @@ import argparse
 import errno
 import math
 import os
+import tempfile
 from pathlib import Path
 from typing import Callable, NoReturn
 
@@ -132,6 +133,17 @@ def existing_directory(text: str) -> Path:
     return path
 
 
+def write_refusal(folder: Path) -> str | None:
+    """Why no folder can be made in the existing folder `folder` (None: one can), tried by making and
+    removing one: os.access answers yes to root, and knows nothing of a read-only file system or one
+    that takes no new entries (/sys), where the run would fail once done."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".lmbench-probe", dir=folder))
+    except OSError as err:
+        return err.strerror or str(err)
+    return None
+
+
 def _writable_place(text: str, path: Path, kind: str) -> None:
     """Refuse `path` when its nearest existing ancestor is not a folder we may write into (the missing
     folders in between are created when the file or folder is written)."""
@@ -142,8 +154,9 @@ def _writable_place(text: str, path: Path, kind: str) -> None:
     if not parent.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} lies under {str(parent)!r}, which is not a folder: "
                                          f"give a {kind} path under a folder")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise argparse.ArgumentTypeError(f"{text!r}: the folder {str(parent)!r} is not writable: give a "
+    refusal = write_refusal(parent)
+    if refusal:
+        raise argparse.ArgumentTypeError(f"{text!r}: the folder {str(parent)!r} is not writable ({refusal}): give a "
                                          f"{kind} path where you may write")
 
 
@@ -263,8 +276,9 @@ def output_directory(text: str) -> Path:
     elif not path.exists():  # a link to nothing: the folder would be made through it, somewhere else
         raise argparse.ArgumentTypeError(f"{text!r} is a symbolic link to nothing: give a folder, or a path "
                                          "where one may be made")
-    elif not os.access(path, os.W_OK | os.X_OK):
-        raise argparse.ArgumentTypeError(f"{text!r} is not writable: give a folder where you may write")
+    elif write_refusal(path):
+        raise argparse.ArgumentTypeError(f"{text!r} is not writable ({write_refusal(path)}): give a folder where "
+                                         "you may write")
     return path
 
 

@@ -7,14 +7,13 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import tempfile
 from pathlib import Path
 
 from baselines.cli import add_memory_options
 from baselines.methods import BOUNDED_METHODS
 from lmbench.errors import LMBenchError
 from lmbench.options import (NAME_BYTES, THREADS_MAX, existing_file, integer, number, output_directory,
-                             refuse_overwriting, split_fractions)
+                             refuse_overwriting, split_fractions, write_refusal)
 from reports.experiments import EXTRA_ROWS, KINDS, NETWORKS_BEYOND_2003, OURS, ROWS, TABLE1_NETWORKS
 
 CORPORA = sorted(ROWS) + ["text"]
@@ -193,17 +192,15 @@ def _report_dir(args: argparse.Namespace) -> Path:
 def refuse_unwritable(places: dict[str, Path]) -> None:
     """One line, before any row runs, unless a folder can be made in the place where each output folder is
     written ({option: place}; a report folder is written beside itself and then takes its place, so its
-    place is its parent): the nearest folder there is, probed by making and removing a folder in it (what
-    the run will do there; permission bits alone say nothing of root, nor of a read-only file system)."""
+    place is its parent): the nearest folder there is (`lmbench.options.write_refusal`). The options'
+    types check the folders given; this, the defaults and a report folder's parent."""
     for option, place in places.items():
         existing = Path(os.path.abspath(place))
         while not existing.exists() and existing != existing.parent:
             existing = existing.parent
-        try:
-            os.rmdir(tempfile.mkdtemp(prefix=".lmbench-probe", dir=existing))
-        except OSError as err:
-            raise LMBenchError(f"{option}: cannot write in {existing} ({err.strerror or err}): give a folder "
-                               "you can write to") from None
+        refusal = write_refusal(existing)
+        if refusal:
+            raise LMBenchError(f"{option}: cannot write in {existing} ({refusal}): give a folder you can write to")
 
 
 DEFAULT_RULE = "complete"  # how the rows share a wall-time budget (reports.budget.RULES; docs/your-corpus.md says why)

@@ -230,23 +230,56 @@ def unwritable(tmp_path):
         yield Path("/sys")
 
 
-@pytest.mark.parametrize("words, option", [
-    (["reproduce", "text", "--report-dir", "{bad}/report"], "--report-dir"),
-    (["reproduce", "text", "--work-dir", "{bad}/work"], "--work-dir"),
-    (["reproduce", "text", "--results-dir", "{bad}/results"], "--results-dir"),
-    (["report", "text", "--report-dir", "{bad}/report"], "--report-dir"),
-    (["report", "summary", "--results-dir", "{bad}/results"], "--results-dir")])
-def test_an_output_folder_that_cannot_be_written_is_refused_before_any_row(place, unwritable, capsys, monkeypatch,
-                                                                            words, option):
+OUTPUTS = [(command, name) for command, name, action in ALL
+           if getattr(action.type, "__qualname__", "") in ("output_file", "output_directory")]
+
+
+def prepared_nothing(monkeypatch) -> None:
+    """Preparing a corpus, running a pipeline or building a report made to fail the test: what is refused
+    must be refused before."""
     def ran(*args, **kwargs):
-        raise AssertionError("the rows ran (or the report was built) before the refusal")
-    for target in ("reports.pipeline.reproduce", "reports.build.build_report", "reports.summary.write_summary"):
+        raise AssertionError("a corpus was prepared, rows ran or a report was built before the refusal")
+    for target in ("corpora.cli.load_corpus", "corpora.cli.load_options", "neural.cli.load_corpus",
+                   "neural.cli.load_options", "reports.pipeline.reproduce", "reports.build.build_report",
+                   "reports.summary.write_summary"):
         monkeypatch.setattr(target, ran)
+
+
+def command_words(command: str, place: dict, files: list[str]) -> list[str]:
+    """`command` on the place's text corpus (its three files), with what it needs first."""
+    words = {"corpus": ["corpus", "text"], "ngram": ["ngram", "--method", "kneser-ney"],
+             "reproduce": ["reproduce", "text"], "report": ["report", "text"], "mix": ["mix", str(place["npz"])],
+             "eval": ["eval", str(place["run"])], "nplm eval": ["nplm", "eval", str(place["run"])],
+             "nplm neighbors": ["nplm", "neighbors", str(place["run"]), "w1"]}.get(command, command.split())
+    return words + (files if command not in ("report", "mix", "nplm neighbors") else [])
+
+
+@pytest.mark.parametrize("command, option", OUTPUTS, ids=[f"{c} {o}" for c, o in OUTPUTS])
+def test_every_output_in_a_folder_that_cannot_be_written_is_refused_first(place, unwritable, capsys, monkeypatch,
+                                                                           command, option):
+    """Every output file and folder of every command, in a folder where nothing can be made: one line
+    naming the option, before anything is prepared or run (`reproduce` with --report-dir there ran
+    every row, then ended in a PermissionError traceback)."""
+    prepared_nothing(monkeypatch)
+    place["npz"] = place["root"] / "a.npz"
+    np.savez(place["npz"], valid=np.full(3, -1.0), test=np.full(3, -1.0))
+    files = corpus_args(write_splits(place["root"], train=zipf_text(400, 20, 1), valid=zipf_text(60, 20, 2),
+                                     test=zipf_text(60, 20, 3)))[(2 if command in ("corpus", "reproduce") else 0):]
+    line = error_line(capsys, [*command_words(command, place, files), option, str(unwritable / "out")])
+    assert option in line and ("not writable" in line or "cannot write" in line), line
+
+
+@pytest.mark.parametrize("words", [["reproduce", "text"], ["report", "text"], ["report", "summary"]])
+def test_default_output_folders_that_cannot_be_written_are_refused_before_any_row(place, unwritable, capsys,
+                                                                                   monkeypatch, words):
+    """The folders a command writes when none is given (runs/..., results/ in the working directory), and a
+    report folder's parent (the report is written beside it, then takes its place)."""
+    prepared_nothing(monkeypatch)
     files = corpus_args(write_splits(place["root"], train=zipf_text(400, 20, 1), valid=zipf_text(60, 20, 2),
                                      test=zipf_text(60, 20, 3)))[2:]
-    line = error_line(capsys, [word.format(bad=unwritable) for word in words]
-                      + (files + ["--threads", "1"] if words[0] == "reproduce" else []))
-    assert line.startswith(f"lmbench: error: {option}: cannot write in {unwritable}"), line
+    monkeypatch.chdir(unwritable)
+    line = error_line(capsys, words + (files + ["--threads", "1"] if words[0] == "reproduce" else []))
+    assert "cannot write in" in line and str(unwritable) in line, line
 
 
 # --- 4. messages that named the wrong cause -----------------------------------------------------------
