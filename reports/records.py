@@ -108,7 +108,7 @@ def check_printed(results: dict) -> None:
     against its schema (lmbench/schemas/results.schema.json: a vocabulary of -3, an `n` of "five", an
     unknown `method`, a version newer than this code reads); an n-gram row's order outside its method's;
     a finite perplexity beyond MAX_PPL_OVER_VOCABULARY times |V| (train_ppl 1e300); a row whose identity
-    (DEFINED: its label, method, order, mixture, ...; an older row's as `upgrade_row` reads it) is not
+    (DEFINED: its method, order, mixture, ...; an older row's as `upgrade_row` reads it) is not
     that of the table's row of its id; and, in a file whose rows keep their blocks, a row that ran
     without them, whose valid and test perplexities nothing could then check (`check_blocks` checks the
     others')."""
@@ -146,8 +146,8 @@ def check_printed(results: dict) -> None:
                              "checks its perplexities (its blocks were deleted?)")
 
 
-DEFINED = ("kind", "model", "paper_model", "method", "n", "classes", "mix", "parts", "family", "ours")  # what a
-# row of the table is (reports.experiments), which a run never changes and the tables print
+DEFINED = ("kind", "method", "n", "classes", "mix", "parts", "family", "ours")  # what a row of the table is
+# (reports.experiments), which a run never changes; not its label, which has changed between versions
 
 
 def table_rows(results: dict) -> dict[str, dict]:
