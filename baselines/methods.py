@@ -106,6 +106,14 @@ def make_ngram(options: NGramOptions) -> LanguageModel:
     if options.memory is not None and options.method not in BOUNDED_METHODS:
         raise LMBenchError(f"--memory applies to {', '.join(BOUNDED_METHODS)}, not --method {options.method}: "
                            "drop --memory")
+    if options.tmp_dir is not None and options.memory is None:
+        raise LMBenchError("--tmp-dir holds the temporary files of the bounded path of --memory: give --memory SIZE "
+                           "too, or drop --tmp-dir")
+    class_only = [name for name, given in (("--classes", options.classes is not None),
+                                           ("--cluster-passes", options.cluster_passes != CLUSTER_PASSES)) if given]
+    if class_only and options.method != "class":
+        raise LMBenchError(f"{', '.join(class_only)}: only for --method class, not --method {options.method}: drop "
+                           + ("it" if len(class_only) == 1 else "them"))
     method = METHODS[options.method]
     if options.order is None:
         options = replace(options, order=method.default_order)

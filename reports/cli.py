@@ -164,6 +164,9 @@ def _text_corpus(args: argparse.Namespace):
             raise LMBenchError(f"{', '.join(given)}: only for `lmbench reproduce text` (your own corpus); "
                                f"{args.corpus} follows the paper's protocol")
         return None
+    if args.tmp_dir is not None and args.memory is None:
+        raise LMBenchError("--tmp-dir holds the temporary files of the bounded path of --memory: give --memory SIZE "
+                           "too, or drop --tmp-dir")
     options = dict(name=args.name or "text", min_count=args.min_count, vocab_size=args.vocab_size, networks=args.networks,
                       only=args.only, memory=args.memory, tmp_dir=args.tmp_dir)
     if args.corpus_file is not None:

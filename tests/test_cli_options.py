@@ -249,8 +249,9 @@ def test_corpus(place, capsys, data):
 @EXAMPLES
 @given(data=st.data())
 def test_ngram(place, capsys, data):
-    """The options a method refuses (an order outside its range, --classes missing for class, a count
-    cutoff for interpolated KN, --arpa of a model that is not back-off) are invalid by construction too."""
+    """The options a method refuses (an order outside its range, --classes missing for class, --classes or
+    --cluster-passes for another method, a count cutoff for interpolated KN, --arpa of a model that is not
+    back-off) are invalid by construction too."""
     from baselines.methods import METHODS
     draw = drawer(data)
     method = data.draw(st.sampled_from(sorted(METHODS)))
@@ -258,14 +259,17 @@ def test_ngram(place, capsys, data):
     arpa = output_file("--arpa", place)
     if method not in ("katz", "kneser-ney", "kneser-ney-backoff"):
         arpa = option("--arpa", st.nothing(), st.just(str(place.root / "out" / "a.arpa")))
-    classes = integers("--classes", 2, 6)
+    # the class n-gram's own options: refused for another method (given, not ignored)
+    classes = option("--classes", st.nothing(), st.integers(2, 6).map(str))
+    passes = option("--cluster-passes", st.nothing(), st.integers(1, 5).map(str))
     if method == "class":
         classes = option("--classes", st.integers(2, 6).map(str), st.just("1"), may_be_absent=False)
+        passes = integers("--cluster-passes", 1, 5)
     cutoff = (option("--min-ngram-count", st.just("1"), st.integers(2, 3).map(str))
               if method in ("kneser-ney", "infini-gram") else integers("--min-ngram-count", 1, 3))
     given = [(["ngram", "--method", method, "--json"], None),
              draw(integers("--order", spec.min_order, spec.max_order, refused_above=6)),
-             draw(classes), draw(integers("--cluster-passes", 1, 5)), draw(cutoff), draw(arpa),
+             draw(classes), draw(passes), draw(cutoff), draw(arpa),
              draw(output_file("--save-logprobs", place)), draw(corpus_options(place))]
     words = merged(given)[0]
     run(capsys, given, promises("method", "order", "vocab_size", *(["arpa"] if "--arpa" in words else []),
