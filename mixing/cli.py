@@ -52,6 +52,12 @@ def run(args: argparse.Namespace) -> dict:
                            "infini-gram file)")
     parts = [saved.load(path) for path in args.logprobs]
     buckets = saved.load(args.buckets_from) if args.buckets_from else None
+    if args.weights and args.method != "fixed":
+        raise LMBenchError(f"--weights are the fixed mixture's, and --method {args.method} fits its own: add "
+                           "--method fixed, or drop --weights")
+    if args.buckets_from and args.method != "bucketed":
+        raise LMBenchError(f"--buckets-from gives the buckets of --method bucketed, not --method {args.method}: "
+                           "drop --method (bucketed is then the default) or --buckets-from")
     names = [str(path) for path in args.logprobs]
     if args.with_counts:
         mixed, weights = saved.mix_with_counts(parts, saved.load(args.with_counts), names, str(args.with_counts))

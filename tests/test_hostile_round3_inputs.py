@@ -247,6 +247,24 @@ def test_reproduce_text_refuses_tmp_dir_without_memory(place, capsys, monkeypatc
     assert "--tmp-dir" in line and "--memory" in line, line
 
 
+@pytest.mark.parametrize("words, refused", [
+    (["--weights", "0.3", "0.7"], "--weights"), (["--method", "em", "--weights", "0.3", "0.7"], "--weights"),
+    (["--method", "bucketed", "--buckets-from", "{b}", "--weights", "0.3", "0.7"], "--weights"),
+    (["--method", "em", "--buckets-from", "{b}"], "--buckets-from"),
+    (["--method", "fixed", "--weights", "0.3", "0.7", "--buckets-from", "{b}"], "--buckets-from")])
+def test_mix_refuses_the_options_of_another_method(tmp_path, capsys, words, refused):
+    """--weights beside a method that fits its own (the default, em, bucketed), --buckets-from beside fixed or
+    em: each was silently ignored (the weights given, 0.3/0.7, never used)."""
+    rng = np.random.default_rng(0)
+    paths = []
+    for name in ("a", "b"):
+        paths.append(tmp_path / f"{name}.npz")
+        np.savez(paths[-1], valid=np.log(rng.uniform(0.01, 0.5, 300)), test=np.log(rng.uniform(0.01, 0.5, 300)),
+                 buckets_valid=rng.integers(0, 3, 300), buckets_test=rng.integers(0, 3, 300))
+    line = error_line(capsys, ["mix", *map(str, paths), *(word.format(b=paths[1]) for word in words)])
+    assert line.startswith(f"lmbench: error: {refused}"), line
+
+
 # --- 3. output folders that cannot be written ---------------------------------------------------------
 
 @pytest.fixture
