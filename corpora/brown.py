@@ -11,6 +11,7 @@ every type counted >= 4 times over the whole stream is kept (|V| = 17,907 with `
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 from pathlib import Path
@@ -54,10 +55,13 @@ def brown_location() -> Path:
                            "set NLTK_DATA to the folder that holds it, or unset it to download Brown "
                            "(python -c \"import nltk; nltk.download('brown')\")")
     log.info("Brown corpus not found; trying nltk.download('brown')")
-    if nltk.download("brown", quiet=True):
+    said = io.StringIO()  # nltk prints its failure over several [nltk_data] lines: kept for the one line
+    fetched = nltk.download("brown", quiet=True, print_error_to=said)
+    if fetched:
         return _pointer_path(nltk.data.find("corpora/brown.zip"))
+    reason = " ".join(said.getvalue().replace("[nltk_data]", " ").split())
     raise LMBenchError(
-        "the Brown corpus is missing and could not be downloaded: run "
+        f"the Brown corpus is missing and could not be downloaded{f' ({reason})' if reason else ''}: run "
         "python -c \"import nltk; nltk.download('brown')\" on a machine with internet, "
         "or set NLTK_DATA to a folder holding corpora/brown.zip")
 

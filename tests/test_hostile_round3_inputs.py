@@ -414,3 +414,22 @@ def test_the_claim_of_a_window_family_beyond_2003_does_not_call_the_nplm_its_opp
     said = [claim["claim"] for claim in claims.beyond_2003(rows)]
     assert "The Energy network (ours) beats the best NPLM" in said, said
     assert f"The {FAMILIES['lstm'].label} (ours) beats the best feed-forward network" in said, said
+
+
+def test_a_failed_download_of_brown_is_one_line_with_its_reason(place, capsys, monkeypatch):
+    """NLTK_DATA unset and Brown nowhere: the download is tried, and its failure (nltk's several
+    [nltk_data] lines) ends in the one error line."""
+    import sys
+    import nltk
+
+    def download(name, quiet=False, print_error_to=sys.stderr, **kwargs):
+        print("[nltk_data] Error loading brown: <urlopen error no\n[nltk_data]     network>", file=print_error_to)
+        return False
+    monkeypatch.setattr(nltk, "download", download)
+    monkeypatch.delenv("NLTK_DATA", raising=False)
+    monkeypatch.setattr(nltk.data, "path", [str(place["root"] / "nowhere")])
+    code = main(["corpus", "brown"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and "[nltk_data]" not in err, err
+    errors = [line for line in err.splitlines() if line.startswith("lmbench: error:")]
+    assert len(errors) == 1 and "(Error loading brown: <urlopen error no network>)" in errors[0], err
