@@ -246,6 +246,10 @@ def slice_corpus(corpus: Corpus, train: int, valid: int, test: int, *, min_count
     counts = np.bincount(sliced["train"], minlength=len(corpus.vocab))
     counts[corpus.vocab.unk_id] = 0
     kept = np.flatnonzero(counts >= min_count)
+    if not len(kept):  # (refuse_wordless: every perplexity of the slice would be 1.0)
+        raise LMBenchError(f"the slice of the first {train} train tokens keeps no word seen {min_count} times or more: "
+                           "its vocabulary would be <unk> alone, every perplexity about 1.0; run without --quick, "
+                           "or give a corpus whose words recur within its first lines")
     kept = kept[np.lexsort((kept, -counts[kept]))]  # count descending, then old id
     new_id = np.zeros(len(corpus.vocab), dtype=np.int32)  # everything else -> <unk> (id 0)
     new_id[kept] = np.arange(1, len(kept) + 1, dtype=np.int32)

@@ -433,3 +433,16 @@ def test_a_failed_download_of_brown_is_one_line_with_its_reason(place, capsys, m
     assert code == 2 and out == "" and "[nltk_data]" not in err, err
     errors = [line for line in err.splitlines() if line.startswith("lmbench: error:")]
     assert len(errors) == 1 and "(Error loading brown: <urlopen error no network>)" in errors[0], err
+
+
+def test_a_quick_run_refuses_a_slice_of_no_word(place, capsys):
+    """The quick slice counts its own vocabulary (words seen 3 times in its first 10,000 train tokens): a
+    train whose every word is seen twice passes the full corpus's default (2) and left the quick run a
+    vocabulary of <unk> alone, every perplexity 1.0."""
+    words = [f"u{i}" for i in range(300)]
+    files = write_splits(place["root"], train=" ".join(words + words), valid="u1 u2 u3", test="u4 u5 u6")
+    line = error_line(capsys, ["reproduce", "text", "--quick", *corpus_args(files)[2:], "--work-dir",
+                               str(place["root"] / "work"), "--report-dir", str(place["root"] / "report"),
+                               "--threads", "1"])
+    assert "keeps no word seen 3 times" in line and "without --quick" in line, line
+    assert not (place["root"] / "report").exists()
