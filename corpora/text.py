@@ -6,8 +6,9 @@ lines into three contiguous parts, train first (80/10/10 by default): the cut ke
 far as lines are documents, and keeps valid and test text the model never saw in train. The vocabulary comes from train
 (types counted >= min_count times, and at most the max_vocab most frequent of them, specials included);
 a literal `<unk>` in the files is the unknown symbol. A file that is missing, empty, not UTF-8 or holds
-NUL bytes (a binary or damaged file) is refused in one line naming it, a binary one at its first block
-(never read whole); one file (or one content) given for two splits is refused too. Lines end at "\n"
+NUL bytes (a binary or damaged file) is refused in one line naming it (UTF-16 text by its encoding, with
+the `iconv` line that converts it), a binary one at its first block (never read whole); so is a
+vocabulary that keeps no word (every perplexity would be 1.0); one file (or one content) given for two splits is refused too. Lines end at "\n"
 only (`file_lines`: a form feed, U+2028 or NEL is whitespace inside a line), and a leading UTF-8
 byte-order mark is dropped. The cache is keyed by the files'
 content, so an edited or cut file is prepared anew.
@@ -49,8 +50,8 @@ READ_BYTES = 1 << 24  # bytes read and checked at once: a binary file is refused
 
 
 def utf16(block: bytes) -> str | None:
-    """"UTF-16LE" or "UTF-16BE" when a file's first block is UTF-16 text (a byte-order mark, or a NUL in
-    nearly every other byte, as each ASCII character's high byte is), else None."""
+    """The encoding, UTF-16LE or UTF-16BE, when a file's first block is UTF-16 text (a byte-order mark, or
+    a NUL in nearly every other byte, as each ASCII character's high byte is), else None."""
     if block[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
         return "UTF-16LE" if block[:2] == codecs.BOM_UTF16_LE else "UTF-16BE"
     sample = block[:4096 - 4096 % 2]
