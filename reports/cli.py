@@ -90,6 +90,11 @@ def register(subparsers) -> None:
                         help="CPU threads of the network rows (default: OMP_NUM_THREADS when set, else the cores "
                              "not busy at the start, docs/parallel.md; e.g. 1 to share the machine with another "
                              "run): how fast, not what, so not part of a row's cache key")
+    parser.add_argument("--jobs", type=integer(1, 64), default=1,
+                        help="processes that run rows side by side in the work folder (each row by one of them, "
+                             "the others reading it from the row cache; the CPU threads shared among them): the "
+                             "n-gram rows on the CPU while a network trains on a GPU, several small networks on one "
+                             "GPU (default 1, one row after the other: on 2 CPU cores no faster; docs/parallel.md)")
     parser.add_argument("--seeds", type=integer(1, 1000), default=1,
                         help="train and score every network row under this many seeds (the run's, then one more "
                              "each; each mixture of a network mixes each seed's): the row gives the mean "
@@ -239,7 +244,7 @@ def run_reproduce(args: argparse.Namespace) -> dict:
     summary = reproduce(args.corpus, args.quick, work_dir, report_dir, frozenset(args.skip), text, args.extra,
                         args.allow_dirty, args.threads, args.seeds, args.seeds_for, budget, args.budget_flops,
                         args.results_dir, args.budget_rule or DEFAULT_RULE,
-                        args.networks if args.corpus != "text" else None)
+                        args.networks if args.corpus != "text" else None, args.jobs)
     return {key: summary[key] for key in ("commit", "report_dir", "wall_seconds", "report", "html", "seeds_advice")
             if key in summary} | _verdicts(summary["claims"], summary["quick"])
 

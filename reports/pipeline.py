@@ -129,7 +129,12 @@ class Reproduction:
     def __init__(self, settings: Settings, work_dir: Path, report_dir: Path, text: TextCorpus | None = None,
                  extra: tuple[str, ...] = (), code: dict | None = None, threads: int | None = None, seeds: int = 1,
                  seeds_for: tuple[str, ...] = (), budget: str | None = None, budget_flops: float | None = None,
-                 budget_rule: str = "complete", networks: tuple[str, ...] | None = None):
+                 budget_rule: str = "complete", networks: tuple[str, ...] | None = None, jobs: int = 1):
+        # what a worker process (`jobs`) needs to make the same run: every argument but the jobs
+        self.arguments = dict(settings=settings, work_dir=work_dir, report_dir=report_dir, text=text, extra=extra,
+                              code=code, threads=threads, seeds=seeds, seeds_for=seeds_for, budget=budget,
+                              budget_flops=budget_flops, budget_rule=budget_rule, networks=networks)
+        self.jobs = jobs  # the processes that run rows side by side (this one and jobs - 1 workers, `start_workers`)
         self.settings = settings
         # the paper's tables (a user's corpus: TextCorpus.networks): the network rows to train, by id ("ours": NPLM
         # (ours), a family beyond 2003 by its name, which adds its row group); the table's other network rows and
@@ -275,6 +280,16 @@ class Reproduction:
         """Run every row not cached, except the rows of the kinds in `skip` (and mixtures of them),
         which the results list as not run."""
         started = self.started = time.time()
+        table, results = self.run_rows(skip)
+        return self.write_results([over_seeds(self.seeds, results[row.id], *(results[copy.id] for copy in
+                                                                           self.seeded.get(row.id, ()))) for row in table],
+                                  time.time() - started)
+
+    def run_rows(self, skip: frozenset[str] = frozenset()) -> tuple[list[Row], dict[str, dict]]:
+        """(the table's rows, every row's result by id): each row run or read from the row cache. With
+        `jobs` > 1, jobs - 1 worker processes run rows of the same work folder beside this one once the
+        budget is known (`start_workers`); each row is run by whichever process takes its lock first, and
+        every process reads the others' from the cache, so the figures are those of a sequential run."""
         self.corpus = self.load_corpus()
         warning = unk_warning(self.corpus.summary())
         if warning:
@@ -294,6 +309,7 @@ class Reproduction:
         if not self.settings.quick:  # (a quick run trains one epoch a network: what a budget would cut)
             from reports.budget import resolve
             self.budget = resolve(self, self.budget_asked, self.budget_flops, self.budget_rule)
+        workers = self.start_workers(skip)
         results = {}
         progress = self.progress()
         log.info("reproduce %s: %s", self.settings.corpus, progress.summary(len(self.rows)))
@@ -304,9 +320,29 @@ class Reproduction:
         for row in later:
             self.run_or_read(row, skip, results, progress, wait=True)
         progress.close()
-        return self.write_results([over_seeds(self.seeds, results[row.id], *(results[copy.id] for copy in
-                                                                           self.seeded.get(row.id, ()))) for row in table],
-                                  time.time() - started)
+        for worker in workers:  # (every row is in `results` already: a worker that failed left its rows to this one)
+            worker.join()
+            if worker.exitcode:
+                log.warning("a worker process ended with exit code %s; this process ran what it left", worker.exitcode)
+        return table, results
+
+    def start_workers(self, skip: frozenset[str]) -> list:
+        """jobs - 1 processes, each running this run's rows (`run_rows`) in the same work folder beside this
+        one: the n-gram rows on the CPU while a network trains on the GPU, several small networks on one GPU.
+        Started fresh (spawn: no CUDA state forked), each with the budget this process recorded in the work
+        folder (budget.json) and its share of the CPU threads."""
+        if self.jobs <= 1:
+            return []
+        import multiprocessing
+        context = multiprocessing.get_context("spawn")
+        threads = max(1, (self.threads or os.cpu_count() or 1) // self.jobs)
+        workers = [context.Process(target=run_worker, args=({**self.arguments, "threads": threads}, skip),
+                                   name=f"lmbench-rows-{index}") for index in range(1, self.jobs)]
+        for worker in workers:
+            worker.start()
+        log.info("reproduce: %d worker processes run rows beside this one (%d CPU threads each)", len(workers),
+                 threads)
+        return workers
 
     def run_or_read(self, row: Row, skip: frozenset[str], results: dict, progress: RunProgress, wait: bool) -> bool:
         """Put `row`'s result into `results`: read from its cache entry, else run (listed as not run when
@@ -616,6 +652,13 @@ def run_metadata(seconds: float, code: dict) -> dict:
     }
 
 
+def run_worker(arguments: dict, skip: frozenset[str]) -> None:
+    """A worker process of a run with `jobs` > 1 (Reproduction.start_workers): its rows, nothing written
+    but the row cache (the report is the starting process's)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s worker: %(message)s", datefmt="%H:%M:%S")
+    Reproduction(**arguments).run_rows(skip)
+
+
 def peak_memory_bytes() -> int:
     """The run's peak resident memory so far: the process's high-water mark (Linux: kilobytes; macOS: bytes)."""
     import resource
@@ -628,7 +671,7 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
               allow_dirty: bool = False, threads: int | None = None, seeds: int = 1,
               seeds_for: tuple[str, ...] = (), budget: str | None = None, budget_flops: float | None = None,
               results_dir: Path | None = None, budget_rule: str = "complete",
-              networks: tuple[str, ...] | None = None) -> dict:
+              networks: tuple[str, ...] | None = None, jobs: int = 1) -> dict:
     """Run (or resume) the whole table and build the report; returns the report's summary.
     `skip`: kinds of rows (keys of RUNNERS) to leave out; `text`: the user's corpus when `corpus` is
     "text"; `extra`: names of the corpus's optional row groups to add (EXTRA_ROWS); `allow_dirty`: write
@@ -638,7 +681,8 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
     the network rows that take them (empty: every one); `budget`, `budget_flops`: the network rows' compute
     budget (reports.budget; None: each recipe's own length) and `budget_rule` how the rows share it; `networks`:
     the paper's tables' network rows to train (Reproduction; a user's corpus: `text.networks`); `results_dir`: the committed reports the
-    report's cross-corpus summary gathers (default: results/ in the working directory, reports.summary)."""
+    report's cross-corpus summary gathers (default: results/ in the working directory, reports.summary); `jobs`:
+    processes that run rows side by side (Reproduction.start_workers; 1: one after the other)."""
     from reports.build import build_report
     from reports.claims import seeds_advice
     from reports.summary import RESULTS
@@ -660,7 +704,7 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
     report_dir = report_dir or USER_REPORTS / name
     code = checked_state(report_dir, allow_dirty)  # before any row runs
     reproduction = Reproduction(default_settings(corpus, quick), work_dir, report_dir, text, extra, code,
-                                threads, seeds, seeds_for, budget, budget_flops, budget_rule, networks)
+                                threads, seeds, seeds_for, budget, budget_flops, budget_rule, networks, jobs)
     reproduction.write_results_file = False  # written with the report: the folder is replaced whole
     results = reproduction.run(skip)
     built = build_report(report_dir, code, reproduction.results_text, results_dir or RESULTS)
