@@ -16,7 +16,9 @@
 #   OUT=answer TIMEOUT=1800 bench/gpu_answer.sh a/train.txt a/valid.txt a/test.txt
 #   DEVICE=cpu QUICK=1 bench/gpu_answer.sh ...     # its tiny CPU form (the test suite's, on a tiny corpus)
 # Variables: OUT, WORK (row cache, default build/gpu_answer-work), TIMEOUT, DEVICE (cuda: refused in one
-# line without CUDA; cpu: the GPU hidden), QUICK=1 (--quick: a small slice), NAME, PY. docs/parallel.md says
+# line without CUDA; cpu: the GPU hidden), JOBS (processes running rows side by side, `reproduce --jobs`:
+# default 4 on cuda, the n-gram rows on the CPU while networks share the GPU; 1 on cpu), QUICK=1 (--quick:
+# a small slice), NAME, PY. docs/parallel.md says
 # what the machine needs (torch with CUDA; the other dependencies as wheels where no registry is reachable).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +27,7 @@ OUT=${OUT:-build/gpu_answer}
 WORK=${WORK:-build/gpu_answer-work}
 TIMEOUT=${TIMEOUT:-540}
 DEVICE=${DEVICE:-cuda}
+if [ "$DEVICE" = cpu ]; then JOBS=${JOBS:-1}; else JOBS=${JOBS:-4}; fi
 NAME=${NAME:-gpu-answer}
 if [ $# -ne 3 ]; then
     echo "gpu_answer: give the corpus as three files: bench/gpu_answer.sh TRAIN VALID TEST" >&2
@@ -45,7 +48,7 @@ esac
 mkdir -p "$OUT" "$WORK"
 REPORT="$WORK/report"
 COMMAND=("$PY" -m lmbench_cli reproduce text --train "$1" --valid "$2" --test "$3" --name "$NAME"
-         --budget none --work-dir "$WORK/rows" --report-dir "$REPORT" ${QUICK:+--quick})
+         --budget none --jobs "$JOBS" --work-dir "$WORK/rows" --report-dir "$REPORT" ${QUICK:+--quick})
 STARTED=$(date +%s)
 STATUS="running"
 
