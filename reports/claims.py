@@ -636,7 +636,7 @@ def beyond_2003(rows: dict) -> list[dict]:
     """The claims of our networks beyond 2003 (the families `neural.families` registers so: the LSTM, the
     Transformer, ...), asked of the rows the run has (none without them): each against the best
     network of equation 1 alone (on valid), "the best feed-forward network" beside a stream network, "the
-    best NPLM" beside a window network (feed-forward itself: a log-bilinear model, say); mixing each with
+    best NPLM alone" beside a window network (feed-forward itself: a log-bilinear model, say); mixing each with
     interpolated KN 5 helps; then each against every one registered before it (the Transformer against
     the LSTM)."""
     feed_forward = _best(rows, _feed_forward)
@@ -644,7 +644,7 @@ def beyond_2003(rows: dict) -> list[dict]:
     present = [(name, label, network) for name, label, network in present if network is not None]
     claims = []
     for name, label, network in present:
-        rival = "the best feed-forward network" if FAMILIES[name].context == "stream" else "the best NPLM"
+        rival = "the best feed-forward network" if FAMILIES[name].context == "stream" else "the best NPLM alone"
         claims.append(_relation(rows, f"The {label} (ours) beats {rival}", network, feed_forward))
         claims.append(_mixing_with_kn5_helps(rows, f"the {label} (ours)", network))
     for later, (_, label, network) in enumerate(present):
