@@ -229,7 +229,7 @@ def resolve(reproduction, asked: str | None, flops_budget: float | None, rule: s
     if not networks:  # (--only ngram: nothing to budget)
         return None
     if isinstance(spec, str):  # a recorded budget: the same updates per row, wherever it runs
-        return recorded_budget(Path(spec), [row.id for row in networks])
+        return recorded_budget(Path(spec), reproduction, networks)
     kept = reproduction.work / FILE
     key = {"asked": asked, "flops_per_row": flops_budget, "rule": rule, "rows": sorted(row.id for row in networks)}
     if kept.exists():
@@ -304,18 +304,48 @@ def recipe_updates(config, epoch_updates: int) -> int:
     return math.ceil(CostModel(committed_results()).epochs(config) * epoch_updates)
 
 
-def recorded_budget(path: Path, rows: list[str]) -> dict:
-    """The budget another run recorded in its results.json, for the same network rows."""
+def recorded_budget(path: Path, reproduction, networks: list) -> dict:
+    """The budget another run recorded in its results.json, for the same network rows of the same corpus:
+    refused in one line where that run's corpus is another (its token counts, `<unk>` counts or |V|), or a
+    row's updates are no whole number from 1 to its recipe's length on this corpus (a file edited by hand)."""
+    rows = [row.id for row in networks]
     try:
-        budget = json.loads(path.read_text()).get("budget")
-    except (OSError, ValueError) as err:
+        recorded = json.loads(path.read_text())
+        budget = recorded.get("budget")
+    except (OSError, ValueError, AttributeError) as err:
         raise LMBenchError(f"--budget {path}: not a readable results.json ({err}): give a wall time or the "
                            "results.json of a budgeted run") from None
     if not budget:
         raise LMBenchError(f"--budget {path}: that run recorded no budget (it trained to convergence): give a "
                            "wall time, or none")
+    if not isinstance(budget, dict) or not isinstance(budget.get("rows"), dict):
+        raise LMBenchError(f"--budget {path}: its budget record is damaged (no rows): give a wall time or the "
+                           "results.json of a budgeted run")
+    here = reproduction.corpus.summary()
+    there = recorded.get("corpus_summary") or {}
+    keys = ("tokens", "unk_tokens", "vocab_size")
+    if any(there.get(key) != here.get(key) for key in keys):
+        def said(summary: dict) -> str:
+            tokens = summary.get("tokens") or {}
+            return (f"{'/'.join(f'{tokens.get(split, 0):,}' for split in ('train', 'valid', 'test'))} tokens, "
+                    f"|V| {summary.get('vocab_size')}")
+        raise LMBenchError(f"--budget {path}: that run's corpus is not this one ({said(there)} against "
+                           f"{said(here)}): a recorded budget repeats a run's updates on its own corpus; give "
+                           "a wall time")
     missing = sorted(set(rows) - set(budget["rows"]))
     if missing:
         raise LMBenchError(f"--budget {path}: it recorded no updates for {', '.join(missing)}: run the same "
                            "--networks it ran, or give a wall time")
+    for row in networks:
+        planned = budget["rows"][row.id]
+        updates, per_epoch = planned.get("updates"), planned.get("epoch_updates")
+        whole = isinstance(updates, int) and not isinstance(updates, bool)
+        full = planned.get("recipe_updates")  # (the recording run's; a record from before it kept one: today's)
+        if not (isinstance(full, int) and full >= 1):
+            full = (recipe_updates(reproduction.training_config(row, budgeted=False), per_epoch)
+                    if isinstance(per_epoch, int) and not isinstance(per_epoch, bool) and per_epoch >= 1 else None)
+        if not whole or updates < 1 or full is None or updates > full:
+            raise LMBenchError(f"--budget {path}: its updates for {row.id} ({updates!r}) are not a whole number "
+                               f"from 1 to its recipe's {full if full is not None else '?'} on this corpus: the "
+                               "file was edited or damaged; give a wall time, or the results.json of a budgeted run")
     return {**budget, "asked": str(path)}

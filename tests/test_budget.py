@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import numpy as np
 import pytest
@@ -249,3 +250,35 @@ def test_every_verdict_on_a_budgeted_network_names_the_budget():
         named = ", under a budget: " in claim["verdict"] and "at 20m, 21% of its recipe" in claim["verdict"]
         assert named == (claim in on_networks), claim["verdict"]
     assert not any("under a budget" in claim["verdict"] for claim in check_claims(load_results(RESULTS / "ap89-1m")))
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("another corpus", "that run's corpus is not this one"),
+    ("1e15 updates", "are not a whole number from 1 to its recipe's 400"),
+    ("-5 updates", "are not a whole number from 1"),
+    ("NaN updates", "are not a whole number from 1"),
+    ("updates past the recipe", "are not a whole number from 1 to its recipe's 400"),
+])
+def test_a_recorded_budget_is_believed_only_for_its_own_corpus_and_whole_updates(tmp_path, monkeypatch, damage,
+                                                                                     message):
+    """`--budget RESULTS.json` repeats the updates a run recorded, on that run's corpus only: a record of
+    another corpus, or whose updates were edited (1e15, -5, NaN, beyond the recipe), is refused in one line
+    naming --budget and the file, never another option; the record as written is taken."""
+    from reports.budget import resolve
+    reproduction = budgeted_reproduction(tmp_path, monkeypatch)
+    reproduction.corpus, reproduction.rows = reproduction.load_corpus(), reproduction.table_rows()
+    summary = reproduction.corpus.summary()
+    rows = {r: {"updates": 7, "recipe_updates": 400, "epoch_updates": 10, "flops": 1.0, "flops_per_update": 1.0}
+            for r in ("small", "wide")}
+    record = {"corpus_summary": summary, "budget": {"asked": "20m", "rule": "x", "flops_per_row": None, "rows": rows}}
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(record))
+    assert resolve(reproduction, str(path), None)["rows"]["small"]["updates"] == 7  # as written: taken
+    if damage == "another corpus":
+        record["corpus_summary"] = {**summary, "tokens": {**summary["tokens"], "train": summary["tokens"]["train"] + 1}}
+    else:
+        rows["small"]["updates"] = {"1e15 updates": 10 ** 15, "-5 updates": -5, "NaN updates": float("nan"),
+                                    "updates past the recipe": 401}[damage]
+    path.write_text(json.dumps(record))
+    with pytest.raises(LMBenchError, match=rf"^--budget {re.escape(str(path))}: .*{re.escape(message)}"):
+        resolve(reproduction, str(path), None)
