@@ -45,7 +45,7 @@ from lmbench.model import perplexity, split_perplexity
 from lmbench.schema import check
 from mixing import saved
 from reports.estimate import CostModel, RunProgress, committed_results
-from reports.experiments import EXTRA_ROWS, OURS, ROWS, WITH_COUNTS, Row, ours_rows, text_rows
+from reports.experiments import EXTRA_ROWS, OURS, QUICK_CLASSES, ROWS, WITH_COUNTS, Row, ours_rows, text_rows
 from reports.provenance import checked_state, code_state
 from reports.records import grouped, seeds_centre
 
@@ -64,7 +64,6 @@ class Settings:
 
 USER_REPORTS = Path("runs") / "reports"  # a run's report by default, ignored by git (the committed ones: results/)
 QUICK_SLICE = {"train": 10_000, "valid": 2_000, "test": 2_000, "min_count": 3}
-QUICK_CLASSES = {150: 20, 200: 30, 500: 50, 1000: 80, 2000: 120}  # quick runs shrink C with |V|
 
 
 # NPLM training for the tables: the default recipe and objective of neural/config.py; see docs/reproducing.md
