@@ -389,8 +389,9 @@ def at_budget(results: dict, claims: list[dict]) -> list[dict]:
                                  for net in _networks(rows, row_id))
         grouped: dict[str, list[str]] = {}  # the same terms said once for every network they hold for
         for net in networks:
-            if row_terms(budget, rows[net]):
-                grouped.setdefault(row_terms(budget, rows[net]), []).append(net)
+            words = row_terms(budget, rows[net])
+            if words:
+                grouped.setdefault(words, []).append(net)
         terms = [f"{', '.join(nets)} {words}" for words, nets in grouped.items()]
         if terms and claim["verdict"] != "not run":
             claim = {**claim, "budget": "; ".join(terms),

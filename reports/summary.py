@@ -152,7 +152,7 @@ def corpus_line(name: str, results: dict) -> dict:
         budget = results.get("budgets", {}).get(report) if report else results.get("budget")
         line[entry] = {"id": row and row["id"], "model": row and row["model"], "test_ppl": ppl,
                        "report": report, "network": behind and behind["model"],
-                       "budget": budget if behind and behind.get("stopped") == "budget" else None,
+                       "budget": budget if _budgeted(row, rows) else None,
                        "budgeted_only": only.get(entry, False),
                        "ratio": None if ppl is None or kn5 is None else ppl / kn5["test_ppl"],
                        "ci95": row.get("test_ppl_ci95") if ppl is not None else None,
