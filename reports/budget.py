@@ -25,9 +25,9 @@ Under each, no row trains beyond its recipe (its epochs, or the halving rule's u
 that reaches its end does not need goes to the others until the time is spent or every recipe is complete
 (`fill`).
 
-A wall-time budget T is turned into updates by measuring, on this machine at the run's thread count, each
-network's seconds per update s_r (a few updates after one to warm up) and its exact scoring's seconds per
-token, and by the cost model of the committed results for the rows with no network (`reports.estimate`):
+A wall-time budget T is turned into updates by each network's pace on this machine at the run's thread
+count, measured at the start of every run (`reports.pace`): its seconds per update s_r and its exact
+scoring's seconds per token; and by the cost model of the committed results for the rows with no network (`reports.estimate`):
 R, the seconds of everything but the networks' updates (the time already spent loading the corpus and
 measuring, those rows, every network's exact scoring of its splits and the validation after each of its
 epochs, and the report), comes off T first. A budget that leaves a row less than one update is refused,
@@ -40,13 +40,13 @@ import json
 import logging
 import math
 import re
-import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write_text
+from reports.pace import REPORT_SECONDS, Speed, expected_seconds, network_seconds_apart, recipe_updates
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +55,6 @@ RULES = {"complete": "as many networks as fit trained to their recipe's end, the
          "flops": "equal training FLOPs per network row",  # weight 1 / FLOPs per update: x = the FLOPs of each
          "recipe": "the same share of every network's recipe"}  # weight: its recipe's updates; x = the share (<= 1)
 FILE = "budget.json"  # in the work folder: the budget's updates per row, read again by a re-run of the same budget
-WARMUP_UPDATES, TIMED_UPDATES = 1, 4  # a network's speed: updates run before timing, and timed
-SCORED_TOKENS = 20_000  # a network's exact scoring speed: timed on at most this many valid tokens
-REPORT_SECONDS = 60  # the report built after the rows (tables, claims' 10,000 resamples, figures), on 2 cores
 
 
 def parse_budget(text: str) -> float | str | None:
@@ -79,54 +76,10 @@ def parse_budget(text: str) -> float | str | None:
     return total
 
 
-@dataclass
-class Speed:
-    """A network row's measured pace on this machine: seconds per training update, training tokens per
-    update, updates per epoch, seconds per exactly scored token."""
-    update_seconds: float
-    update_tokens: float
-    epoch_updates: int
-    score_seconds: float
-
-
-def measure(corpus, config) -> Speed:
-    """The pace of a network of `config` (a RunConfig) on `corpus`, at config.threads: a few training
-    updates in a throw-away folder, then the exact scoring of the first SCORED_TOKENS tokens of valid."""
-    from neural.training.trainer import Trainer, join
-    team = join(None, len(corpus.vocab), device=config.device, threads=config.threads)
-    with tempfile.TemporaryDirectory() as folder:
-        trainer = Trainer(corpus, config, Path(folder), team, resume=False, progress=False)
-        updates = trainer.begin_epoch()
-        timed = min(TIMED_UPDATES, max(1, updates - WARMUP_UPDATES))
-        tokens = 0
-        for _ in range(min(WARMUP_UPDATES, updates - 1)):
-            trainer.update()
-            trainer.state.position += 1
-        started = time.perf_counter()
-        for _ in range(timed):
-            tokens += trainer.update()[1]
-            trainer.state.position += 1
-        update_seconds = (time.perf_counter() - started) / timed
-        stream, start = corpus.stream_for("valid", history=trainer.net.history)
-        stream = stream[:start + SCORED_TOKENS]
-        started = time.perf_counter()
-        team.score_stream(trainer.net, stream, start, batch_size=config.eval_batch)
-        score_seconds = (time.perf_counter() - started) / (len(stream) - start)
-    return Speed(update_seconds, tokens / timed, trainer.batches.updates_per_epoch, score_seconds)
-
-
 def flops_per_update(config, vocab_size: int, speed: Speed) -> float:
     """The training FLOPs of one update of a network of `config` over `vocab_size` words: its family's
     analytic count per token (`NetworkShape.training_flops`) times the tokens of an update."""
     return config.shape.training_flops(vocab_size, config) * speed.update_tokens
-
-
-def network_seconds_apart(config, speed: Speed, updates: int, tokens: dict, paper_model: bool) -> float:
-    """The seconds a network row spends besides its updates: the exact scoring of valid and test (and
-    train for the paper's rows) and the validation after each epoch of its `updates`."""
-    scored = tokens["valid"] + tokens["test"] + (tokens["train"] if paper_model else 0)
-    validated = min(tokens["valid"], config.valid_tokens or tokens["valid"])
-    return speed.score_seconds * (scored + math.ceil(updates / speed.epoch_updates) * validated)
 
 
 def terms(budget: dict) -> str:
@@ -240,17 +193,13 @@ def resolve(reproduction, asked: str | None, flops_budget: float | None, rule: s
     corpus = reproduction.corpus
     tokens = {split: len(corpus.split(split)) for split in ("train", "valid", "test")}
     configs = {row.id: reproduction.training_config(row, budgeted=False) for row in networks}
-    speeds = {}
-    for row in networks:
-        log.info("budget: measuring %s's pace", row.id)
-        speeds[row.id] = measure(corpus, configs[row.id])
+    speeds = {row.id: reproduction.speed(row) for row in networks}  # (measured once a run, reports.pace)
     flops = {r: flops_per_update(configs[r], len(corpus.vocab), speeds[r]) for r in configs}
     paper = {row.id: bool(row.paper_model) for row in networks}
     copies = {row.id: 1 + len(reproduction.seeded.get(row.id, ())) for row in networks}  # the seeds train it again
 
     def single(r: str, updates: int) -> float:  # one run of row r: its updates and the rest
-        return updates * speeds[r].update_seconds + network_seconds_apart(configs[r], speeds[r], updates, tokens,
-                                                                          paper[r])
+        return expected_seconds(configs[r], speeds[r], updates, tokens, paper[r])
 
     def apart(r: str, updates: int) -> float:
         return copies[r] * network_seconds_apart(configs[r], speeds[r], updates, tokens, paper[r])
@@ -295,13 +244,6 @@ def resolve(reproduction, asked: str | None, flops_budget: float | None, rule: s
     log.info("budget %s: %s", terms(budget), ", ".join(
         f"{r} {u:,} updates ({'its recipe' if u >= full[r] else f'{100 * u / full[r]:.0f}%'})" for r, u in updates.items()))
     return budget
-
-
-def recipe_updates(config, epoch_updates: int) -> int:
-    """The updates of a network's recipe run to its end: its epochs, or for the halving rule (which stops on
-    a plateau of its own) the median epochs the committed runs of that rule took (reports.estimate)."""
-    from reports.estimate import CostModel, committed_results
-    return math.ceil(CostModel(committed_results()).epochs(config) * epoch_updates)
 
 
 def recorded_budget(path: Path, reproduction, networks: list) -> dict:

@@ -13,9 +13,9 @@ rows of the same kind of work took (`calibrate`):
 
 The kinds of work (`cost_key`): a network by its family and objective (and NPLM (ours) apart: its
 wider shape), an n-gram model by its method, every mixture alike; a key no committed row has takes
-the pace of its kind (all networks, all n-gram models) pooled. The committed results ran on 2 cores:
-the progress bar's remaining time follows this machine's pace once rows finish (the estimate
-measures work, the bar divides it by the pace seen so far).
+the pace of its kind (all networks, all n-gram models) pooled. A full run takes its network rows' seconds
+from their pace measured on this machine at its start instead (`reports.pace`): the committed runs
+(other machines, other work beside them) tell a network's work, not how fast this machine does it.
 """
 
 from __future__ import annotations
@@ -112,25 +112,30 @@ def duration(seconds: float) -> str:
 
 
 class RunProgress:
-    """The bar of a whole run (`lmbench.progress`): its total the rows' expected seconds, each row
-    advancing it by its own when it has run, and taking its own off the total when it is cached or not
-    run; without a committed result to go by, the rows are counted instead."""
+    """The bar of a whole run (`lmbench.progress`): its total the expected seconds of the rows to run, each
+    row advancing it by its own when it has run, and taking its own off the total when it is found cached
+    or not run; where a row's seconds cannot be told (no committed result of its kind), the rows are
+    counted instead. `cached`: the rows the row cache holds at the start; `measured`: whether the networks'
+    seconds come from their pace measured here (reports.pace) rather than the committed runs'."""
 
-    def __init__(self, costs: dict[str, float | None], desc: str):
+    def __init__(self, costs: dict[str, float | None], desc: str, cached: set[str] = frozenset(),
+                 measured: bool = False):
         from lmbench.progress import progress_bar
         estimated = all(cost is not None for cost in costs.values())
-        self.costs = costs if estimated else {row_id: 1.0 for row_id in costs}
-        self.estimated = estimated
+        self.costs = costs if estimated else {row_id: 0.0 if row_id in cached else 1.0 for row_id in costs}
+        self.estimated, self.cached, self.measured = estimated, cached, measured
         self.bar = progress_bar(total=sum(self.costs.values()), desc=desc, unit="s" if estimated else "row",
                                 bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]{postfix}"
                                 if estimated else None)
 
     def summary(self, rows: int) -> str:
         """The line said at the start."""
+        cached = f" ({len(self.cached)} cached)" if self.cached else ""
         if not self.estimated:
-            return f"{rows} rows; no committed results (results/*/results.json) to estimate their time from"
-        return (f"{rows} rows, about {duration(self.bar.total)} of work if none is cached (at the pace of the "
-                "committed results, 2 cores: reports/estimate.py)")
+            return f"{rows} rows{cached}; no committed results (results/*/results.json) to estimate their time from"
+        pace = ("the networks at their pace measured here (reports/pace.py), the other rows at the committed "
+                "results'" if self.measured else "at the pace of the committed results, 2 cores")
+        return f"{rows} rows{cached}, about {duration(self.bar.total)} of work ({pace}: reports/estimate.py)"
 
     def running(self, row_id: str) -> None:
         self.bar.set_postfix(row=row_id)

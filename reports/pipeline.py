@@ -44,6 +44,7 @@ from lmbench.files import DamagedFile, atomic_write_text, locked, read_checked, 
 from lmbench.model import perplexity, split_perplexity
 from lmbench.schema import check
 from mixing import saved
+from reports import pace
 from reports.estimate import CostModel, RunProgress, committed_results
 from reports.experiments import EXTRA_ROWS, OURS, QUICK_CLASSES, ROWS, WITH_COUNTS, Row, ours_rows, text_rows
 from reports.provenance import checked_state, code_state
@@ -163,6 +164,8 @@ class Reproduction:
         self.digest = ""
         self._blocks: dict[str, tuple[np.ndarray, str]] = {}  # split: its bootstrap blocks (ends, rule)
         self.rows_run = 0  # the rows this run computed (the others came from the row cache)
+        self._speeds: dict[str, pace.Speed] = {}  # a network row's pace here, by its id (`speed`)
+        self.estimate: dict = {}  # the run's expected seconds, said at its start (`progress`), in results.json
 
     def table_rows(self) -> list[Row]:
         """The table's rows (NPLM (ours) among them) and the optional groups asked for; on a user's corpus,
@@ -375,16 +378,52 @@ class Reproduction:
         results[row.id] = result
         return True
 
-    def progress(self) -> RunProgress:
-        """The whole run's bar: every row's expected seconds (reports.estimate)."""
-        model = CostModel(committed_results())
+    def speed(self, row: Row) -> pace.Speed:
+        """A network row's pace on this machine at the run's thread count (reports.pace), measured once a run
+        (a seed copy's is its row's)."""
+        original = self.original.get(row.id, row.id)
+        if original not in self._speeds:
+            log.info("measuring %s's pace here", original)
+            by_id = {r.id: r for r in self.rows}
+            self._speeds[original] = pace.measure(self.corpus, self.training_config(by_id[original], budgeted=False))
+        return self._speeds[original]
+
+    def expected_seconds(self, row: Row, model: CostModel) -> float | None:
+        """A row's expected seconds here: a network's from its pace measured now (a full run's) and its updates
+        (the budget's, else its recipe's); a row with no network, or any row of a quick run, by the committed
+        runs' cost model (None: no committed row of its kind)."""
         tokens = {split: len(self.corpus.split(split)) for split in SPLITS}
-        costs = {row.id: model.seconds(row.to_dict(), self.training_config(row) if row.family else None, tokens)
-                 if self.budget is None or not row.family
-                 else 0.0 if row.id in self.left_out
-                 else self.budget["rows"][self.original.get(row.id, row.id)]["expected_seconds"]
-                 for row in self.rows}
-        return RunProgress(costs, f"reproduce {self.settings.corpus}")
+        if not row.family or self.settings.quick:
+            return model.seconds(row.to_dict(), self.training_config(row) if row.family else None, tokens)
+        if row.id in self.left_out:
+            return 0.0
+        if self.budget is not None:
+            return self.budget["rows"][self.original.get(row.id, row.id)]["expected_seconds"]
+        config, speed = self.training_config(row), self.speed(row)
+        return pace.expected_seconds(config, speed, pace.recipe_updates(config, speed.epoch_updates), tokens,
+                                     bool(row.paper_model))
+
+    def progress(self) -> RunProgress:
+        """The whole run's bar: every row's expected seconds (`expected_seconds`; a row cached already: none),
+        and the estimate results.json records (`self.estimate`)."""
+        model = CostModel(committed_results())
+        cached = {row.id for row in self.rows if self.cache_holds(row)}
+        costs = {row.id: 0.0 if row.id in cached else self.expected_seconds(row, model) for row in self.rows}
+        to_run = [cost for row_id, cost in costs.items() if row_id not in cached]
+        spent = time.time() - self.started  # the corpus loaded (and the paces measured): in the wall time too
+        self.estimate = {"seconds": round(spent + sum(to_run) + pace.REPORT_SECONDS, 1) if None not in to_run else None,
+                         "networks": "committed runs' pace" if self.settings.quick else "pace measured here",
+                         "rows": {row_id: round(cost, 1) for row_id, cost in costs.items()
+                                  if row_id not in cached and cost is not None}}
+        return RunProgress(costs, f"reproduce {self.settings.corpus}", cached, measured=not self.settings.quick)
+
+    def cache_holds(self, row: Row) -> bool:
+        """Whether the row cache has an entry of the row's fingerprint (read again, whole, when the row's turn
+        comes: `cached_result`)."""
+        try:
+            return json.loads(self._row_path(row).read_text()).get("fingerprint") == self.fingerprint(row)
+        except (OSError, ValueError, AttributeError):
+            return False
 
     def run_row(self, row: Row) -> dict:
         """The row's record: its runner's `RowRun`, its perplexities, `<unk>` figures and intervals."""
@@ -499,7 +538,7 @@ class Reproduction:
         row from the row cache: a rebuilt report) the one the report it replaces recorded, or none known."""
         if self.rows_run:
             return {"trained": {"wall_seconds": round(seconds, 1), "peak_memory_gb": round(peak_memory_bytes() / 1e9, 2),
-                                "commit": self.code.get("commit")}}
+                                "commit": self.code.get("commit"), **({"estimate": self.estimate} if self.estimate else {})}}
         try:
             before = json.loads((Path(self.report_dir) / "results.json").read_text())["meta"]
         except (OSError, ValueError, KeyError, TypeError):

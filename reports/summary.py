@@ -409,25 +409,29 @@ def cost_block(reports: dict[str, dict]) -> str:
             return f"{spent['asked']}, {100 * spent['share']:.0f}% of each recipe"
         return f"{spent['asked']}, {spent['flops_per_row']:.2g} FLOPs each"
 
-    def training_run(meta: dict) -> list[str]:  # its wall time and peak memory
+    def training_run(meta: dict) -> list[str]:  # its wall time, the estimate its start said, its peak memory
         trained = meta.get("trained")
         if trained is None and (meta.get("rebuilt") or meta["wall_seconds"] < 0.1 * (meta.get("rows_seconds") or 0)):
-            return ["rebuilt from the row cache", ""]  # (a run that computed its rows takes at least their time)
+            return ["rebuilt from the row cache", "", ""]  # (a run that computed its rows takes at least their time)
         trained = trained or meta
-        return [duration(trained["wall_seconds"]),
+        said = (trained.get("estimate") or {}).get("seconds")
+        return [duration(trained["wall_seconds"]), duration(said) if said is not None else "",
                 f"{trained['peak_memory_gb']:.1f} GB" if trained.get("peak_memory_gb") is not None else ""]
     frame = pd.DataFrame([[name, duration(meta["rows_seconds"]) if meta.get("rows_seconds") is not None else "",
                            *training_run(meta), budget(results), meta["commit"], meta["machine"]]
                           for name, results, meta in ((name, results, results["meta"])
                                                       for name, results in sorted(reports.items()))],
-                         columns=["report", "its rows' time", "the training run's wall time", "peak memory",
+                         columns=["report", "its rows' time", "the training run's wall time", "its start's estimate",
+                                  "peak memory",
                                   "networks' budget", "commit", "machine"])
     return "\n".join([narrow_markdown(frame), "", textwrap.fill(
         "Its rows' time: the sum of every row's own time as it was first computed (a row the last run took from "
         "the row cache counts its first run's; a run beside other work stretches it); the training run's wall "
         "time: the run that computed the rows, and its peak memory (blank: not recorded before 2026-12-04; a "
         "report whose every row came from the row cache keeps the figures of the run it replaced, or says it was "
-        "rebuilt); the networks' budget: each one's share of its recipe (none: to its end).", WRAP,
+        "rebuilt); its start's estimate: the whole run's time that run said before any row ran (its networks at "
+        "their pace measured there, reports.pace; blank: not recorded before 2026-12-06); the networks' budget: "
+        "each one's share of its recipe (none: to its end).", WRAP,
         break_on_hyphens=False)])
 
 

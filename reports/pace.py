@@ -1,0 +1,82 @@
+"""Each network row's pace on this machine, measured at the start of a run, and the seconds it gives.
+
+A comparison's time is mostly its networks', and their pace depends on the machine (its cores, its
+instruction set, the threads the run takes, a GPU) far more than anything the committed results can
+tell: so every full run measures, on this machine at its own thread count, each network row it is
+about to train (a few updates after one to warm up, then the exact scoring of a slice of valid; seconds
+in all), before any row runs. The whole run's estimate (`lmbench reproduce`'s first line, its progress
+bar) takes each network row's seconds from that pace (`expected_seconds`), and the compute budget
+(`reports.budget`) shares a wall time among the rows by it; the rows with no network, which take seconds
+to minutes, keep the committed runs' cost model (`reports.estimate`).
+
+A network row's seconds: its updates times the seconds of one, plus the exact scoring of valid and test
+(train too for the paper's rows) and the validation after each epoch, at the measured seconds per token.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+WARMUP_UPDATES, TIMED_UPDATES = 1, 4  # a network's speed: updates run before timing, and timed
+SCORED_TOKENS = 20_000  # a network's exact scoring speed: timed on at most this many valid tokens
+REPORT_SECONDS = 60  # the report built after the rows (tables, claims' 10,000 resamples, figures), on 2 cores
+
+
+@dataclass
+class Speed:
+    """A network row's measured pace on this machine: seconds per training update, training tokens per
+    update, updates per epoch, seconds per exactly scored token."""
+    update_seconds: float
+    update_tokens: float
+    epoch_updates: int
+    score_seconds: float
+
+
+def measure(corpus, config) -> Speed:
+    """The pace of a network of `config` (a RunConfig) on `corpus`, at config.threads: a few training
+    updates in a throw-away folder, then the exact scoring of the first SCORED_TOKENS tokens of valid."""
+    from neural.training.trainer import Trainer, join
+    team = join(None, len(corpus.vocab), device=config.device, threads=config.threads)
+    with tempfile.TemporaryDirectory() as folder:
+        trainer = Trainer(corpus, config, Path(folder), team, resume=False, progress=False)
+        updates = trainer.begin_epoch()
+        timed = min(TIMED_UPDATES, max(1, updates - WARMUP_UPDATES))
+        tokens = 0
+        for _ in range(min(WARMUP_UPDATES, updates - 1)):
+            trainer.update()
+            trainer.state.position += 1
+        started = time.perf_counter()
+        for _ in range(timed):
+            tokens += trainer.update()[1]
+            trainer.state.position += 1
+        update_seconds = (time.perf_counter() - started) / timed
+        stream, start = corpus.stream_for("valid", history=trainer.net.history)
+        stream = stream[:start + SCORED_TOKENS]
+        started = time.perf_counter()
+        team.score_stream(trainer.net, stream, start, batch_size=config.eval_batch)
+        score_seconds = (time.perf_counter() - started) / (len(stream) - start)
+    return Speed(update_seconds, tokens / timed, trainer.batches.updates_per_epoch, score_seconds)
+
+
+def network_seconds_apart(config, speed: Speed, updates: int, tokens: dict, paper_model: bool) -> float:
+    """The seconds a network row spends besides its updates: the exact scoring of valid and test (and
+    train for the paper's rows) and the validation after each epoch of its `updates`."""
+    scored = tokens["valid"] + tokens["test"] + (tokens["train"] if paper_model else 0)
+    validated = min(tokens["valid"], config.valid_tokens or tokens["valid"])
+    return speed.score_seconds * (scored + math.ceil(updates / speed.epoch_updates) * validated)
+
+
+def expected_seconds(config, speed: Speed, updates: int, tokens: dict, paper_model: bool) -> float:
+    """One run of a network row of `updates` updates at `speed`: the updates and the rest (module docstring)."""
+    return updates * speed.update_seconds + network_seconds_apart(config, speed, updates, tokens, paper_model)
+
+
+def recipe_updates(config, epoch_updates: int) -> int:
+    """The updates of a network's recipe run to its end: its epochs, or for the halving rule (which stops on
+    a plateau of its own) the median epochs the committed runs of that rule took (reports.estimate)."""
+    from reports.estimate import CostModel, committed_results
+    return math.ceil(CostModel(committed_results()).epochs(config) * epoch_updates)

@@ -1,0 +1,91 @@
+"""The whole run's estimate takes each network row's seconds from its pace measured on this machine at the
+run's start (reports.pace), not from the committed runs' (other machines, other work beside them); the rows
+with no network keep the committed runs' cost model; the estimate said is the one results.json records."""
+
+from __future__ import annotations
+
+import copy
+import logging
+
+import pytest
+
+from reports import pace
+from reports.estimate import CostModel, committed_results
+
+FAKE = pace.Speed(update_seconds=0.5, update_tokens=128.0, epoch_updates=10, score_seconds=1e-4)
+
+
+def small_reproduction(tmp_path, monkeypatch, epochs=40):
+    """Brown's table made of KN 3 and two small networks on a small corpus, the recipes' own lengths."""
+    from reports import pipeline
+    from reports.experiments import Row
+    from tests.test_faults import TINY_CORPUS
+    rows = [Row("kn3", "ngram", "KN", n=3, method="kneser-ney"),
+            Row("small", "network", "small NPLM", family="nplm", config=dict(n=3, h=8, m=4, direct=True, epochs=epochs)),
+            Row("wide", "network", "wide NPLM", family="nplm", config=dict(n=3, h=32, m=16, direct=True, epochs=epochs))]
+    monkeypatch.setitem(pipeline.ROWS, "brown", lambda corpus: list(rows))
+    monkeypatch.setattr(pipeline.Reproduction, "load_corpus", lambda self: TINY_CORPUS)
+    return pipeline.Reproduction(pipeline.default_settings("brown", False), tmp_path / "work", tmp_path / "report",
+                                 threads=1)
+
+
+def prepared(reproduction):
+    from reports.pipeline import corpus_digest
+    reproduction.corpus = reproduction.load_corpus()
+    reproduction.rows = reproduction.table_rows()
+    reproduction.digest = corpus_digest(reproduction.corpus)
+    return reproduction
+
+
+def slower_committed(factor: float) -> list[dict]:
+    """The committed results with every row's seconds times `factor` (runs on a machine that much slower)."""
+    results = copy.deepcopy(committed_results())
+    for result in results:
+        for row in result["rows"]:
+            if row.get("seconds"):
+                row["seconds"] *= factor
+    return results
+
+
+def test_a_network_rows_estimate_is_its_measured_pace_and_the_committed_runs_pace_only_the_other_rows(
+        tmp_path, monkeypatch):
+    from reports import pipeline
+    measured = []
+    monkeypatch.setattr(pace, "measure", lambda corpus, config: measured.append(config.shape.h) or FAKE)
+    reproduction = prepared(small_reproduction(tmp_path, monkeypatch))
+    tokens = {split: len(reproduction.corpus.split(split)) for split in ("train", "valid", "test")}
+    estimates = {}
+    for factor in (1.0, 1000.0):
+        monkeypatch.setattr(pipeline, "committed_results", lambda: slower_committed(factor))
+        model = CostModel(slower_committed(factor))
+        estimates[factor] = {row.id: reproduction.expected_seconds(row, model) for row in reproduction.rows}
+    assert sorted(measured) == [8, 32]  # each network measured once a run, whatever asks for its pace
+    for row in reproduction.rows:
+        if row.family:  # the network's seconds: this machine's pace, whatever the committed runs took
+            assert estimates[1.0][row.id] == estimates[1000.0][row.id]
+            config = reproduction.training_config(row)
+            updates = pace.recipe_updates(config, FAKE.epoch_updates)
+            assert estimates[1.0][row.id] == pytest.approx(
+                updates * FAKE.update_seconds + pace.network_seconds_apart(config, FAKE, updates, tokens, False))
+        else:  # the n-gram row's: the committed runs' pace
+            assert estimates[1000.0][row.id] == pytest.approx(1000 * estimates[1.0][row.id])
+
+
+@pytest.mark.slow
+def test_the_estimate_said_at_the_start_is_recorded_and_a_rerun_of_cached_rows_keeps_it(
+        tmp_path, monkeypatch, caplog):
+    with caplog.at_level(logging.INFO):
+        results = small_reproduction(tmp_path, monkeypatch, epochs=2).run()
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("reproduce brown: 3 rows")]
+    assert len(said) == 1 and said[0].startswith("reproduce brown: 3 rows, about ")
+    assert "the networks at their pace measured here" in said[0]
+    estimate = results["meta"]["trained"]["estimate"]
+    assert set(estimate["rows"]) == {"kn3", "small", "wide"} and estimate["networks"] == "pace measured here"
+    assert estimate["seconds"] >= sum(estimate["rows"].values()) + pace.REPORT_SECONDS
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        again = small_reproduction(tmp_path, monkeypatch, epochs=2).run()  # every row cached
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("reproduce brown: 3 rows")]
+    assert said[0].startswith("reproduce brown: 3 rows (3 cached), about 0 s of work")
+    assert not any("measuring" in r.getMessage() for r in caplog.records)  # nothing to train: nothing measured
+    assert again["meta"]["rebuilt"] and again["meta"]["trained"]["estimate"] == estimate
