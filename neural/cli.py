@@ -38,6 +38,7 @@ def register(subparsers) -> None:
 
 def add_train(commands) -> None:
     from neural.config import BACKENDS, CLASS_SOURCES, OBJECTIVES, PARALLEL, RECIPES, SCHEDULES, RunConfig
+    from neural.precision import CHOICES
     defaults = RunConfig()
     train = commands.add_parser("train", help="train a network of any family and report its perplexities")
     add_corpus_options(train, recorded=True)
@@ -111,6 +112,11 @@ def add_train(commands) -> None:
     run_group.add_argument("--resume", action="store_true",
                            help="continue the run in --out (on the corpus its corpus.json records, unless named)")
     _device_options(train)
+    run_group.add_argument("--precision", choices=CHOICES, default=defaults.precision,
+                           help="the training products: fp32 (default), bf16 (bfloat16 products, fp32 weights, "
+                                "gradients and optimizer state), auto (bf16 where the device computes it natively "
+                                "and the family trains faster for it, else fp32); scoring is always fp32 "
+                                "(neural/precision.py)")
     _parallel_options(train, PARALLEL, BACKENDS)
     train.set_defaults(run=run_train)
 
@@ -128,6 +134,8 @@ def add_eval(commands) -> None:
                                "the input of lmbench mix")
     add_corpus_options(evaluate, recorded=True)
     _device_options(evaluate)
+    evaluate.add_argument("--bf16", action="store_true", help="score with the |V|-sized matrix products in bfloat16 "
+                          "(faster, approximate: the figures are no longer the exact fp32 ones)")
     _parallel_options(evaluate, PARALLEL, BACKENDS)
     evaluate.set_defaults(run=run_eval)
 
@@ -182,7 +190,6 @@ def _shape_options(args: argparse.Namespace) -> dict:
 def _device_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="auto (CUDA when present, else the CPU), "
                                                          "cpu, cuda, cuda:N")
-    parser.add_argument("--bf16", action="store_true", help="bfloat16 for the |V|-sized matrix products")
     parser.add_argument("--threads", type=integer(1, THREADS_MAX), default=None,
                         help="CPU threads (default: OMP_NUM_THREADS when set, else the cores not busy at the start: "
                              "the cores less those /proc/stat shows busy over 0.3 s, at least 1; docs/parallel.md)")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields, replace
 
 from lmbench.errors import LMBenchError
 from neural.families import NetworkShape, check_numbers, family
+from neural.precision import CHOICES, resolve as resolve_precision
 
 CLASS_SOURCES = ("frequency", "exchange")  # neural/outputs/classes.py makes each
 PARALLEL = ("data", "vocab")  # neural/parallel/teams.py: minibatch shards, or blocks of output rows
@@ -90,7 +91,7 @@ class RunConfig:
     dropout: float = 0.0  # dropout on the features while training (not in the paper; NPLM: [tanh(d + Hx), x])
     seed: int = 0
     device: str = "auto"  # "auto" (cuda when present, else cpu), "cpu", "cuda", "cuda:1", ...
-    bf16: bool = False  # the |V|-sized GEMMs in bfloat16
+    precision: str = "fp32"  # the training products: "fp32", "bf16" (mixed) or "auto", resolved (neural.precision)
     threads: int | None = None  # cpu threads; None: OMP_NUM_THREADS when set, else the free cores (lmbench.threads)
     checkpoint_minutes: float = 5.0  # also checkpoint mid-epoch this often
     max_steps: int | None = None  # pause (with a checkpoint; --resume carries on) after this many updates in all
@@ -125,6 +126,9 @@ class RunConfig:
         if options:
             raise LMBenchError(f"--model {model} has no option "
                                f"{', '.join('--' + k.replace('_', '-') for k in options)}")
+        if self.precision not in CHOICES:
+            raise LMBenchError(f"--precision {self.precision}: give one of {', '.join(CHOICES)}")
+        self.precision = resolve_precision(self.precision, entry, self.device)  # what the run records: fp32 or bf16
         self.check()
 
     @classmethod
@@ -133,6 +137,8 @@ class RunConfig:
         or an earlier version: a field since removed is dropped, a stream family's recipe, which its trainer
         never read before the one trainer (saved as "sgd"), is the adamw it trained with."""
         values = {f.name: saved[f.name] for f in fields(cls) if f.name in saved}
+        if saved.get("bf16"):  # (saved before --precision: its products in bfloat16)
+            values["precision"] = "bf16"
         model, shape = values.pop("model", "nplm"), values.pop("shape", None)
         if family(model).context == "stream":
             values["recipe"] = "adamw"

@@ -114,6 +114,8 @@ class Family:
     compared: bool = True  # beyond 2003: a row of every `reproduce text` (False: only when --networks names it)
     quick: dict = field(default_factory=dict)  # the shape options a quick run narrows it to (a slice's width)
     order: int = 100  # where its rows and columns sit among the families' (lower first; a new family last)
+    mixed_precision: bool = False  # measured faster in bf16 products where they are native: --precision auto
+    #   picks bf16 for it there (neural.precision; bench/train_speed.py --precision)
 
     def network_class(self) -> type:
         return self.network

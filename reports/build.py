@@ -163,7 +163,8 @@ def _neighbors_frame(results: dict) -> pd.DataFrame | None:
 
 
 def _training_frame(results: dict) -> pd.DataFrame | None:
-    """How each network was trained: objective, epochs, training time and speed, perplexities (and, for
+    """How each network was trained: objective, precision (neural.precision), epochs, training time and
+    speed, perplexities (and, for
     a class-factored network, the full softmax of the same network's scores)."""
     records = []
     for row in results["rows"]:
@@ -171,8 +172,9 @@ def _training_frame(results: dict) -> pd.DataFrame | None:
             continue
         plain = row.get("full_softmax_ppl") or {}
         objective = row["config"].get("objective", "softmax")  # results from before the objectives: softmax
+        precision = row["config"].get("precision", "bf16" if row["config"].get("bf16") else "fp32")
         records.append({"row": row["id"], "network": row["family"], "objective": objective,
-                        "epochs": row.get("epochs"),
+                        "precision": precision, "epochs": row.get("epochs"),
                         "best epoch": row.get("best_epoch"),
                         "training s": round(row["train_seconds"]) if row.get("train_seconds") else None,
                         "tokens/s": round(row["tokens_per_s"]) if row.get("tokens_per_s") else None,

@@ -14,6 +14,7 @@ from baselines.methods import BOUNDED_METHODS
 from lmbench.errors import LMBenchError
 from lmbench.options import (NAME_BYTES, THREADS_MAX, existing_file, integer, number, output_directory,
                              refuse_overwriting, split_fractions, write_refusal)
+from neural.precision import CHOICES as PRECISION_CHOICES
 from reports.experiments import EXTRA_ROWS, KINDS, NETWORKS_BEYOND_2003, OURS, ROWS, TABLE1_NETWORKS
 
 CORPORA = sorted(ROWS) + ["text"]
@@ -90,6 +91,11 @@ def register(subparsers) -> None:
                         help="CPU threads of the network rows (default: OMP_NUM_THREADS when set, else the cores "
                              "not busy at the start, docs/parallel.md; e.g. 1 to share the machine with another "
                              "run): how fast, not what, so not part of a row's cache key")
+    parser.add_argument("--precision", choices=PRECISION_CHOICES, default="fp32",
+                        help="the network rows' training products: fp32 (default), bf16 (bfloat16 products, fp32 "
+                             "weights and optimizer state), auto (bf16 for the families measured faster for it where "
+                             "the device computes it natively, else fp32); scoring is fp32 either way; recorded in "
+                             "each row and its cache key (neural/precision.py)")
     parser.add_argument("--jobs", type=integer(1, 64), default=1,
                         help="processes that run rows side by side in the work folder (each row by one of them, "
                              "the others reading it from the row cache; the CPU threads shared among them): the "
@@ -244,7 +250,7 @@ def run_reproduce(args: argparse.Namespace) -> dict:
     summary = reproduce(args.corpus, args.quick, work_dir, report_dir, frozenset(args.skip), text, args.extra,
                         args.allow_dirty, args.threads, args.seeds, args.seeds_for, budget, args.budget_flops,
                         args.results_dir, args.budget_rule or DEFAULT_RULE,
-                        args.networks if args.corpus != "text" else None, args.jobs)
+                        args.networks if args.corpus != "text" else None, args.jobs, args.precision)
     return {key: summary[key] for key in ("commit", "report_dir", "wall_seconds", "report", "html", "seeds_advice")
             if key in summary} | _verdicts(summary["claims"], summary["quick"])
 

@@ -129,11 +129,13 @@ class Reproduction:
     def __init__(self, settings: Settings, work_dir: Path, report_dir: Path, text: TextCorpus | None = None,
                  extra: tuple[str, ...] = (), code: dict | None = None, threads: int | None = None, seeds: int = 1,
                  seeds_for: tuple[str, ...] = (), budget: str | None = None, budget_flops: float | None = None,
-                 budget_rule: str = "complete", networks: tuple[str, ...] | None = None, jobs: int = 1):
+                 budget_rule: str = "complete", networks: tuple[str, ...] | None = None, jobs: int = 1,
+                 precision: str = "fp32"):
         # what a worker process (`jobs`) needs to make the same run: every argument but the jobs
         self.arguments = dict(settings=settings, work_dir=work_dir, report_dir=report_dir, text=text, extra=extra,
                               code=code, threads=threads, seeds=seeds, seeds_for=seeds_for, budget=budget,
-                              budget_flops=budget_flops, budget_rule=budget_rule, networks=networks)
+                              budget_flops=budget_flops, budget_rule=budget_rule, networks=networks,
+                              precision=precision)
         self.jobs = jobs  # the processes that run rows side by side (this one and jobs - 1 workers, `start_workers`)
         self.settings = settings
         # the paper's tables (a user's corpus: TextCorpus.networks): the network rows to train, by id ("ours": NPLM
@@ -149,6 +151,7 @@ class Reproduction:
         # the seeds of the rows with a network in them: the settings' seed, then one more each (`seed_copies`)
         self.seeds = [settings.seed + i for i in range(seeds)]
         self.seeds_for = seeds_for  # the network rows that take the further seeds (empty: every one)
+        self.precision = precision  # the network rows' training products (neural.precision; auto: per family)
         self.threads = threads  # network rows' CPU threads (None: neural.training.recipe.default_threads): how fast
         self.code = code or code_state(report_dir)  # the commit that runs, reports.provenance
         self.extra = extra  # the optional row groups to add (EXTRA_ROWS of the corpus)
@@ -235,7 +238,7 @@ class Reproduction:
         # their own widths one update of the stream networks takes seconds on a core, and a quick run only
         # checks that every row runs, scores and mixes. The window networks keep their shapes.
         narrowed = family(row.family).quick if self.settings.quick else {}
-        config = RunConfig(model=row.family, threads=self.threads,  # (a seed copy's config names its seed)
+        config = RunConfig(model=row.family, threads=self.threads, precision=self.precision,  # (a seed copy's config names its seed)
                            **{"seed": self.settings.seed, **common, **narrowed, **own})
         planned = self.budget["rows"].get(self.original.get(row.id, row.id)) if self.budget is not None else None
         if budgeted and planned is not None and not planned.get("complete"):
@@ -709,7 +712,7 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
               allow_dirty: bool = False, threads: int | None = None, seeds: int = 1,
               seeds_for: tuple[str, ...] = (), budget: str | None = None, budget_flops: float | None = None,
               results_dir: Path | None = None, budget_rule: str = "complete",
-              networks: tuple[str, ...] | None = None, jobs: int = 1) -> dict:
+              networks: tuple[str, ...] | None = None, jobs: int = 1, precision: str = "fp32") -> dict:
     """Run (or resume) the whole table and build the report; returns the report's summary.
     `skip`: kinds of rows (keys of RUNNERS) to leave out; `text`: the user's corpus when `corpus` is
     "text"; `extra`: names of the corpus's optional row groups to add (EXTRA_ROWS); `allow_dirty`: write
@@ -720,7 +723,9 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
     budget (reports.budget; None: each recipe's own length) and `budget_rule` how the rows share it; `networks`:
     the paper's tables' network rows to train (Reproduction; a user's corpus: `text.networks`); `results_dir`: the committed reports the
     report's cross-corpus summary gathers (default: results/ in the working directory, reports.summary); `jobs`:
-    processes that run rows side by side (Reproduction.start_workers; 1: one after the other)."""
+    processes that run rows side by side (Reproduction.start_workers; 1: one after the other); `precision`: the
+    network rows' training products (neural.precision: fp32, bf16 or auto; recorded in each row's config and cache
+    key)."""
     from reports.build import build_report
     from reports.claims import seeds_advice
     from reports.summary import RESULTS
@@ -742,7 +747,8 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
     report_dir = report_dir or USER_REPORTS / name
     code = checked_state(report_dir, allow_dirty)  # before any row runs
     reproduction = Reproduction(default_settings(corpus, quick), work_dir, report_dir, text, extra, code,
-                                threads, seeds, seeds_for, budget, budget_flops, budget_rule, networks, jobs)
+                                threads, seeds, seeds_for, budget, budget_flops, budget_rule, networks, jobs,
+                                precision)
     reproduction.write_results_file = False  # written with the report: the folder is replaced whole
     results = reproduction.run(skip)
     built = build_report(report_dir, code, reproduction.results_text, results_dir or RESULTS)

@@ -262,14 +262,14 @@ def paused(tmp_path_factory):
 OTHER_VALUES = {"--model": ["energy"], "--n": ["4"], "--m": ["5"], "--h": ["6"], "--no-direct": [],
                 "--recipe": ["paper"], "--objective": ["softmax"], "--samples": ["7"], "--lr": ["0.5"],
                 "--min-gain": ["0.01"], "--anneal-gain": ["0.5"], "--schedule": ["linear"], "--weight-decay": ["0.01"],
-                "--dropout": ["0.1"], "--patience": ["3"], "--valid-tokens": ["5"], "--seed": ["1"], "--bf16": [],
+                "--dropout": ["0.1"], "--patience": ["3"], "--valid-tokens": ["5"], "--seed": ["1"], "--precision": ["bf16"],
                 "--budget-updates": ["3"], "--batch-size": ["7"], "--classes": ["4"], "--class-source": ["exchange"],
                 "--bag": ["2"], "--layers": ["2"], "--no-tied": [], "--d": ["8"], "--heads": ["2"], "--ff": ["8"],
                 "--length": ["8"], "--positions": ["rotary"], "--steps": ["5"], "--warmup-steps": ["5"],
                 "--clip": ["0.5"], "--final-lr-fraction": ["0.5"]}
 CHECKED = {"--model", "--n", "--m", "--h", "--no-direct", "--recipe", "--objective", "--samples", "--lr", "--min-gain",
            "--anneal-gain", "--schedule", "--weight-decay", "--dropout", "--patience", "--valid-tokens", "--seed",
-           "--bf16"}
+           "--precision"}
 # How a resumed run goes on, not what it trains: may differ (--epochs: "at most", under the halving rule)
 MAY_DIFFER = {"--epochs", "--max-steps", "--checkpoint-minutes", "--device", "--threads", "--parallel", "--backend",
               "--nproc-per-node", "--nnodes", "--rdzv-endpoint", "--json", "--no-cache", "--out", "--resume"}

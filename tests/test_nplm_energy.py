@@ -152,7 +152,7 @@ def test_checkpoint_without_a_model_field_is_an_nplm(tmp_path):
 
 @pytest.mark.parametrize("overrides,message", [
     (dict(objective="class"), "--objective class"), (dict(dropout=0.1), "--dropout"),
-    (dict(bf16=True), "--bf16"), (dict(h=0), "--h >= 1"), (dict(model="rbm"), "unknown model 'rbm'")])
+    (dict(precision="bf16"), "--precision bf16"), (dict(h=0), "--h >= 1"), (dict(model="rbm"), "unknown model 'rbm'")])
 def test_options_the_energy_network_has_no_use_for_are_refused(overrides, message):
     with pytest.raises(LMBenchError, match=message):
         RunConfig(**{"model": "energy", **overrides})

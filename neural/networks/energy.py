@@ -80,9 +80,9 @@ class EnergyShape(NetworkShape):
     def refuse(self, run) -> str | None:
         if run.dropout:
             return "--dropout acts on the NPLM's [tanh(d + Hx), x]: drop it for --model energy"
-        if run.bf16:
-            return ("--bf16 runs the NPLM's |V|-sized GEMMs in bfloat16; the energy network has none: drop "
-                    "it for --model energy")
+        if run.precision == "bf16":
+            return ("--precision bf16 runs a network's products in bfloat16; the energy network's scores are "
+                    "elementwise sums, no products: drop it (or give auto, which trains it in fp32)")
         return super().refuse(run)
 
     def training_flops(self, vocab_size: int, run, factored_rows: float | None = None) -> float:

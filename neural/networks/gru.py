@@ -51,5 +51,5 @@ class GRUNetwork(OneStateNetwork):
         return self.gru
 
 
-register(Family("gru", GRUShape, GRUNetwork, label="GRU", quick={"m": 64, "h": 64}, order=4,
+register(Family("gru", GRUShape, GRUNetwork, label="GRU", quick={"m": 64, "h": 64}, order=4, mixed_precision=True,
                 summary="a GRU over the whole stream (Cho et al. 2014)", **STREAM))

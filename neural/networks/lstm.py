@@ -68,5 +68,5 @@ class LSTMNetwork(RecurrentNetwork):
         return self.drop(z), state
 
 
-register(Family("lstm", LSTMShape, LSTMNetwork, label="LSTM", quick={"m": 64, "h": 64}, order=2,
+register(Family("lstm", LSTMShape, LSTMNetwork, label="LSTM", quick={"m": 64, "h": 64}, order=2, mixed_precision=True,
                 summary="an LSTM over the whole stream (Zaremba et al. 2014)", **STREAM))

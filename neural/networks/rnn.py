@@ -53,5 +53,5 @@ class RNNNetwork(OneStateNetwork):
         return self.rnn
 
 
-register(Family("rnn", RNNShape, RNNNetwork, label="RNN", quick={"m": 64, "h": 64}, compared=False,
+register(Family("rnn", RNNShape, RNNNetwork, label="RNN", quick={"m": 64, "h": 64}, compared=False, mixed_precision=True,
                 summary="a plain recurrent network over the whole stream (Elman 1990; Mikolov et al. 2010)", **STREAM))

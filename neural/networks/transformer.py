@@ -221,6 +221,6 @@ class TransformerNetwork(StreamNetwork):
         return self.log_probs(z[0, target - u: target - u + 1])[0]
 
 
-register(Family("transformer", TransformerShape, TransformerNetwork, label="Transformer", order=3,
+register(Family("transformer", TransformerShape, TransformerNetwork, label="Transformer", order=3, mixed_precision=True,
                 quick={"layers": 2, "d": 64, "heads": 2, "ff": 256, "length": 32},
                 summary="a small causal Transformer, sliding-window scoring", **STREAM))

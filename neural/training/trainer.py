@@ -48,6 +48,7 @@ from lmbench.model import perplexity
 from neural.config import OBJECTIVES, RunConfig
 from neural.families import load
 from neural.outputs.objectives import make_objective
+from neural.precision import autocast
 from neural.scoring import score_split
 from neural.training.batches import batches_for
 from neural.training.checkpoint import (BEST, CHECKPOINT, LOG, LOGPROBS, RESULT, atomic_save, check_finite,
@@ -224,8 +225,10 @@ class Trainer:
         """The next minibatch's loss, its gradients accumulated into the network's (its training FLOPs,
         `neural.training.flops`), the tokens it counts and this process's share of it."""
         config, net = self.config, self.net
-        z, targets, tokens, share = self.batches.features(net, self.state.position, config.bf16)
-        loss = self.objective.loss(net, z, targets, bf16=config.bf16)
+        bf16 = config.precision == "bf16"  # products in bfloat16, the fp32 weights' gradients (neural.precision)
+        with autocast(self.team.device.type, config.precision):
+            z, targets, tokens, share = self.batches.features(net, self.state.position, bf16)
+            loss = self.objective.loss(net, z, targets, bf16=bf16)
         loss.backward()
         return loss, tokens, share
 
@@ -241,7 +244,7 @@ class Trainer:
         self.batches.end_epoch()
         team.sync_replicas(net)
         valid_ppl = perplexity(team.score_stream(net, self.valid_stream, self.valid_start,
-                                                 batch_size=config.eval_batch, bf16=config.bf16))
+                                                 batch_size=config.eval_batch))
         if not math.isfinite(valid_ppl) or not math.isfinite(state.loss_sum):  # diverged, not yet NaN
             raise nan_error(state.step, self.checkpoint_path, valid_ppl, "the validation perplexity")
         train_tokens = state.tokens
@@ -283,7 +286,7 @@ def finish(corpus, config: RunConfig, state: TrainState, out: Path, team: Team, 
     if not state.history:  # stopped inside the first epoch: nothing validated yet
         return result
     if evaluate:
-        model = load_network(out, corpus, bf16=config.bf16, team=team, progress=progress)
+        model = load_network(out, corpus, team=team, progress=progress)  # (fp32, whatever it trained in)
         started = time.perf_counter()
         scores = {split: score_split(model, corpus, split, team) for split in ("train", "valid", "test")}
         result["eval_seconds"] = time.perf_counter() - started
