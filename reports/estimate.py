@@ -115,27 +115,33 @@ class RunProgress:
     """The bar of a whole run (`lmbench.progress`): its total the expected seconds of the rows to run, each
     row advancing it by its own when it has run, and taking its own off the total when it is found cached
     or not run; where a row's seconds cannot be told (no committed result of its kind), the rows are
-    counted instead. `cached`: the rows the row cache holds at the start; `measured`: whether the networks'
-    seconds come from their pace measured here (reports.pace) rather than the committed runs'."""
+    counted instead. `cached`: the rows the row cache holds at the start; `not_run`: those the run lists as
+    not run; `measured`: whether the networks' seconds come from their pace measured here (reports.pace)
+    rather than the committed runs'; `overhead`: the run's seconds besides its rows', in the line said at
+    the start (`summary`) but not in the bar."""
 
     def __init__(self, costs: dict[str, float | None], desc: str, cached: set[str] = frozenset(),
-                 measured: bool = False):
+                 measured: bool = False, not_run: set[str] = frozenset(), overhead: float = 0.0):
         from lmbench.progress import progress_bar
         estimated = all(cost is not None for cost in costs.values())
-        self.costs = costs if estimated else {row_id: 0.0 if row_id in cached else 1.0 for row_id in costs}
-        self.estimated, self.cached, self.measured = estimated, cached, measured
+        self.costs = costs if estimated else {row_id: 0.0 if row_id in cached | not_run else 1.0 for row_id in costs}
+        self.estimated, self.cached, self.measured, self.not_run = estimated, cached, measured, not_run
+        self.overhead = overhead  # seconds of the run besides its rows' (spent before the bar, the report after)
         self.bar = progress_bar(total=sum(self.costs.values()), desc=desc, unit="s" if estimated else "row",
                                 bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]{postfix}"
                                 if estimated else None)
 
     def summary(self, rows: int) -> str:
         """The line said at the start."""
-        cached = f" ({len(self.cached)} cached)" if self.cached else ""
+        cached = ", ".join(([f"{len(self.cached)} cached"] if self.cached else [])
+                           + ([f"{len(self.not_run)} not run"] if self.not_run else []))
+        cached = f" ({cached})" if cached else ""
         if not self.estimated:
             return f"{rows} rows{cached}; no committed results (results/*/results.json) to estimate their time from"
         pace = ("the networks at their pace measured here (reports/pace.py), the other rows at the committed "
                 "results'" if self.measured else "at the pace of the committed results, 2 cores")
-        return f"{rows} rows{cached}, about {duration(self.bar.total)} of work ({pace}: reports/estimate.py)"
+        return (f"{rows} rows{cached}, about {duration(self.bar.total + self.overhead)} in all ({pace}: "
+                "reports/estimate.py)")
 
     def running(self, row_id: str) -> None:
         self.bar.set_postfix(row=row_id)

@@ -316,7 +316,7 @@ class Reproduction:
             self.budget = resolve(self, self.budget_asked, self.budget_flops, self.budget_rule)
         workers = self.start_workers(skip)
         results = {}
-        progress = self.progress()
+        progress = self.progress(skip)
         log.info("reproduce %s: %s", self.settings.corpus, progress.summary(len(self.rows)))
         # two passes: the first runs or reads every row no other run of this work folder holds, leaving
         # those (and the rows made of them) for the second, which waits for each in turn and reads it
@@ -406,19 +406,30 @@ class Reproduction:
         return pace.expected_seconds(config, speed, pace.recipe_updates(config, speed.epoch_updates), tokens,
                                      bool(row.paper_model))
 
-    def progress(self) -> RunProgress:
-        """The whole run's bar: every row's expected seconds (`expected_seconds`; a row cached already: none),
-        and the estimate results.json records (`self.estimate`)."""
+    def not_run(self, skip: frozenset[str]) -> set[str]:
+        """The rows this run lists as not run (`run_or_read`): of a kind in `skip`, left out by `networks`,
+        or a mixture of such a row."""
+        left: set[str] = set()
+        for row in sorted(self.rows, key=lambda r: runner(r).stage):
+            if row.kind in skip or row.id in self.left_out or any(part in left for part in row.parts):
+                left.add(row.id)
+        return left
+
+    def progress(self, skip: frozenset[str] = frozenset()) -> RunProgress:
+        """The whole run's bar: every row's expected seconds (`expected_seconds`; a row cached already, or not
+        run: none), and the estimate results.json records (`self.estimate`)."""
         model = CostModel(committed_results())
-        cached = {row.id for row in self.rows if self.cache_holds(row)}
-        costs = {row.id: 0.0 if row.id in cached else self.expected_seconds(row, model) for row in self.rows}
-        to_run = [cost for row_id, cost in costs.items() if row_id not in cached]
+        absent = self.not_run(skip)
+        cached = {row.id for row in self.rows if row.id not in absent and self.cache_holds(row)}
+        costs = {row.id: 0.0 if row.id in cached | absent else self.expected_seconds(row, model) for row in self.rows}
+        to_run = [cost for row_id, cost in costs.items() if row_id not in cached | absent]
         spent = time.time() - self.started  # the corpus loaded (and the paces measured): in the wall time too
         self.estimate = {"seconds": round(spent + sum(to_run) + pace.REPORT_SECONDS, 1) if None not in to_run else None,
                          "networks": "committed runs' pace" if self.settings.quick else "pace measured here",
                          "rows": {row_id: round(cost, 1) for row_id, cost in costs.items()
-                                  if row_id not in cached and cost is not None}}
-        return RunProgress(costs, f"reproduce {self.settings.corpus}", cached, measured=not self.settings.quick)
+                                  if row_id not in cached | absent and cost is not None}}
+        return RunProgress(costs, f"reproduce {self.settings.corpus}", cached, measured=not self.settings.quick,
+                           not_run=absent, overhead=spent + pace.REPORT_SECONDS)
 
     def cache_holds(self, row: Row) -> bool:
         """Whether the row cache has an entry of the row's fingerprint (read again, whole, when the row's turn

@@ -86,6 +86,17 @@ def test_the_estimate_said_at_the_start_is_recorded_and_a_rerun_of_cached_rows_k
     with caplog.at_level(logging.INFO):
         again = small_reproduction(tmp_path, monkeypatch, epochs=2).run()  # every row cached
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("reproduce brown: 3 rows")]
-    assert said[0].startswith("reproduce brown: 3 rows (3 cached), about 0 s of work")
+    assert said[0].startswith("reproduce brown: 3 rows (3 cached), about 1 min in all")  # (the report's minute)
     assert not any("measuring" in r.getMessage() for r in caplog.records)  # nothing to train: nothing measured
     assert again["meta"]["rebuilt"] and again["meta"]["trained"]["estimate"] == estimate
+
+
+def test_rows_the_run_leaves_out_are_not_in_its_estimate(tmp_path, monkeypatch):
+    monkeypatch.setattr(pace, "measure", lambda corpus, config: FAKE)
+    reproduction = prepared(small_reproduction(tmp_path, monkeypatch))
+    reproduction.left_out = {"wide"}  # (--networks small)
+    progress = reproduction.progress(frozenset({"ngram"}))
+    assert set(reproduction.estimate["rows"]) == {"small"}
+    assert progress.bar.total == pytest.approx(reproduction.estimate["rows"]["small"], abs=0.05)  # (rounded)
+    assert "3 rows (2 not run), about " in progress.summary(3)
+    progress.close()

@@ -101,7 +101,7 @@ def test_every_row_of_the_committed_tables_has_an_estimate():
 def test_the_run_bar_takes_cached_rows_off_its_total(caplog):
     with caplog.at_level(logging.INFO):
         progress = RunProgress({"a": 10.0, "b": 30.0, "c": 60.0}, "reproduce x")
-        assert "about 2 min of work" in progress.summary(3)
+        assert "about 2 min in all" in progress.summary(3)
         progress.passed("a")
         progress.running("b")
         progress.ran("b")
