@@ -421,7 +421,7 @@ def cost_block(reports: dict[str, dict]) -> str:
                            *training_run(meta), budget(results), meta["commit"], meta["machine"]]
                           for name, results, meta in ((name, results, results["meta"])
                                                       for name, results in sorted(reports.items()))],
-                         columns=["report", "its rows' time", "the training run's wall time", "its start's estimate",
+                         columns=["report", "its rows' time", "the training run's wall time", "estimate",
                                   "peak memory",
                                   "networks' budget", "commit", "machine"])
     return "\n".join([narrow_markdown(frame), "", textwrap.fill(
@@ -429,9 +429,8 @@ def cost_block(reports: dict[str, dict]) -> str:
         "the row cache counts its first run's; a run beside other work stretches it); the training run's wall "
         "time: the run that computed the rows, and its peak memory (blank: not recorded before 2026-12-04; a "
         "report whose every row came from the row cache keeps the figures of the run it replaced, or says it was "
-        "rebuilt); its start's estimate: the whole run's time that run said before any row ran (its networks at "
-        "their pace measured there, reports.pace; blank: not recorded before 2026-12-06); the networks' budget: "
-        "each one's share of its recipe (none: to its end).", WRAP,
+        "rebuilt); estimate: what its start said (blank: before 2026-12-06); the networks' budget: each one's "
+        "share of its recipe (none: to its end).", WRAP,
         break_on_hyphens=False)])
 
 
