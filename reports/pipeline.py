@@ -38,6 +38,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from corpora.corpus import SPLITS, Corpus, slice_corpus, unk_warning
+from corpora.record import write_record
 from lmbench import __version__, bootstrap, threads
 from lmbench.errors import LMBenchError
 from lmbench.files import DamagedFile, atomic_write_text, locked, read_checked, set_aside, write_checked
@@ -206,6 +207,24 @@ class Reproduction:
                 corpus.info["cut"] = cut
         return corpus
 
+    def corpus_options(self) -> dict:
+        """The options naming the corpus `load_corpus` loads, as `corpora.record.write_record` records them in
+        the work folder (corpus.json, with a quick run's slice): how `reports.api.load` finds a row's
+        corpus and vocabulary again."""
+        text = self.text
+        if text is None:
+            options = {"corpus": self.settings.corpus}
+            if self.settings.corpus == "ap" and os.environ.get("AP_DIR"):
+                options["ap_dir"] = Path(os.environ["AP_DIR"])
+        elif text.corpus_file is not None:
+            options = {"corpus": "text", "corpus_file": text.corpus_file, "corpus_split": text.split}
+        else:
+            options = {"corpus": "text", "train": text.train, "valid": text.valid, "test": text.test}
+        if text is not None:
+            options.update({k: v for k, v in (("min_count", text.min_count), ("vocab_size", text.vocab_size))
+                            if v is not None})
+        return {**options, **({"slice": self.settings.slice} if self.settings.quick else {})}
+
     def fingerprint(self, row: Row) -> str:
         """What a row's result depends on: the row, the settings, the corpus's content, for a network its
         whole training configuration (so that a changed default re-trains it), for a mixture its parts'."""
@@ -302,6 +321,7 @@ class Reproduction:
             raise LMBenchError(f"--networks {','.join(unknown or self.networks)}: no network row of that id in the "
                                f"{self.settings.corpus} table; its networks: "
                                f"{','.join(row.id for row in table if row.family)}, ours, or a family of --extra")
+        write_record(self.work, self.corpus_options())  # (once the rows asked for are known to be there)
         self.seeded = seed_copies(table, self.seeds[1:], self.seeds_for or (trained if self.left_out else ()))
         self.rows = table + [copy for copies in self.seeded.values() for copy in copies]
         self.original = {copy.id: row_id for row_id, copies in self.seeded.items() for copy in copies}
