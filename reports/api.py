@@ -10,7 +10,8 @@ What `load` opens:
   row's best model from the row's training folder (`nplm/ID-FINGERPRINT`), an n-gram row refitted on the
   corpus the folder's corpus.json records (the folder keeps an n-gram row's log-probabilities, not its
   model; a refit is the same model, the method being deterministic, in seconds to minutes where the network
-  took hours). A mixture row is no one model: load its parts.
+  took hours). A mixture row is no one model: load its parts. `row_model` is the same for a row whose
+  corpus is at hand (the pipeline's samples, `reports.pipeline.Reproduction.samples`).
 
 A `TextModel` carries its vocabulary and its tokenization: whitespace-separated tokens, a word outside the
 vocabulary read as `<unk>`. Sentence markers are the corpus's own (`markers`): KenLM's `<s>` and `</s>`
@@ -222,7 +223,7 @@ def _network(run: Path, corpus, device: str, threads: int | None, name: str) -> 
 
 
 def _row(work: Path, row: str | None, device: str, threads: int | None) -> TextModel:
-    """Row `row` of the work folder `work`: a network row's best model, an n-gram row refitted."""
+    """Row `row` of the work folder `work`, over the corpus the folder records (`row_model`)."""
     saved = sorted(path.name[:-len(".json")] for path in (work / "rows").glob("*.json"))
     if row is None or row not in saved:
         asked = "name one of its rows" if row is None else f"it holds no row {row!r}"
@@ -232,10 +233,16 @@ def _row(work: Path, row: str | None, device: str, threads: int | None) -> TextM
     if record["kind"] == "mix":
         raise LMBenchError(f"row {row} of {work} mixes {', '.join(record['parts'])}: a mixture is no one saved "
                            f"model; load a part (row={record['parts'][0]!r})")
-    corpus = load_recorded(work)
-    name = f"{work}:{row}"
+    return row_model(work, record, load_recorded(work), device=device, threads=threads)
+
+
+def row_model(work: Path, record: dict, corpus, *, device: str = "auto", threads: int | None = None) -> TextModel:
+    """The model of a row of work folder `work` (`record`: its rows/ID.json, or its row of results.json) over
+    `corpus`, the corpus it ran on: a network row's best model from its training folder, an n-gram row
+    refitted."""
+    name = f"{work}:{record['id']}"
     if record["kind"] == "network":
-        return _network(work / "nplm" / f"{row}-{record['fingerprint']}", corpus, device, threads, name)
+        return _network(work / "nplm" / f"{record['id']}-{record['fingerprint']}", corpus, device, threads, name)
     from baselines.methods import NGramOptions, make_ngram
     options = NGramOptions(record["method"], record["n"], record["classes"], record["min_ngram_count"],
                            record["cluster_passes"])

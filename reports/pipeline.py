@@ -64,6 +64,9 @@ class Settings:
 
 
 USER_REPORTS = Path("runs") / "reports"  # a run's report by default, ignored by git (the committed ones: results/)
+# results.json's samples (`Reproduction.samples`): continuations of the first tokens of test, from the best n-gram
+# row and the best row of each network family
+SAMPLES = {"count": 3, "words": 20, "seed_words": 8}
 QUICK_SLICE = {"train": 10_000, "valid": 2_000, "test": 2_000, "min_count": 3}
 
 
@@ -526,6 +529,38 @@ class Reproduction:
             before = {}
         return {"rebuilt": True, **({"trained": before["trained"]} if isinstance(before.get("trained"), dict) else {})}
 
+    def samples(self, rows: list[dict]) -> dict | None:
+        """results.json's `samples`: SAMPLES["count"] continuations of the same seed text (the first
+        SAMPLES["seed_words"] tokens of test) from the best n-gram row and the best row of each network
+        family, on valid, each drawn with the run's seed plus its number (`reports.api.TextModel.generate`);
+        kept in the work folder (samples/ID.json) under the row's fingerprint and what was drawn, so that a
+        re-run draws nothing again. None when no such row ran."""
+        from reports.api import row_model
+        scored = [row for row in rows if row["kind"] in ("ngram", "network") and "fingerprint" in row
+                  and row.get("valid_ppl") is not None]  # (a row of this work folder's cache, run)
+        groups = {}
+        for row in sorted(scored, key=lambda r: (r["valid_ppl"], r["id"])):
+            groups.setdefault("ngram" if row["kind"] == "ngram" else row["family"], row)
+        if not groups:
+            return None
+        seed_text = " ".join(self.corpus.vocab.decode(self.corpus.split("test")[:SAMPLES["seed_words"]]))
+        drawn = []
+        for row in groups.values():
+            key = {"fingerprint": row["fingerprint"], "seed_text": seed_text, "seed": self.settings.seed, **SAMPLES}
+            path = self.work / "samples" / f"{row['id']}.json"
+            kept = read_checked(path, lambda p: json.loads(p.read_text()), what="kept samples",
+                                fix="delete it to draw them again") if path.exists() else None
+            if kept is None or kept["key"] != key:
+                model = row_model(self.work, row, self.corpus, threads=self.threads)
+                texts = [" ".join(model.generate(SAMPLES["words"], seed_text, self.settings.seed + i))
+                         for i in range(SAMPLES["count"])]
+                kept = {"key": key, "continuations": texts}
+                text = json.dumps(kept, indent=1)
+                write_checked(path, lambda target: target.write_text(text))
+            drawn.append({"row": row["id"], "model": row["model"], "test_ppl": row["test_ppl"],
+                          "continuations": kept["continuations"]})
+        return {"seed_text": seed_text, "seed": self.settings.seed, "words": SAMPLES["words"], "rows": drawn}
+
     def write_results(self, rows: list[dict], seconds: float) -> dict:
         embedding = next((r.pop("embedding") for r in rows if "embedding" in r), None)
         results = {
@@ -552,6 +587,12 @@ class Reproduction:
         check("results", json.loads(text), fix=f"nothing was written to {self.report_dir}: a row's runner gave "
               f"a value that is no number (a network that diverged?); delete {self.work / 'rows'}/ID.json of "
               "that row to run it again, or report the bug")
+        samples = self.samples(rows)  # (drawn once the rows are known to be sound)
+        if samples is not None:
+            results["samples"] = samples
+            text = json.dumps(results, indent=1, default=str)
+            check("results", json.loads(text), fix=f"nothing was written to {self.report_dir}: a bug of "
+                  "reports.pipeline.Reproduction.samples, report it")
         self.results_text = text  # results.json, written with the report (`reproduce`), or here alone
         if self.write_results_file:
             self.report_dir.mkdir(parents=True, exist_ok=True)

@@ -29,14 +29,16 @@ def saved(tmp_path_factory):
     work = root / "runs" / "mine-quick"
     assert main(["reproduce", "text", "--quick", "--name", "mine", *corpus_args(files)[2:], "--networks", "mlp1,lstm",
                  "--work-dir", str(work), "--report-dir", str(root / "report"), "--threads", "1"]) == 0
-    rows = {row["id"]: row for row in json.loads((root / "report" / "results.json").read_text())["rows"]}
+    results = json.loads((root / "report" / "results.json").read_text())
+    rows = {row["id"]: row for row in results["rows"]}
     arpa = root / "kn3.arpa"
     assert main(["ngram", "--method", "kneser-ney", "--order", "3", *corpus_args(files), "--arpa", str(arpa),
                  "--save-logprobs", str(root / "kn3.npz")]) == 0
     run = root / "run"
     assert main(["train", *corpus_args(files), *TINY, "--epochs", "1", "--out", str(run)]) == 0
     texts = {split: path.read_text() for split, path in files.items()}
-    return {"root": root, "files": files, "work": work, "rows": rows, "arpa": arpa, "run": run, "texts": texts}
+    return {"root": root, "files": files, "work": work, "rows": rows, "arpa": arpa, "run": run, "texts": texts,
+            "results": results}
 
 
 def test_import_lmbench_loads_no_torch_and_offers_load():
@@ -249,3 +251,24 @@ def test_the_docs_example_runs(saved, monkeypatch, capsys):
     exec(compile(blocks[0], "docs/api.md", "exec"), {})
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("TextModel('runs/mine-quick:kn-interp-5'") and len(out[-1].split()) == 12
+
+
+def test_the_report_shows_samples_of_the_best_ngram_model_and_of_each_network_family(saved, tmp_path):
+    """results.json records continuations of the first tokens of test from the best n-gram row and each family's
+    best network on valid, as `generate` draws them with the run's seed plus their number; report.md and
+    report.html show them, and so does a report rebuilt from results.json alone."""
+    from reports.build import build_report
+    samples = saved["results"]["samples"]
+    rows = saved["rows"]
+    ngram = min((row for row in rows.values() if row["kind"] == "ngram"), key=lambda row: row["valid_ppl"])
+    assert [entry["row"] for entry in samples["rows"]] == [ngram["id"], "mlp1", "lstm"]
+    assert samples["seed_text"] == " ".join(saved["texts"]["test"].split()[:8])
+    for entry in samples["rows"]:
+        model = lmbench.load(saved["work"], row=entry["row"])
+        assert entry["continuations"] == [" ".join(model.generate(samples["words"], samples["seed_text"], seed))
+                                          for seed in range(samples["seed"], samples["seed"] + 3)]
+    build_report(tmp_path / "rebuilt", results_text=(saved["root"] / "report" / "results.json").read_text())
+    for folder in (saved["root"] / "report", tmp_path / "rebuilt"):
+        page, markdown = (folder / "report.html").read_text(), (folder / "report.md").read_text()
+        assert all(continuation in page and continuation in markdown
+                   for entry in samples["rows"] for continuation in entry["continuations"])
