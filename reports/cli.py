@@ -5,8 +5,10 @@ results.json without retraining, `lmbench report summary` the cross-corpus summa
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -189,9 +191,10 @@ def text_file(text: str) -> Path | str:
 
 
 def _add_model(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", type=examined_path, help="an ARPA file, a network run folder (lmbench train --out), or a work folder "
-                        "(runs/NAME) with --row")
-    parser.add_argument("--row", default=None, help="with a work folder: the id of the row to load, e.g. kn-interp-5, lstm")
+    parser.add_argument("model", type=examined_path, help="an ARPA file, a network run folder (lmbench train "
+                        "--out), or a work folder (runs/NAME) with --row")
+    parser.add_argument("--row", default=None, help="with a work folder: the id of the row to load, e.g. "
+                        "kn-interp-5, lstm")
     parser.add_argument("--threads", type=integer(1, THREADS_MAX), default=None,
                         help="CPU threads of a network (default: the free cores)")
 
@@ -204,8 +207,6 @@ def _loaded(args: argparse.Namespace):
 def run_score(args: argparse.Namespace) -> None:
     """Each non-blank line's log10 probability, tokens scored, out-of-vocabulary words and perplexity (TSV
     under a header, or one JSON object a line), then the file's (`total`): every token of every line."""
-    import json
-    import sys
     from corpora.text import file_lines, read_text
     text = sys.stdin.read() if args.file == "-" else read_text(args.file)
     lines = [(number, line) for number, line in enumerate(file_lines(text), 1) if line.strip()]
@@ -219,7 +220,7 @@ def run_score(args: argparse.Namespace) -> None:
 
     if not args.json:
         print("line\tlog10_prob\ttokens\toov\tperplexity")
-    whole = {"line": "total" if not args.json else str(args.file), "log10_prob": 0.0, "tokens": 0, "oov": 0}
+    whole = {"line": "total", "log10_prob": 0.0, "tokens": 0, "oov": 0}
     for number, line in lines:
         scores = np.array(list(model.full_scores(line, not args.no_bos, not args.no_eos)))  # (tokens, 3)
         entry = {"line": number, "log10_prob": float(scores[:, 0].sum()), "tokens": len(scores),
