@@ -7,6 +7,8 @@ Public API
 `read_arpa(path, vocab)` -> `ArpaModel`: the file as a BackoffModel over `vocab`, scored like any
     model (`lmbench.model.split_logprobs(model, corpus, split)`); it scores exactly as the model that wrote it (up to the printed digits).
 `read_arpa_header(path)`: {order: count} of the `\\data\\` section.
+`read_arpa_words(path)`: the words of its unigrams, the vocabulary it holds (`reports.api.load` reads
+    a file over them).
 
 Format (SRILM / KenLM conventions):
 
@@ -183,6 +185,15 @@ def read_arpa(path: str | Path, vocab: Vocabulary) -> ArpaModel:
         raise LMBenchError(f"ARPA file {path} does not exist: give the path of a file written by "
                            "`lmbench ngram --arpa`, KenLM or SRILM")
     return read_checked(path, lambda p: _parse(p, vocab), what="ARPA file", fix=ARPA_FIX)
+
+
+def read_arpa_words(path: str | Path) -> list[str]:
+    """The words of the file's \\1-grams: section, in the file's order: the vocabulary an ARPA file holds."""
+    def read(path: Path) -> list[str]:
+        text = path.read_text(encoding="utf-8")
+        return _section(text, 1, _header_counts(io.StringIO(text))[1])[1].tolist()
+
+    return read_checked(Path(path), read, what="ARPA file", fix=ARPA_FIX)
 
 
 def _parse(path: Path, vocab: Vocabulary) -> ArpaModel:

@@ -1,34 +1,23 @@
-"""`lmbench corpus brown|ap|text`, and the corpus options every other subcommand shares; a run folder's
-record of its corpus (corpus.json: the options that name it, each text file by its path and content
-digest), which `lmbench eval`, `neighbors` and `train --resume` read when no corpus is named."""
+"""`lmbench corpus brown|ap|text`, and the corpus options every other subcommand shares, over a run folder's
+record of its corpus (corpus.json, `corpora.record`), which `lmbench eval`, `neighbors` and `train --resume`
+read when no corpus is named."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 from pathlib import Path
 
-from corpora.corpus import SPLITS, Corpus, unk_warning
-from corpora.named import CORPORA, load_named
+from corpora.corpus import Corpus
+from corpora.named import CORPORA
+from corpora.record import (FILES, OPTIONS, RECORD, TAKES, load_options, read_record,  # (their home; named here
+                            recorded_options, write_record)                  # for the commands)
 from lmbench.errors import LMBenchError
-from lmbench.files import DamagedFile, atomic_write_text, read_checked
 from lmbench.options import (COUNT_MAX, bounded, existing_directory, existing_file, integer, output_directory,
                              refuse_overwriting, split_fractions)
 
-log = logging.getLogger(__name__)
-
 AP_MIN_VOCAB = 5  # more than the four symbols of corpora.ap.SPECIALS (imported only to prepare AP)
-
-
-RECORD = "corpus.json"  # a run folder's record of its corpus (`write_record`)
-OPTIONS = ("corpus", "train", "valid", "test", "corpus_file", "corpus_split", "min_count", "vocab_from", "ap_dir",
-           "vocab_size", "skip_bad_files")  # what names a corpus (--no-cache only says how it is prepared)
-FILES = ("train", "valid", "test", "corpus_file")  # a text corpus's files, recorded with their digests
-# the options each corpus's pipeline takes (`corpora.named.load_named`); any other is refused, never ignored
-TAKES = {"brown": ("min_count", "vocab_from"), "ap": ("ap_dir", "vocab_size", "skip_bad_files"),
-         "text": (*FILES, "corpus_split", "min_count", "vocab_size")}
 
 
 def add_corpus_options(parser: argparse.ArgumentParser, *, positional: bool = False, recorded: bool = False) -> None:
@@ -94,106 +83,6 @@ def corpus_options(args: argparse.Namespace, run: str | Path | None = None) -> d
 def load_corpus(args: argparse.Namespace, run: str | Path | None = None) -> Corpus:
     """The corpus the options name (`corpus_options`; `corpora.named.load_named`, or one file cut by lines)."""
     return load_options(corpus_options(args, run), use_cache=not getattr(args, "no_cache", False))
-
-
-def load_options(options: dict, use_cache: bool = True) -> Corpus:
-    """The corpus of `corpus_options`'s options, the text corpus's checked for conflicts first; the
-    one-line warning of a vocabulary that leaves no train token <unk> (`unk_warning`), whatever the
-    command."""
-    corpus = _load_options(options, use_cache)
-    warning = unk_warning(corpus.summary())
-    if warning:
-        log.warning(warning)
-    return corpus
-
-
-def _load_options(options: dict, use_cache: bool) -> Corpus:
-    name, files = options["corpus"], [options.get(split) for split in SPLITS]
-    if name != "text":
-        stray = [f"--{key.replace('_', '-')}" for key in (*FILES, "corpus_split") if key in options]
-        if stray:
-            raise LMBenchError(f"{', '.join(stray)}: the files of a text corpus, not of {name}: add --corpus text "
-                               "or drop them")
-    ignored = [f"--{key.replace('_', '-')}" for key in OPTIONS[1:] if key in options and key not in TAKES[name]]
-    if ignored:
-        takes = ", ".join(f"--{key.replace('_', '-')}" for key in TAKES[name] if key not in (*FILES, "corpus_split"))
-        raise LMBenchError(f"{', '.join(ignored)}: not {'an option' if len(ignored) == 1 else 'options'} of the {name} "
-                           f"corpus, which takes {takes}: drop {'it' if len(ignored) == 1 else 'them'}")
-    if name == "text" and options.get("corpus_file") is not None:
-        given = [f"--{split}" for split, path in zip(SPLITS, files) if path is not None]
-        if given:
-            raise LMBenchError(f"--corpus-file is cut into train, valid and test: drop {', '.join(given)} (or give "
-                               "the three files without --corpus-file)")
-        from corpora.text import load_text_file
-        return load_text_file(options["corpus_file"], tuple(options["corpus_split"]),
-                              min_count=options.get("min_count"), max_vocab=options.get("vocab_size"),
-                              use_cache=use_cache)
-    elif name == "text" and "corpus_split" in options:
-        raise LMBenchError("--corpus-split cuts the one file of --corpus-file: drop it, or give --corpus-file F "
-                           "instead of --train, --valid and --test")
-    elif name == "text":
-        missing = [f"--{split}" for split, path in zip(SPLITS, files) if path is None]
-        if missing:
-            raise LMBenchError(f"--corpus text needs {', '.join(missing)}: give the three files of "
-                               "whitespace-separated tokens, or one file to cut by lines, --corpus-file F")
-    return load_named(name, min_count=options.get("min_count"), vocab_from=options.get("vocab_from", "all"),
-                      ap_dir=options.get("ap_dir"), vocab_size=options.get("vocab_size"),
-                      skip_bad_files=options.get("skip_bad_files", False), use_cache=use_cache, files=tuple(files))
-
-
-def write_record(run: str | Path, options: dict) -> None:
-    """run/corpus.json: how to load the corpus of `options` (`corpus_options`) again, each file by its
-    absolute path and content digest (`corpora.text.file_digest`), AP's folder by its absolute path."""
-    from corpora.text import file_digest
-    record = {}
-    for name, value in options.items():
-        if name in FILES:
-            record[name] = {"path": str(Path(value).resolve()), "sha256": file_digest(Path(value))}
-        elif name == "ap_dir":
-            record[name] = str(Path(value).resolve())
-        else:
-            record[name] = list(value) if name == "corpus_split" else value
-    files = {name: record.pop(name) for name in SPLITS if name in record}  # the three files, together
-    atomic_write_text(Path(run) / RECORD, json.dumps({**record, **({"files": files} if files else {})}, indent=1))
-
-
-def read_record(run: str | Path) -> dict | None:
-    """The corpus record of run folder `run` (None: it has none, a run trained before records)."""
-    path = Path(run) / RECORD
-    if not path.exists():
-        return None
-    record = read_checked(path, lambda p: json.loads(p.read_text()), what="corpus record",
-                          fix="give the corpus options (--corpus ...) and delete it, or train the run again")
-    files = {**record.get("files", {}), **{name: record[name] for name in FILES if name in record}} \
-        if isinstance(record, dict) else {}
-    problem = ("it names no corpus" if not isinstance(record, dict) or record.get("corpus") not in CORPORA else
-               "a file's entry lacks its path or digest" if not all(
-                   isinstance(entry, dict) and {"path", "sha256"} <= set(entry) for entry in files.values()) else None)
-    if problem:
-        raise DamagedFile(path, problem, "corpus record",
-                          "give the corpus options (--corpus ...) and delete it, or train the run again")
-    return record
-
-
-def recorded_options(record: dict, run: Path) -> dict:
-    """The options of a corpus record, each file checked: there, and of the content it was trained on."""
-    from corpora.text import file_digest
-    entries = {**record.get("files", {}), **{name: record[name] for name in FILES if name in record}}
-    options = {name: value for name, value in record.items() if name not in (*FILES, "files")}
-    for name, entry in entries.items():
-        path = Path(entry["path"])
-        if not path.is_file():
-            raise LMBenchError(f"the corpus file {path} that {run / RECORD} records is missing: put it back, or give "
-                               "the corpus options (--corpus text --train A --valid B --test C, or --corpus-file F)")
-        digest = file_digest(path)
-        if digest != entry["sha256"]:
-            raise LMBenchError(f"the corpus file {path} changed since the run in {run} was trained (SHA-256 "
-                               f"{digest}, recorded {entry['sha256']}): restore it, or give the corpus options "
-                               "explicitly")
-        options[name] = path
-    if "ap_dir" in options:
-        options["ap_dir"] = Path(options["ap_dir"])
-    return options
 
 
 def register(subparsers) -> None:

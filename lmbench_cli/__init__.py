@@ -35,8 +35,8 @@ log = logging.getLogger("lmbench")
 # Each package's command line and the subcommands its `register` adds (tests/test_cli.py checks them), and
 # the commands that take --threads (their package loads torch: the cores are measured before).
 COMMANDS = {"corpora.cli": ("corpus",), "baselines.cli": ("ngram",), "neural.cli": ("train", "eval", "nplm"),
-            "mixing.cli": ("mix",), "reports.cli": ("reproduce", "report")}
-THREADED = ("train", "eval", "nplm", "reproduce")
+            "mixing.cli": ("mix",), "reports.cli": ("reproduce", "report", "score", "generate")}
+THREADED = ("train", "eval", "nplm", "reproduce", "score", "generate")
 
 
 def build_parser(argv: list[str] | None = None) -> OptionParser:

@@ -162,6 +162,33 @@ def _neighbors_frame(results: dict) -> pd.DataFrame | None:
                          for word, near in neighbors["words"].items()])
 
 
+SAMPLES_HEADING = "Samples: the same text continued by each kind of model"
+
+
+def _samples(results: dict) -> tuple[str, pd.DataFrame] | None:
+    """The note and the table of results.json's `samples` (reports.pipeline.Reproduction.samples): each
+    continuation a row, under its model's label and test perplexity."""
+    samples = results.get("samples")
+    if not samples:
+        return None
+    count = max(len(row["continuations"]) for row in samples["rows"])
+    note = (f"Each model continues the first tokens of test, \u201c{samples['seed_text']}\u201d, with "
+            f"{samples['words']} words drawn from its own distribution (random seeds {samples['seed']} to "
+            f"{samples['seed'] + count - 1}): the best n-gram model and the best network of each family, on valid. "
+            "Drawn again, as `lmbench generate --seed-text ... --seed S` on the work folder's row, they are the same.")
+    frame = pd.DataFrame([{"model": f"{row['model']} ({row['row']})",
+                           "test perplexity": "" if row.get("test_ppl") is None else f"{row['test_ppl']:.1f}",
+                           "continuation": text}
+                          for row in samples["rows"] for text in row["continuations"]])
+    return note, frame
+
+
+def _markdown_cells(frame: pd.DataFrame) -> pd.DataFrame:
+    """Text cells that stay text in a markdown table: <, > and | escaped (<unk> and </d> bare would be tags)."""
+    return frame.map(lambda cell: cell.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+                     .replace("|", "\\|") if isinstance(cell, str) else cell)
+
+
 def _training_frame(results: dict) -> pd.DataFrame | None:
     """How each network was trained: objective, precision (neural.precision), epochs, training time and
     speed, perplexities (and, for
@@ -323,6 +350,10 @@ def _build(stage: Path, report_dir: Path, code: dict, results_dir: Path) -> dict
     if neighbors is not None:
         md += ["", f"## Nearest neighbours in the word features C of {results['neighbors']['row']}", "",
                neighbors.to_markdown(index=False)]
+    samples = _samples(results)
+    if samples is not None:
+        md += ["", f"## {SAMPLES_HEADING}", "", samples[0].replace("<", "&lt;"), "",
+               _markdown_cells(samples[1]).to_markdown(index=False)]
     md += ["", "## Figures", ""] + [f"![{p.stem}](figures/{p.name})" for p in figures]
     atomic_write_text(stage / "report.md", "\n".join(md) + "\n")
 
@@ -340,6 +371,8 @@ def _build(stage: Path, report_dir: Path, code: dict, results_dir: Path) -> dict
     if neighbors is not None:
         sections.append(("neighbours", f"Nearest neighbours in the word features C of {results['neighbors']['row']}",
                          html_table(neighbors)))
+    if samples is not None:
+        sections.append(("samples", SAMPLES_HEADING, f"<p>{html.escape(samples[0])}</p>" + html_table(samples[1])))
     sections.append(("figures", "Figures", "".join(_figure_html(p) for p in figures)))
     figure_links = "".join(f'<li><a href="#{p.stem}">{p.stem.replace("_", " ")}</a></li>' for p in figures)
     contents = "".join(f'<li><a href="#{anchor}">{html.escape(heading)}</a>'

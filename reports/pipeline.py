@@ -38,6 +38,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from corpora.corpus import SPLITS, Corpus, slice_corpus, unk_warning
+from corpora.record import write_record
 from lmbench import __version__, bootstrap, threads
 from lmbench.errors import LMBenchError
 from lmbench.files import DamagedFile, atomic_write_text, locked, read_checked, set_aside, write_checked
@@ -64,6 +65,9 @@ class Settings:
 
 
 USER_REPORTS = Path("runs") / "reports"  # a run's report by default, ignored by git (the committed ones: results/)
+# results.json's samples (`Reproduction.samples`): continuations of the first tokens of test, from the best n-gram
+# row and the best row of each network family
+SAMPLES = {"count": 3, "words": 20, "seed_words": 8}
 QUICK_SLICE = {"train": 10_000, "valid": 2_000, "test": 2_000, "min_count": 3}
 
 
@@ -212,6 +216,24 @@ class Reproduction:
                 corpus.info["cut"] = cut
         return corpus
 
+    def corpus_options(self) -> dict:
+        """The options naming the corpus `load_corpus` loads, as `corpora.record.write_record` records them in
+        the work folder (corpus.json, with a quick run's slice): how `reports.api.load` finds a row's
+        corpus and vocabulary again."""
+        text = self.text
+        if text is None:
+            options = {"corpus": self.settings.corpus}
+            if self.settings.corpus == "ap" and os.environ.get("AP_DIR"):
+                options["ap_dir"] = Path(os.environ["AP_DIR"])
+        elif text.corpus_file is not None:
+            options = {"corpus": "text", "corpus_file": text.corpus_file, "corpus_split": text.split}
+        else:
+            options = {"corpus": "text", "train": text.train, "valid": text.valid, "test": text.test}
+        if text is not None:
+            options.update({k: v for k, v in (("min_count", text.min_count), ("vocab_size", text.vocab_size))
+                            if v is not None})
+        return {**options, **({"slice": self.settings.slice} if self.settings.quick else {})}
+
     def fingerprint(self, row: Row) -> str:
         """What a row's result depends on: the row, the settings, the corpus's content, for a network its
         whole training configuration (so that a changed default re-trains it), for a mixture its parts'."""
@@ -308,6 +330,7 @@ class Reproduction:
             raise LMBenchError(f"--networks {','.join(unknown or self.networks)}: no network row of that id in the "
                                f"{self.settings.corpus} table; its networks: "
                                f"{','.join(row.id for row in table if row.family)}, ours, or a family of --extra")
+        write_record(self.work, self.corpus_options())  # (once the rows asked for are known to be there)
         self.seeded = seed_copies(table, self.seeds[1:], self.seeds_for or (trained if self.left_out else ()))
         self.rows = table + [copy for copies in self.seeded.values() for copy in copies]
         self.original = {copy.id: row_id for row_id, copies in self.seeded.items() for copy in copies}
@@ -559,6 +582,38 @@ class Reproduction:
             before = {}
         return {"rebuilt": True, **({"trained": before["trained"]} if isinstance(before.get("trained"), dict) else {})}
 
+    def samples(self, rows: list[dict]) -> dict | None:
+        """results.json's `samples`: SAMPLES["count"] continuations of the same seed text (the first
+        SAMPLES["seed_words"] tokens of test) from the best n-gram row and the best row of each network
+        family, on valid, each drawn with the run's seed plus its number (`reports.api.TextModel.generate`);
+        kept in the work folder (samples/ID.json) under the row's fingerprint and what was drawn, so that a
+        re-run draws nothing again. None when no such row ran."""
+        from reports.api import row_model
+        scored = [row for row in rows if row["kind"] in ("ngram", "network") and "fingerprint" in row
+                  and row.get("valid_ppl") is not None]  # (a row of this work folder's cache, run)
+        groups = {}
+        for row in sorted(scored, key=lambda r: (r["valid_ppl"], r["id"])):
+            groups.setdefault("ngram" if row["kind"] == "ngram" else row["family"], row)
+        if not groups:
+            return None
+        seed_text = " ".join(self.corpus.vocab.decode(self.corpus.split("test")[:SAMPLES["seed_words"]]))
+        drawn = []
+        for row in groups.values():
+            key = {"fingerprint": row["fingerprint"], "seed_text": seed_text, "seed": self.settings.seed, **SAMPLES}
+            path = self.work / "samples" / f"{row['id']}.json"
+            kept = read_checked(path, lambda p: json.loads(p.read_text()), what="kept samples",
+                                fix="delete it to draw them again") if path.exists() else None
+            if kept is None or kept["key"] != key:
+                model = row_model(self.work, row, self.corpus, threads=self.threads)
+                texts = [" ".join(model.generate(SAMPLES["words"], seed_text, self.settings.seed + i))
+                         for i in range(SAMPLES["count"])]
+                kept = {"key": key, "continuations": texts}
+                text = json.dumps(kept, indent=1)
+                write_checked(path, lambda target: target.write_text(text))
+            drawn.append({"row": row["id"], "model": row["model"], "test_ppl": row["test_ppl"],
+                          "continuations": kept["continuations"]})
+        return {"seed_text": seed_text, "seed": self.settings.seed, "words": SAMPLES["words"], "rows": drawn}
+
     def write_results(self, rows: list[dict], seconds: float) -> dict:
         embedding = next((r.pop("embedding") for r in rows if "embedding" in r), None)
         results = {
@@ -585,6 +640,12 @@ class Reproduction:
         check("results", json.loads(text), fix=f"nothing was written to {self.report_dir}: a row's runner gave "
               f"a value that is no number (a network that diverged?); delete {self.work / 'rows'}/ID.json of "
               "that row to run it again, or report the bug")
+        samples = self.samples(rows)  # (drawn once the rows are known to be sound)
+        if samples is not None:
+            results["samples"] = samples
+            text = json.dumps(results, indent=1, default=str)
+            check("results", json.loads(text), fix=f"nothing was written to {self.report_dir}: a bug of "
+                  "reports.pipeline.Reproduction.samples, report it")
         self.results_text = text  # results.json, written with the report (`reproduce`), or here alone
         if self.write_results_file:
             self.report_dir.mkdir(parents=True, exist_ok=True)

@@ -37,16 +37,17 @@ from tests.test_hostile import files_fail_after
 
 ROOT = Path(__file__).resolve().parents[1]
 
-PATH_TYPES = {"existing_file": "input", "existing_directory": "input folder", "examined_path": "input folder",
+PATH_TYPES = {"existing_file": "input", "text_file": "input", "existing_directory": "input folder", "examined_path": "input folder",
               "output_file": "output", "output_directory": "output folder"}
 TEXT_TYPES = {"comma_list.<locals>.parse", "row_ids", "folder_name", "str", "_budget"}  # names, lists, a budget
-FREE_TEXT = {"words", "device", "rdzv_endpoint"}  # options of any text (checked where they are used: torch, torchrun)
+FREE_TEXT = {"words", "device", "rdzv_endpoint", "seed_text", "row"}  # options of any text (checked where they are used: torch, torchrun)
 TEMPORARY = {"--tmp-dir"}  # output folders of temporary files only (a folder of their own, removed): no input at risk
 CORPUS_FILES = ("--train", "--valid", "--test", "--corpus-file")
 # what each subcommand needs first (positionals, a required option); {dir}: a run folder, {npz}: log-probabilities
 POSITIONALS = {"corpus": ["text"], "ngram": ["--method", "kneser-ney"], "nplm train": [], "nplm eval": ["{dir}"],
                "train": [], "eval": ["{dir}"],
-               "nplm neighbors": ["{dir}", "w1"], "mix": ["{npz}"], "reproduce": ["text"], "report": ["text"]}
+               "nplm neighbors": ["{dir}", "w1"], "mix": ["{npz}"], "reproduce": ["text"], "report": ["text"],
+               "score": ["{dir}", "{text}"], "generate": ["{dir}"]}  # {text}: a text file
 
 
 def subcommands(parser: argparse.ArgumentParser, words: tuple[str, ...] = ()):
@@ -115,7 +116,8 @@ def place(tmp_path, monkeypatch):
 
 
 def base(command: str, place: dict) -> list[str]:
-    return [*command.split(), *(word.format(dir=place["dir"], npz=place["npz"]) for word in POSITIONALS[command])]
+    return [*command.split(), *(word.format(dir=place["dir"], npz=place["npz"], text=place["files"]["test"])
+                                for word in POSITIONALS[command])]
 
 
 def with_value(command: str, name: str, action, value: str, place: dict) -> list[str]:
@@ -123,7 +125,7 @@ def with_value(command: str, name: str, action, value: str, place: dict) -> list
     words = base(command, place)
     if action.option_strings:
         return [*words, name, value]
-    positional = POSITIONALS[command].index("{dir}" if name == "dir" else "{npz}")
+    positional = POSITIONALS[command].index({"dir": "{dir}", "model": "{dir}", "file": "{text}"}.get(name, "{npz}"))
     words[len(command.split()) + positional] = value
     return words
 

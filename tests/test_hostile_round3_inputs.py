@@ -146,7 +146,7 @@ def corpus_group_options(command: str) -> list[str]:
 def test_every_corpus_option_a_corpus_does_not_take_is_refused(place, capsys, monkeypatch, command):
     def prepared(*args, **kwargs):
         raise AssertionError("a corpus was prepared before the refusal")
-    for target in ("corpora.cli.load_named", "corpora.text.load_text", "corpora.text.load_text_file"):
+    for target in ("corpora.record.load_named", "corpora.text.load_text", "corpora.text.load_text_file"):
         monkeypatch.setattr(target, prepared)
     options = corpus_group_options(command)
     assert set(options) == set(VALUES), f"classify {sorted(set(options) ^ set(VALUES))} in TAKES and VALUES"

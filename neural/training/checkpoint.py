@@ -145,7 +145,11 @@ def load_network(out_dir: str | Path, corpus, *, device: str | torch.device = "a
         return read_checkpoint(path, corpus.vocab.fingerprint())
 
     saved = read() if team is None else team.from_rank0(read)
-    entry = family(saved["family"])
+    try:
+        entry = family(saved["family"])
+    except LMBenchError as missing:
+        raise LMBenchError(f"{path} holds a network of family {saved['family']!r}, which this install lacks "
+                           f"({missing}): load it with the lmbench version that trained it") from None
     if entry.context == "stream" and ((team is not None and team.mode is not None) or not factored):
         raise LMBenchError(f"{path} holds a {entry.name} network: it is scored on one process by its own output "
                            "layer (drop --parallel)")

@@ -1,0 +1,145 @@
+"""A folder's record of its corpus (corpus.json): the options that name the corpus, each text file by its
+path and content digest, AP's folder by its path. A run folder of `lmbench train --out` holds one (`lmbench
+eval`, `neighbors` and `train --resume` read it when no corpus is named), and so does a reproduction's work
+folder (`reports.pipeline`), with the slice of a quick run: what `reports.api.load` loads a saved model's
+corpus and vocabulary from. `load_options` loads the corpus such options name, refusing in one line an
+option its corpus does not take."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from corpora.corpus import SPLITS, Corpus, slice_corpus, unk_warning
+from corpora.named import CORPORA, load_named
+from lmbench.errors import LMBenchError
+from lmbench.files import DamagedFile, atomic_write_text, read_checked
+
+log = logging.getLogger(__name__)
+
+RECORD = "corpus.json"  # a run folder's record of its corpus (`write_record`)
+OPTIONS = ("corpus", "train", "valid", "test", "corpus_file", "corpus_split", "min_count", "vocab_from", "ap_dir",
+           "vocab_size", "skip_bad_files")  # what names a corpus (--no-cache only says how it is prepared)
+FILES = ("train", "valid", "test", "corpus_file")  # a text corpus's files, recorded with their digests
+# the options each corpus's pipeline takes (`corpora.named.load_named`); any other is refused, never ignored
+TAKES = {"brown": ("min_count", "vocab_from"), "ap": ("ap_dir", "vocab_size", "skip_bad_files"),
+         "text": (*FILES, "corpus_split", "min_count", "vocab_size")}
+
+
+def load_options(options: dict, use_cache: bool = True) -> Corpus:
+    """The corpus of `corpus_options`'s options, the text corpus's checked for conflicts first; the
+    one-line warning of a vocabulary that leaves no train token <unk> (`unk_warning`), whatever the
+    command."""
+    corpus = _load_options(options, use_cache)
+    warning = unk_warning(corpus.summary())
+    if warning:
+        log.warning(warning)
+    return corpus
+
+
+def _load_options(options: dict, use_cache: bool) -> Corpus:
+    name, files = options["corpus"], [options.get(split) for split in SPLITS]
+    if name != "text":
+        stray = [f"--{key.replace('_', '-')}" for key in (*FILES, "corpus_split") if key in options]
+        if stray:
+            raise LMBenchError(f"{', '.join(stray)}: the files of a text corpus, not of {name}: add --corpus text "
+                               "or drop them")
+    ignored = [f"--{key.replace('_', '-')}" for key in OPTIONS[1:] if key in options and key not in TAKES[name]]
+    if ignored:
+        takes = ", ".join(f"--{key.replace('_', '-')}" for key in TAKES[name] if key not in (*FILES, "corpus_split"))
+        raise LMBenchError(f"{', '.join(ignored)}: not {'an option' if len(ignored) == 1 else 'options'} of the {name} "
+                           f"corpus, which takes {takes}: drop {'it' if len(ignored) == 1 else 'them'}")
+    if name == "text" and options.get("corpus_file") is not None:
+        given = [f"--{split}" for split, path in zip(SPLITS, files) if path is not None]
+        if given:
+            raise LMBenchError(f"--corpus-file is cut into train, valid and test: drop {', '.join(given)} (or give "
+                               "the three files without --corpus-file)")
+        from corpora.text import load_text_file
+        return load_text_file(options["corpus_file"], tuple(options["corpus_split"]),
+                              min_count=options.get("min_count"), max_vocab=options.get("vocab_size"),
+                              use_cache=use_cache)
+    elif name == "text" and "corpus_split" in options:
+        raise LMBenchError("--corpus-split cuts the one file of --corpus-file: drop it, or give --corpus-file F "
+                           "instead of --train, --valid and --test")
+    elif name == "text":
+        missing = [f"--{split}" for split, path in zip(SPLITS, files) if path is None]
+        if missing:
+            raise LMBenchError(f"--corpus text needs {', '.join(missing)}: give the three files of "
+                               "whitespace-separated tokens, or one file to cut by lines, --corpus-file F")
+    return load_named(name, min_count=options.get("min_count"), vocab_from=options.get("vocab_from", "all"),
+                      ap_dir=options.get("ap_dir"), vocab_size=options.get("vocab_size"),
+                      skip_bad_files=options.get("skip_bad_files", False), use_cache=use_cache, files=tuple(files))
+
+
+def write_record(run: str | Path, options: dict) -> None:
+    """run/corpus.json: how to load the corpus of `options` (`corpus_options`) again, each file by its
+    absolute path and content digest (`corpora.text.file_digest`), AP's folder by its absolute path."""
+    from corpora.text import file_digest
+    record = {}
+    for name, value in options.items():
+        if name in FILES:
+            record[name] = {"path": str(Path(value).resolve()), "sha256": file_digest(Path(value))}
+        elif name == "ap_dir":
+            record[name] = str(Path(value).resolve())
+        else:
+            record[name] = list(value) if name == "corpus_split" else value
+    files = {name: record.pop(name) for name in SPLITS if name in record}  # the three files, together
+    atomic_write_text(Path(run) / RECORD, json.dumps({**record, **({"files": files} if files else {})}, indent=1))
+
+
+def read_record(run: str | Path) -> dict | None:
+    """The corpus record of run folder `run` (None: it has none, a run trained before records)."""
+    path = Path(run) / RECORD
+    if not path.exists():
+        return None
+    record = read_checked(path, lambda p: json.loads(p.read_text()), what="corpus record",
+                          fix="give the corpus options (--corpus ...) and delete it, or train the run again")
+    files = {**record.get("files", {}), **{name: record[name] for name in FILES if name in record}} \
+        if isinstance(record, dict) else {}
+    problem = ("it names no corpus" if not isinstance(record, dict) or record.get("corpus") not in CORPORA else
+               "a file's entry lacks its path or digest" if not all(
+                   isinstance(entry, dict) and {"path", "sha256"} <= set(entry) for entry in files.values()) else None)
+    if problem:
+        raise DamagedFile(path, problem, "corpus record",
+                          "give the corpus options (--corpus ...) and delete it, or train the run again")
+    return record
+
+
+def recorded_options(record: dict, run: Path) -> dict:
+    """The options of a corpus record, each file checked: there, and of the content it was trained on."""
+    from corpora.text import file_digest
+    entries = {**record.get("files", {}), **{name: record[name] for name in FILES if name in record}}
+    options = {name: value for name, value in record.items() if name not in (*FILES, "files")}
+    for name, entry in entries.items():
+        path = Path(entry["path"])
+        if not path.is_file():
+            raise LMBenchError(f"the corpus file {path} that {run / RECORD} records is missing: put it back, or give "
+                               "the corpus options (--corpus text --train A --valid B --test C, or --corpus-file F)")
+        digest = file_digest(path)
+        if digest != entry["sha256"]:
+            raise LMBenchError(f"the corpus file {path} changed since the run in {run} was trained (SHA-256 "
+                               f"{digest}, recorded {entry['sha256']}): restore it, or give the corpus options "
+                               "explicitly")
+        options[name] = path
+    if "ap_dir" in options:
+        options["ap_dir"] = Path(options["ap_dir"])
+    return options
+
+
+def load_recorded(folder: str | Path) -> Corpus:
+    """The corpus the record of `folder` names (its files checked: there, of the content recorded), cut to
+    the record's `slice` when it has one (a quick reproduction's: `corpora.corpus.slice_corpus`)."""
+    record = read_record(folder)
+    if record is None:
+        raise LMBenchError(f"{folder} holds no {RECORD}, the record of its corpus: train the run with `lmbench train "
+                           "--out`, or run its `lmbench reproduce` command again (its rows are cached), which writes it")
+    cut = record.pop("slice", None)
+    corpus = load_options(recorded_options(record, Path(folder)))
+    if cut is None:
+        return corpus
+    info = corpus.info.get("cut")
+    corpus = slice_corpus(corpus, cut["train"], cut["valid"], cut["test"], min_count=cut["min_count"])
+    if info:
+        corpus.info["cut"] = info
+    return corpus

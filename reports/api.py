@@ -1,0 +1,249 @@
+"""lmbench as a library: `load(path)` opens any model the suite saved and returns a `TextModel`, which scores
+and samples raw text the way KenLM's Python module and nltk.lm do (docs/api.md).
+
+What `load` opens:
+- an ARPA file (`lmbench ngram --arpa`, KenLM's lmplz, SRILM): its vocabulary is the words of its
+  `\\1-grams:` section, `<unk>` first (`baselines.arpa.read_arpa_words`);
+- a network run folder (`lmbench train --out`): its best model (`neural.training.checkpoint.load_network`),
+  over the vocabulary of the corpus its corpus.json records (`corpora.record.load_recorded`);
+- a reproduction's work folder (`lmbench reproduce`, `runs/NAME`) and a row id in it (`row=`): a network
+  row's best model from the row's training folder (`nplm/ID-FINGERPRINT`), an n-gram row refitted on the
+  corpus the folder's corpus.json records (the folder keeps an n-gram row's log-probabilities, not its
+  model; a refit is the same model, the method being deterministic, in seconds to minutes where the network
+  took hours). A mixture row is no one model: load its parts. `row_model` is the same for a row whose
+  corpus is at hand (the pipeline's samples, `reports.pipeline.Reproduction.samples`).
+
+A `TextModel` carries its vocabulary and its tokenization: whitespace-separated tokens, a word outside the
+vocabulary read as `<unk>`. Sentence markers are the corpus's own (`markers`): KenLM's `<s>` and `</s>`
+where the model prices `</s>` (an ARPA file of KenLM or SRILM); else the marker that ends a corpus's units,
+`</p>` (Brown's paragraphs) or `</d>` (documents, AP), which is then both what `bos` puts before the text
+(the context a unit starts from in the corpus's stream: the previous unit's end) and what `eos` scores after
+it; a corpus without markers (a user's text, whose line breaks are whitespace) has neither, and `bos`
+starts from an empty context, as the corpus's stream starts.
+
+Every log-probability is in base 10 (KenLM's), computed from the suite's natural logs (`LanguageModel.score`);
+perplexity is 10^(-mean log10 probability) over every token scored, the end marker and `<unk>` included (the
+benchmark's figure: `lmbench.model.perplexity`). `history=` gives the text read before (its tokens are
+context, not scored): an n-gram model reads its last order - 1 tokens, a window network (NPLM) its last n - 1,
+and a stream network (LSTM, GRU, RNN, Transformer) all of it, as the benchmark scores test after train and
+valid: `perplexity(test_text, bos=False, eos=False, history=train_text + valid_text)` is the row's test
+perplexity.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from baselines.arpa import LN10, LOG10_ZERO, read_arpa, read_arpa_words
+from baselines.backoff import BackoffModel
+from corpora.record import load_recorded
+from corpora.vocab import UNK, Vocabulary
+from lmbench.errors import LMBenchError
+from lmbench.files import read_checked
+from lmbench.model import LanguageModel, perplexity
+
+KENLM_MARKERS = ("<s>", "</s>")
+UNIT_ENDS = ("</p>", "</d>")  # the corpora's markers (corpora.brown, corpora.ap), the shorter unit first
+
+
+class TextModel:
+    """A loaded model over its vocabulary and tokenization (module docstring): `score` / `logprob` (log10),
+    `perplexity`, `full_scores`, `next_words`, `generate`."""
+
+    def __init__(self, model: LanguageModel, vocab: Vocabulary, name: str):
+        if len(vocab) != model.vocab_size:
+            raise LMBenchError(f"{name}: the model has {model.vocab_size} words but its vocabulary {len(vocab)}: "
+                               "load it with the corpus it was trained on")
+        self.model, self.vocab, self.name = model, vocab, name
+        self.begin, self.end = markers(model, vocab)
+
+    def __repr__(self) -> str:
+        return f"TextModel({self.name!r}, {len(self.vocab)} words, order {self.order})"
+
+    @property
+    def order(self) -> int | None:
+        """Tokens read per prediction, the word included (an n-gram's N, a window network's n); None: a stream
+        network, which reads all of them."""
+        return self.model.order
+
+    def _stream(self, text: str, bos: bool, eos: bool, history: str | None) -> tuple[np.ndarray, int, list[str]]:
+        """(stream, start, words): the ids of the history, the begin marker (bos), the text's tokens and the end
+        marker (eos); the positions from `start` on are scored, as `words`."""
+        words = text.split()
+        if eos and self.end is not None:
+            words.append(self.vocab.word(self.end))
+        if not words:
+            raise LMBenchError(f"the text {text[:40]!r} holds no token to score: give some words (or eos=True on a "
+                               "model with an end marker)")
+        before = list(self.vocab.encode(history.split())) if history else []
+        if bos and self.begin is not None:
+            before.append(self.begin)
+        stream = np.concatenate([np.asarray(before, dtype=np.int32), self.vocab.encode(words)])
+        return stream, len(before), words
+
+    def _logprobs(self, text: str, bos: bool, eos: bool, history: str | None) -> np.ndarray:
+        stream, start, _ = self._stream(text, bos, eos, history)
+        return self.model.score(stream, start)
+
+    def score(self, text: str, bos: bool = True, eos: bool = True, history: str | None = None) -> float:
+        """log10 P(text): the sum of its tokens' log10 probabilities (KenLM's `score`), the end marker scored
+        after them when `eos`, the text read after the begin marker when `bos`."""
+        return float(self._logprobs(text, bos, eos, history).sum() / LN10)
+
+    def logprob(self, text: str, bos: bool = True, eos: bool = True, history: str | None = None) -> float:
+        """log10 P(text), as `score`."""
+        return self.score(text, bos, eos, history)
+
+    def perplexity(self, text: str, bos: bool = True, eos: bool = True, history: str | None = None) -> float:
+        """10^(-mean log10 probability) over the tokens scored (the end marker included when `eos`, as KenLM
+        counts it); the benchmark's perplexity of the same tokens after the same history."""
+        return perplexity(self._logprobs(text, bos, eos, history))
+
+    def full_scores(self, text: str, bos: bool = True, eos: bool = True,
+                    history: str | None = None) -> Iterator[tuple[float, int, bool]]:
+        """(log10 probability, n-gram length, out of vocabulary) for each token scored (KenLM's `full_scores`).
+        The n-gram length is how many tokens the prediction read, the word included: for a back-off model
+        (an ARPA file, Katz, Kneser-Ney) the longest n-gram it lists that ends at the word (KenLM's
+        `ngram_length`), for another model the context it reads (its order's, a stream network's whole
+        stream before the word) plus one."""
+        stream, start, words = self._stream(text, bos, eos, history)
+        logprobs = self.model.score(stream, start) / LN10
+        positions = np.arange(start, len(stream))
+        if isinstance(self.model, BackoffModel):
+            found = self.model.table.index_stream(stream, self.model.order)  # found[n][t]: n-gram ending at t, or -1
+            lengths = np.max([np.where(found[n] >= 0, n, 1) for n in range(1, self.model.order + 1)], axis=0)[start:]
+        else:
+            lengths = positions + 1 if self.order is None else np.minimum(positions + 1, self.order)
+        oov = [word not in self.vocab or word == UNK for word in words]
+        for logprob, length, unknown in zip(logprobs.tolist(), lengths.tolist(), oov):
+            yield logprob, int(length), unknown
+
+    def _context(self, text: str | None, bos: bool, what: str) -> list[int]:
+        """The ids of a context text (after the begin marker when `bos`); a text of words the vocabulary
+        lacks only, refused: the model would continue from <unk> alone."""
+        words = (text or "").split()
+        known = [word for word in words if word in self.vocab and word != UNK]
+        if text is not None and not known:
+            raise LMBenchError(f"the {what} {text[:60]!r} holds no word of the model's vocabulary ({len(self.vocab)} "
+                               f"words, e.g. {', '.join(self.vocab.words[1:4])}): give one with a known word")
+        return ([self.begin] if bos and self.begin is not None else []) + self.vocab.encode(words).tolist()
+
+    def next_words(self, context: str | None = None, k: int = 10, bos: bool = True) -> list[tuple[str, float]]:
+        """The k most likely next words after `context` (a text; None: the start of a unit) with their
+        probabilities, most likely first (ties: the vocabulary's order)."""
+        if not isinstance(k, int) or k < 1:
+            raise LMBenchError(f"k={k!r}: give a number of words of at least 1")
+        p = self.model.distribution(self._context(context, bos, "context"))
+        best = np.argsort(-p, kind="stable")[:k]
+        return [(self.vocab.word(int(i)), float(p[i])) for i in best]
+
+    def generate(self, num_words: int, text_seed: str | None = None, random_seed: int | None = None,
+                 temperature: float = 1.0, bos: bool = True) -> list[str]:
+        """`num_words` words drawn one at a time from the model's distribution after the seed text (nltk.lm's
+        `generate`: the seed is not repeated in the answer), each given everything drawn before (a stream
+        network its whole sample, an n-gram or window network its last order - 1). `temperature` divides
+        the log-probabilities (below 1: likelier words; above 1: flatter). The same `random_seed` gives the
+        same words; None draws a fresh sample."""
+        check_sampling(num_words, temperature)
+        context = self._context(text_seed, bos, "seed text (--seed-text)")
+        rng = np.random.default_rng(random_seed)
+        drawn = []
+        for _ in range(num_words):
+            p = np.asarray(self.model.distribution(context), dtype=np.float64)
+            if temperature != 1:
+                with np.errstate(divide="ignore"):
+                    logits = np.log(p) / temperature
+                p = np.exp(logits - logits.max())
+            word = int(rng.choice(len(p), p=p / p.sum()))
+            drawn.append(word)
+            context.append(word)
+        return self.vocab.decode(drawn)
+
+
+def check_sampling(num_words: int, temperature: float) -> None:
+    """Refuse in one line a number of words to draw below 1, or a temperature that is not above 0."""
+    if isinstance(num_words, bool) or not isinstance(num_words, int) or num_words < 1:
+        raise LMBenchError(f"num_words={num_words!r} (--words): give a number of words of at least 1")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not math.isfinite(temperature) \
+            or temperature <= 0:
+        raise LMBenchError(f"temperature={temperature!r} (--temperature): give a finite number above 0 (1: the model's "
+                           "own distribution)")
+
+
+def markers(model: LanguageModel, vocab: Vocabulary) -> tuple[int | None, int | None]:
+    """(begin, end) ids (module docstring): <s> and </s> where the model gives </s> a probability (an ARPA file
+    of KenLM or SRILM; `baselines.arpa` lists them at log10 0 for such tools, then they are no markers of
+    the corpus), else the corpus's unit end both times, else (None, None)."""
+    if all(marker in vocab for marker in KENLM_MARKERS):
+        end = vocab.id("</s>")
+        if model.distribution([vocab.id("<s>")])[end] > 10.0 ** (LOG10_ZERO + 1):
+            return vocab.id("<s>"), end
+    for marker in UNIT_ENDS:
+        if marker in vocab:
+            return vocab.id(marker), vocab.id(marker)
+    return None, None
+
+
+def load(path: str | Path, row: str | None = None, *, device: str = "auto", threads: int | None = None) -> TextModel:
+    """The model saved at `path` (an ARPA file, a network run folder, or a work folder with `row`, the id of
+    one of its rows; module docstring) as a `TextModel`. `device`: where a network runs ("auto": CUDA when
+    there is one); `threads`: its CPU threads (None: the free cores)."""
+    path = Path(path)
+    if path.is_file():
+        if row is not None:
+            raise LMBenchError(f"row {row!r}: {path} is a file (an ARPA file has no rows); a row names a model of "
+                               "a work folder (runs/NAME)")
+        with open(path, "rb") as f:
+            first = f.read(1 << 12).lstrip().split(b"\n", 1)[0].strip()
+        if first != b"\\data\\":
+            raise LMBenchError(f"{path} is a file that is no ARPA file (its first line is not \\data\\): give an ARPA "
+                               "file, a network run folder (lmbench train --out) or a work folder (runs/NAME) with a row")
+        vocab = Vocabulary([UNK] + [word for word in read_arpa_words(path) if word != UNK])
+        return TextModel(read_arpa(path, vocab), vocab, str(path))
+    if (path / "rows").is_dir():
+        return _row(path, row, device, threads)
+    if path.is_dir() and any((path / name).exists() for name in ("best.pt", "checkpoint.pt", "corpus.json")):
+        if row is not None:
+            raise LMBenchError(f"row {row!r}: {path} is a network run folder, which holds one model; a row names a "
+                               "model of a work folder (runs/NAME)")
+        return _network(path, load_recorded(path), device, threads, str(path))
+    what = "a folder" if path.is_dir() else "no file or folder"
+    raise LMBenchError(f"{path} is {what}, not a saved model: give an ARPA file, a network run folder "
+                       "(lmbench train --out) or a work folder (runs/NAME) with a row")
+
+
+def _network(run: Path, corpus, device: str, threads: int | None, name: str) -> TextModel:
+    from neural.training.checkpoint import load_network
+    return TextModel(load_network(run, corpus, device=device, threads=threads), corpus.vocab, name)
+
+
+def _row(work: Path, row: str | None, device: str, threads: int | None) -> TextModel:
+    """Row `row` of the work folder `work`, over the corpus the folder records (`row_model`)."""
+    saved = sorted(path.name[:-len(".json")] for path in (work / "rows").glob("*.json"))
+    if row is None or row not in saved:
+        asked = "name one of its rows" if row is None else f"it holds no row {row!r}"
+        raise LMBenchError(f"{work} is a work folder: {asked} (row=ID, --row ID): {', '.join(saved) or 'none run yet'}")
+    record = read_checked(work / "rows" / f"{row}.json", lambda p: json.loads(p.read_text()), what="cached row",
+                          fix=f"run its `lmbench reproduce` command again, which runs row {row} again")
+    if record["kind"] == "mix":
+        raise LMBenchError(f"row {row} of {work} mixes {', '.join(record['parts'])}: a mixture is no one saved "
+                           f"model; load a part (row={record['parts'][0]!r})")
+    return row_model(work, record, load_recorded(work), device=device, threads=threads)
+
+
+def row_model(work: Path, record: dict, corpus, *, device: str = "auto", threads: int | None = None) -> TextModel:
+    """The model of a row of work folder `work` (`record`: its rows/ID.json, or its row of results.json) over
+    `corpus`, the corpus it ran on: a network row's best model from its training folder, an n-gram row
+    refitted."""
+    name = f"{work}:{record['id']}"
+    if record["kind"] == "network":
+        return _network(work / "nplm" / f"{record['id']}-{record['fingerprint']}", corpus, device, threads, name)
+    from baselines.methods import NGramOptions, make_ngram
+    options = NGramOptions(record["method"], record["n"], record["classes"], record["min_ngram_count"],
+                           record["cluster_passes"])
+    return TextModel(make_ngram(options).fit(corpus), corpus.vocab, name)
