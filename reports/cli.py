@@ -288,6 +288,7 @@ def run_report(args: argparse.Namespace) -> dict:
     from reports.provenance import checked_state
     report_dir = _report_dir(args)
     refuse_unwritable({"--report-dir": Path(report_dir).parent})
-    built = build_report(report_dir, checked_state(report_dir, args.allow_dirty), results_dir=results_dir)
+    built = build_report(report_dir, checked_state(report_dir, args.allow_dirty), results_dir=results_dir,
+                         corpus=args.corpus)
     return {"commit": built["commit"], "report": built["report"], "html": built["html"],
             "figures": built["figures"]} | _verdicts(built["claims"], built["quick"])
