@@ -1,0 +1,181 @@
+"""Hostile inputs, fourth round (issue 59): files that lie about what they hold, and damaged files of the
+suite's own kinds. Each class is walked over every file kind and every command that reads it.
+
+- A results.json whose rows' figures disagree with what the file says of them (their blocks deleted, their
+  intervals, the bootstrap section): refused in one line by every reader (`report`, the summary).
+- A report whose `corpus` field names a table its rows are not of, and `report CORPUS` on another corpus's
+  folder: refused.
+- A corpus cache entry (or any of its files) of other files copied under another entry's key: set aside and
+  rebuilt, never read as the corpus that asked for it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lmbench.errors import LMBenchError
+from reports.records import read_results
+from tests.helpers import write_splits, zipf_text
+from tests.test_faults import error_line
+from lmbench_cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = ("brown", "ap", "ap89-1m")  # a paper's corpus of each table and a user's
+
+
+def report_copy(tmp_path: Path, name: str) -> tuple[Path, dict]:
+    folder = tmp_path / name
+    folder.mkdir()
+    return folder, json.loads((ROOT / "results" / name / "results.json").read_text())
+
+
+def written(folder: Path, results: dict) -> Path:
+    (folder / "results.json").write_text(json.dumps(results))
+    return folder
+
+
+def _kn5(results: dict) -> dict:
+    return next(row for row in results["rows"] if row["id"] == "kn-interp-5")
+
+
+def no_blocks(results: dict) -> None:
+    for row in results["rows"]:
+        row.pop("blocks", None)
+
+
+# Each lie: what is done to a committed results.json so that a row's figure says other than the file does.
+def figure_without_blocks(results):      # the issue's case: every row's blocks gone, KN 5 set to 20
+    no_blocks(results)
+    _kn5(results)["test_ppl"] = 20.0
+
+
+def valid_figure_without_blocks(results):
+    no_blocks(results)
+    _kn5(results)["valid_ppl"] *= 1.5
+
+
+def figure_and_interval_without_blocks(results):  # the interval moved with it: the bootstrap section still says
+    no_blocks(results)                             # blocks were kept
+    row = _kn5(results)
+    row["test_ppl"], row["test_ppl_ci95"] = 20.0, [19.0, 21.0]
+
+
+def everything_of_blocks_deleted_but_interval(results):
+    no_blocks(results)
+    results.pop("bootstrap", None)
+    _kn5(results)["test_ppl"] = 20.0
+
+
+def interval_without_figure(results):  # the interval edited away from its figure, blocks gone
+    no_blocks(results)
+    _kn5(results)["valid_ppl_ci95"] = [1000.0, 1100.0]
+
+
+REFUSED = "row 'kn-interp-5'.* interval|blocks that no row keeps"  # the row named, or the section
+LIES = (figure_without_blocks, valid_figure_without_blocks, figure_and_interval_without_blocks,
+        everything_of_blocks_deleted_but_interval, interval_without_figure)
+
+
+@pytest.mark.parametrize("name", COMMITTED)
+@pytest.mark.parametrize("lie", LIES, ids=lambda lie: lie.__name__)
+def test_a_row_figure_that_disagrees_with_the_file_is_refused_by_every_reader(tmp_path, capsys, name, lie):
+    folder, results = report_copy(tmp_path, name)
+    lie(results)
+    written(folder, results)
+    with pytest.raises(LMBenchError, match=REFUSED):
+        read_results(folder)
+    before = (folder / "results.json").read_bytes()
+    line = error_line(capsys, ["report", results["corpus"], "--report-dir", str(folder), "--allow-dirty"])
+    assert re.search(REFUSED, line), line
+    assert sorted(p.name for p in folder.iterdir()) == ["results.json"]
+    assert (folder / "results.json").read_bytes() == before
+    # the summary leaves such a report out (here its only one: refused, nothing written), never prints its figure
+    root = tmp_path / "root"
+    root.mkdir()
+    shutil.copytree(folder, root / name)
+    (root / "index.txt").write_text(f"{name}\n")
+    assert "no report listed" in error_line(capsys, ["report", "summary", "--results-dir", str(root)])
+    assert sorted(p.name for p in root.iterdir()) == sorted(["index.txt", name])
+
+
+@pytest.mark.parametrize("name", COMMITTED)
+def test_the_committed_reports_hold_their_figures_inside_their_intervals(name):
+    read_results(ROOT / "results" / name)  # (every committed one: tests/test_committed_results.py)
+
+
+# --- the report's kind follows its rows ---------------------------------------------------------------------
+CORPUS_EDITS = [(source, to) for source in COMMITTED for to in ("brown", "ap", "text")
+                if to != json.loads((ROOT / "results" / source / "results.json").read_text())["corpus"]]
+
+
+@pytest.mark.parametrize("source,to", CORPUS_EDITS)
+def test_a_corpus_field_edited_to_another_table_is_refused(tmp_path, source, to):
+    folder, results = report_copy(tmp_path, source)
+    results["corpus"] = to
+    written(folder, results)
+    with pytest.raises(LMBenchError, match="corpus"):
+        read_results(folder)
+
+
+@pytest.mark.parametrize("source,asked", CORPUS_EDITS)
+def test_report_of_one_corpus_on_another_corpus_folder_is_refused(tmp_path, capsys, source, asked):
+    folder, results = report_copy(tmp_path, source)
+    written(folder, results)
+    line = error_line(capsys, ["report", asked, "--report-dir", str(folder), "--allow-dirty"])
+    assert results["corpus"] in line and f"report {asked}" in line
+    assert sorted(p.name for p in folder.iterdir()) == ["results.json"]
+
+
+# --- a corpus cache entry proves it belongs to the files that asked for it ----------------------------------
+def _text_corpora(folder: Path) -> dict:
+    """Two corpora of each kind of text corpus (three files; one file cut by lines): their loaders."""
+    from corpora.text import load_text, load_text_file
+    loaders = {}
+    for name, seed, types in (("a", 1, 300), ("b", 2, 400)):
+        (folder / name).mkdir(parents=True)
+        files = write_splits(folder / name, train=zipf_text(3000, types, seed), valid=zipf_text(400, types, seed + 10),
+                             test=zipf_text(400, types, seed + 20))
+        whole = folder / name / "whole.txt"
+        whole.write_text("\n".join(zipf_text(30, types, seed + line) for line in range(100)))
+        loaders[("three files", name)] = lambda files=files: load_text(files["train"], files["valid"], files["test"], min_count=3)
+        loaders[("one file", name)] = lambda whole=whole: load_text_file(whole, min_count=3)
+    return loaders
+
+
+def _entry(corpus) -> Path:
+    return Path(corpus.info["cache"])
+
+
+SWAPS = {  # what of entry a is put in entry b's place: the whole folder, or one of its files (with its record)
+    "the whole entry": None, "ids.npz": "ids.npz", "vocab.json": "vocab.json", "meta.json": "meta.json",
+    "unk_words.npz": "unk_words.npz"}
+
+
+@pytest.mark.parametrize("kind", ("three files", "one file"))
+@pytest.mark.parametrize("swap", SWAPS)
+def test_a_cache_entry_of_other_files_is_set_aside_and_rebuilt(tmp_path, monkeypatch, caplog, kind, swap):
+    monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
+    loaders = _text_corpora(tmp_path)
+    first, second = loaders[(kind, "a")](), loaders[(kind, "b")]()
+    truth = {split: second.split(split).copy() for split in ("train", "valid", "test")}
+    source, target = _entry(first), _entry(second)
+    assert source != target and all((source / name).read_bytes() != (target / name).read_bytes() for name in SWAPS
+                                    if SWAPS[name])  # (each file of a differs from b's: a swap is a lie)
+    if SWAPS[swap] is None:
+        shutil.rmtree(target)
+        shutil.copytree(source, target)
+    else:
+        for name in (SWAPS[swap], SWAPS[swap] + ".sha256"):
+            shutil.copyfile(source / name, target / name)
+    again = loaders[(kind, "b")]()
+    assert again.info["from_cache"] is False, "an entry of other files was believed"
+    assert len(again.vocab) == len(second.vocab)
+    assert all(np.array_equal(again.split(split), truth[split]) for split in truth)
+    assert "set aside" in caplog.text and (target.parent / (target.name + ".damaged")).is_dir()
+    assert loaders[(kind, "b")]().info["from_cache"] is True  # (the rebuilt entry is believed)
