@@ -217,17 +217,17 @@ def load_corpus(directory: Path, key_parts: dict) -> Corpus:
         raise DamagedFile(directory / "meta.json", f"it is the entry of other files or options ({', '.join(differs)} "
                           "differ from those asked for: an entry copied under another's name)", "corpus cache file",
                           CACHE_FIX)
-    found = {name: file_record(directory / name) for name in ENTRY_FILES if (directory / name).exists()}
-    if found != meta["files"]:
-        other = sorted(name for name in {*found, *meta["files"]} if found.get(name) != meta["files"].get(name))
-        raise DamagedFile(directory / other[0], "it is not the file its entry's meta.json names (a file of another "
-                          "entry, or one missing)", "corpus cache file", CACHE_FIX)
     splits = read_checked(directory / "ids.npz", _read_ids, what="corpus cache file", fix=CACHE_FIX)
     vocab = Vocabulary.load(directory / "vocab.json")
     unk_words = None
     if (directory / "unk_words.npz").exists():
         unk_words = read_checked(directory / "unk_words.npz", _read_unk_words, what="corpus cache file",
                                  fix=CACHE_FIX)
+    found = {name: file_record(directory / name) for name in ENTRY_FILES if (directory / name).exists()}
+    if found != meta["files"]:  # (each file read as its record says: the records are not those of this entry)
+        other = [name for name in ENTRY_FILES if found.get(name) != meta["files"].get(name)]
+        raise DamagedFile(directory / other[0], "it is not the file its entry's meta.json names (a file of another "
+                          "entry, one missing, or its record deleted)", "corpus cache file", CACHE_FIX)
     return Corpus(meta["name"], vocab, info=meta["info"], unk_words=unk_words, **splits)
 
 
