@@ -179,3 +179,111 @@ def test_a_cache_entry_of_other_files_is_set_aside_and_rebuilt(tmp_path, monkeyp
     assert all(np.array_equal(again.split(split), truth[split]) for split in truth)
     assert "set aside" in caplog.text and (target.parent / (target.name + ".damaged")).is_dir()
     assert loaders[(kind, "b")]().info["from_cache"] is True  # (the rebuilt entry is believed)
+
+
+# --- ARPA files: what they say is checked on reading; `ngram --arpa` writes what its reader reads ------------
+def _arpa_models():
+    from baselines.katz import Katz
+    from baselines.kneser_ney import KneserNey, KneserNeyBackoff
+    from tests.helpers import markov_text
+    from tests.lm_checks import make_corpus
+    corpus = make_corpus(markov_text(3000, 60, 4), markov_text(500, 60, 5), markov_text(500, 60, 6))
+    return corpus, {"kneser-ney 3": KneserNey(3), "kneser-ney-backoff 2": KneserNeyBackoff(2), "katz 4": Katz(4)}
+
+
+def _entries(lines: list[str], n: int) -> list[int]:
+    start = lines.index(f"\\{n}-grams:") + 1
+    return list(range(start, lines.index("", start)))
+
+
+def _set(line: str, column: int, value: str) -> str:
+    fields = line.split("\t")
+    fields[column] = value
+    return "\t".join(fields)
+
+
+def unigram_above_one(lines):
+    lines[_entries(lines, 1)[-1]] = _set(lines[_entries(lines, 1)[-1]], 0, "0.3")
+
+
+def backoff_weight_of_30(lines):
+    at = _entries(lines, 1)[-1]
+    lines[at] = _set(lines[at], 2, "1.47712125")
+
+
+def top_order_probability_of_1(lines):
+    top = max(int(line[1]) for line in lines if line.endswith("-grams:"))
+    at = _entries(lines, top)[0]
+    lines[at] = _set(lines[at], 0, "0.00000000")
+
+
+def every_unigram_doubled(lines):  # a distribution summing to 2 (log10 2 added to each)
+    for at in _entries(lines, 1):
+        value = float(lines[at].split("\t")[0])
+        lines[at] = _set(lines[at], 0, f"{min(value + 0.30103, 0.0):.8f}")
+
+
+def duplicated_unigram(lines):
+    at = _entries(lines, 1)[-1]
+    lines[at + 1:at + 1] = [_set(lines[at], 0, "-3.00000000")]
+    _recount(lines, 1)
+
+
+def duplicated_bigram(lines):
+    at = _entries(lines, 2)[-1]
+    lines[at + 1:at + 1] = [lines[at]]
+    _recount(lines, 2)
+
+
+def bigram_of_no_unigram(lines):
+    at = _entries(lines, 2)[-1]
+    word = lines[at].split("\t")[1].split(" ")
+    lines[at] = _set(lines[at], 1, f"{word[0]} nowhere")
+
+
+def _recount(lines, n):
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"ngram {n}="))
+    lines[at] = f"ngram {n}={len(_entries(lines, n))}"
+
+
+ARPA_LIES = (unigram_above_one, backoff_weight_of_30, top_order_probability_of_1, every_unigram_doubled,
+             duplicated_unigram, duplicated_bigram, bigram_of_no_unigram)
+ARPA_REFUSALS = r"log10 probability|sums to|twice|none of its unigrams"
+
+
+@pytest.mark.parametrize("model", ("kneser-ney 3", "kneser-ney-backoff 2", "katz 4"))
+@pytest.mark.parametrize("lie", ARPA_LIES, ids=lambda lie: lie.__name__)
+def test_an_arpa_file_that_is_no_model_is_refused(tmp_path, model, lie):
+    from baselines.arpa import read_arpa, write_arpa
+    corpus, models = _arpa_models()
+    fitted = models[model].fit(corpus)
+    path = tmp_path / "model.arpa"
+    write_arpa(fitted, corpus.vocab, path)
+    read_arpa(path, corpus.vocab)  # (as written: read)
+    lines = path.read_text().split("\n")
+    lie(lines)
+    path.write_text("\n".join(lines))
+    with pytest.raises(LMBenchError, match=ARPA_REFUSALS):
+        read_arpa(path, corpus.vocab)
+
+
+SECTION_WORDS = ("\\2-grams:", "\\1-grams:", "\\end\\", "\\data\\", "\\3-grams:")
+
+
+@pytest.mark.parametrize("word", SECTION_WORDS)
+def test_ngram_arpa_writes_what_its_reader_reads_whatever_the_words(tmp_path, capsys, word):
+    from baselines.arpa import read_arpa
+    from corpora.text import load_text
+    from lmbench.model import split_perplexity
+    from tests.helpers import markov_text
+    texts = {split: markov_text(length, 40, seed).replace("w3 ", f"{word} ")
+             for split, length, seed in (("train", 2000, 7), ("valid", 300, 8), ("test", 300, 9))}
+    files = write_splits(tmp_path, **texts)
+    path = tmp_path / "model.arpa"
+    assert main(["ngram", "--method", "kneser-ney", "--order", "3", "--corpus", "text", "--train", str(files["train"]),
+                 "--valid", str(files["valid"]), "--test", str(files["test"]), "--arpa", str(path), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    corpus = load_text(files["train"], files["valid"], files["test"])
+    assert word in corpus.vocab.words
+    loaded = read_arpa(path, corpus.vocab)
+    assert split_perplexity(loaded, corpus, "test") == pytest.approx(printed["test_perplexity"], rel=1e-6)
