@@ -162,17 +162,47 @@ def read_record(run: str | Path) -> dict | None:
     path = Path(run) / RECORD
     if not path.exists():
         return None
-    record = read_checked(path, lambda p: json.loads(p.read_text()), what="corpus record",
-                          fix="give the corpus options (--corpus ...) and delete it, or train the run again")
-    files = {**record.get("files", {}), **{name: record[name] for name in FILES if name in record}} \
-        if isinstance(record, dict) else {}
-    problem = ("it names no corpus" if not isinstance(record, dict) or record.get("corpus") not in CORPORA else
-               "a file's entry lacks its path or digest" if not all(
-                   isinstance(entry, dict) and {"path", "sha256"} <= set(entry) for entry in files.values()) else None)
+    fix = "give the corpus options (--corpus ...) and delete it, or train the run again"
+    record = read_checked(path, lambda p: json.loads(p.read_text()), what="corpus record", fix=fix)
+    problem = _record_problem(record)
     if problem:
-        raise DamagedFile(path, problem, "corpus record",
-                          "give the corpus options (--corpus ...) and delete it, or train the run again")
+        raise DamagedFile(path, problem, "corpus record", fix)
     return record
+
+
+def _record_problem(record) -> str | None:
+    """What in a corpus record (as read) is not what `write_record` writes, or None: a corpus of CORPORA, its
+    files entries of a path and a digest, every other option a value its command-line option takes (checked by
+    that option's own type: a min_count of "abc" is refused as --min-count would refuse it)."""
+    if not isinstance(record, dict) or record.get("corpus") not in CORPORA:
+        return "it names no corpus"
+    files = record.get("files", {})
+    if not (isinstance(files, dict) and set(files) <= set(SPLITS)):
+        return f"its files {files!r} are not an object of {', '.join(SPLITS)}"
+    if not all(isinstance(entry, dict) and isinstance(entry.get("path"), str) and isinstance(entry.get("sha256"), str)
+               for entry in [*files.values(), *(record[name] for name in FILES if name in record)]):
+        return "a file's entry lacks its path or digest"
+    parser = argparse.ArgumentParser()
+    add_corpus_options(parser)
+    for action in parser._actions:  # (each option's own type and choices)
+        value = record.get(action.dest)
+        if action.dest in (*FILES, "corpus", "help") or action.dest not in record:
+            continue
+        if action.dest == "ap_dir":  # (a folder moved since is named missing where it is read)
+            fine = isinstance(value, str)
+        elif action.type is None and action.choices is None:  # a flag
+            fine = isinstance(value, bool)
+        else:
+            text = ",".join(map(str, value)) if action.dest == "corpus_split" and isinstance(value, list) else value
+            try:
+                fine = isinstance(text, str if action.dest == "corpus_split" else (str, int)) and not isinstance(
+                    text, bool) and (action.choices is None or text in action.choices) and (
+                    action.type is None or action.type(str(text)) is not None)
+            except (argparse.ArgumentTypeError, ValueError, TypeError):
+                fine = False
+        if not fine:
+            return f"its {action.dest} {value!r} is no value of {action.option_strings[0]}"
+    return None
 
 
 def recorded_options(record: dict, run: Path) -> dict:

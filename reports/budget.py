@@ -304,6 +304,13 @@ def recipe_updates(config, epoch_updates: int) -> int:
     return math.ceil(CostModel(committed_results()).epochs(config) * epoch_updates)
 
 
+PLANNED = ("flops", "flops_per_update", "expected_seconds")  # what a run reads of a row's budget (and its updates)
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def recorded_budget(path: Path, reproduction, networks: list) -> dict:
     """The budget another run recorded in its results.json, for the same network rows of the same corpus:
     refused in one line where that run's corpus is another (its token counts, `<unk>` counts or |V|), or a
@@ -323,6 +330,8 @@ def recorded_budget(path: Path, reproduction, networks: list) -> dict:
                            "results.json of a budgeted run")
     here = reproduction.corpus.summary()
     there = recorded.get("corpus_summary") or {}
+    if not isinstance(there, dict):
+        there = {}  # (refused below as another corpus's)
     keys = ("tokens", "unk_tokens", "vocab_size")
     if any(there.get(key) != here.get(key) for key in keys):
         def said(summary: dict) -> str:
@@ -338,6 +347,11 @@ def recorded_budget(path: Path, reproduction, networks: list) -> dict:
                            "--networks it ran, or give a wall time")
     for row in networks:
         planned = budget["rows"][row.id]
+        numbers = {key: planned.get(key) for key in PLANNED} if isinstance(planned, dict) else {}
+        if not numbers or not all(_number(value) and value >= 0 for value in numbers.values()):
+            raise LMBenchError(f"--budget {path}: its record of {row.id} ({planned!r}) is not an object of "
+                               f"{', '.join(PLANNED)} (numbers >= 0): the file was edited or damaged; give a wall "
+                               "time, or the results.json of a budgeted run")
         updates, per_epoch = planned.get("updates"), planned.get("epoch_updates")
         whole = isinstance(updates, int) and not isinstance(updates, bool)
         full = planned.get("recipe_updates")  # (the recording run's; a record from before it kept one: today's)

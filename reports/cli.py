@@ -236,6 +236,8 @@ def run_reproduce(args: argparse.Namespace) -> dict:
     if Path(report_dir).resolve() in (Path(work_dir).resolve(), *Path(work_dir).resolve().parents):
         raise LMBenchError(f"--work-dir {work_dir} lies in --report-dir {report_dir}, which is replaced as a whole "
                            "when the report is written (the row cache would go with it): give them separate folders")
+    from reports.summary import RESULTS, listed_reports
+    listed_reports(args.results_dir or RESULTS)  # (read at the end, by the report: refused before any row runs)
     budget = args.budget  # (none by default: every network trained to its recipe's end)
     if args.budget_rule and (args.budget_flops is not None or budget in (None, "none") or budget.endswith(".json")):
         raise LMBenchError(f"--budget-rule shares a wall-time --budget among the network rows; this run has "

@@ -23,6 +23,7 @@ from lmbench.errors import LMBenchError
 from reports.records import read_results
 from tests.helpers import write_splits, zipf_text
 from tests.test_faults import error_line
+from tests.test_hostile_round3_outputs import TINY, trained  # noqa: F401 (trained: a fixture, a finished tiny run)
 from lmbench_cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -287,3 +288,142 @@ def test_ngram_arpa_writes_what_its_reader_reads_whatever_the_words(tmp_path, ca
     assert word in corpus.vocab.words
     loaded = read_arpa(path, corpus.vocab)
     assert split_perplexity(loaded, corpus, "test") == pytest.approx(printed["test_perplexity"], rel=1e-6)
+
+
+# --- damaged files of the suite's own kinds: one line, exit 2, no row lost ----------------------------------
+INDEX_DAMAGES = {
+    "random bytes": lambda index: index.write_bytes(bytes(np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8))),
+    "a folder": lambda index: index.mkdir(),
+    "a NUL byte": lambda index: index.write_bytes(b"brown\x00\n"),
+    "a link to /dev/zero": lambda index: index.symlink_to("/dev/zero"),
+}
+
+
+def _damaged_results_dir(tmp_path: Path, damage: str) -> Path:
+    root = tmp_path / "committed"
+    root.mkdir()
+    INDEX_DAMAGES[damage](root / "index.txt")
+    return root
+
+
+@pytest.mark.parametrize("damage", INDEX_DAMAGES)
+@pytest.mark.parametrize("command", ("report summary", "report brown", "reproduce text"))
+def test_a_damaged_index_is_one_line_and_refused_before_any_row_runs(tmp_path, capsys, damage, command):
+    root = _damaged_results_dir(tmp_path, damage)
+    if command == "report summary":
+        argv = ["report", "summary", "--results-dir", str(root)]
+    elif command == "report brown":
+        folder = tmp_path / "brown"
+        folder.mkdir()
+        shutil.copyfile(ROOT / "results" / "brown" / "results.json", folder / "results.json")
+        argv = ["report", "brown", "--report-dir", str(folder), "--results-dir", str(root), "--allow-dirty"]
+    else:
+        files = write_splits(tmp_path, train=zipf_text(2000, 40, 1), valid=zipf_text(300, 40, 2),
+                             test=zipf_text(300, 40, 3))
+        argv = ["reproduce", "text", "--train", str(files["train"]), "--valid", str(files["valid"]), "--test",
+                str(files["test"]), "--only", "ngram", "--work-dir", str(tmp_path / "work"), "--report-dir",
+                str(tmp_path / "report"), "--results-dir", str(root)]
+    line = error_line(capsys, argv)
+    assert "index.txt" in line
+    assert not (tmp_path / "work").exists() and not (tmp_path / "report").exists()  # (refused before the rows)
+    if command == "report brown":
+        assert sorted(p.name for p in (tmp_path / "brown").iterdir()) == ["results.json"]
+
+
+BUDGET_DAMAGES = {
+    "a row's record a bare number": lambda record: record["budget"]["rows"].update(small=7),
+    "a row's record a list": lambda record: record["budget"]["rows"].update(small=[7]),
+    "a field missing": lambda record: record["budget"]["rows"]["small"].pop("expected_seconds"),
+    "a field a string": lambda record: record["budget"]["rows"]["small"].update(flops="many"),
+    "the corpus summary a string": lambda record: record.update(corpus_summary="brown"),
+    "the rows a list": lambda record: record["budget"].update(rows=["small", "wide"]),
+    "the file a list": lambda record: record.clear() or record.update(rows=[1]),
+}
+
+
+@pytest.mark.parametrize("damage", BUDGET_DAMAGES)
+def test_a_hand_edited_budget_file_is_one_line(tmp_path, monkeypatch, damage):
+    from reports.budget import resolve
+    from tests.test_budget import budgeted_reproduction
+    reproduction = budgeted_reproduction(tmp_path, monkeypatch)
+    reproduction.corpus, reproduction.rows = reproduction.load_corpus(), reproduction.table_rows()
+    rows = {r: {"updates": 7, "recipe_updates": 400, "epoch_updates": 10, "flops": 1.0, "flops_per_update": 1.0,
+                "expected_seconds": 1.0} for r in ("small", "wide")}
+    record = {"corpus_summary": reproduction.corpus.summary(),
+              "budget": {"asked": "20m", "rule": "x", "flops_per_row": None, "rows": rows}}
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(record))
+    assert resolve(reproduction, str(path), None)["rows"]["small"]["updates"] == 7  # (as written: taken)
+    BUDGET_DAMAGES[damage](record)
+    path.write_text(json.dumps(record))
+    with pytest.raises(LMBenchError, match=rf"^--budget {re.escape(str(path))}: "):
+        resolve(reproduction, str(path), None)
+
+
+RECORD_EDITS = {
+    "files a list": {"files": [1, 2, 3]},
+    "a file's entry a number": {"files": {"train": 1}},
+    "a file's path a number": {"files": {"train": {"path": 1, "sha256": "x"}}},
+    "min_count a word": {"min_count": "abc"},
+    "min_count 0": {"min_count": 0},
+    "min_count a fraction": {"min_count": 2.5},
+    "min_count true": {"min_count": True},
+    "vocab_size a list": {"vocab_size": [5]},
+    "corpus_split two numbers": {"corpus_split": [0.5, 0.5]},
+    "vocab_from unknown": {"vocab_from": "everything"},
+    "skip_bad_files a word": {"skip_bad_files": "yes"},
+    "ap_dir a number": {"ap_dir": 3},
+}
+
+
+@pytest.mark.parametrize("edit", RECORD_EDITS)
+def test_an_edited_run_corpus_record_is_one_line_in_every_command_that_reads_it(tmp_path, capsys, trained, edit):
+    from corpora.cli import read_record
+    run = tmp_path / "run"
+    shutil.copytree(trained[0], run)
+    assert read_record(run)["corpus"] == "text"
+    record = json.loads((run / "corpus.json").read_text())
+    record.update(RECORD_EDITS[edit])
+    (run / "corpus.json").write_text(json.dumps(record))
+    for argv in (["eval", str(run)], ["nplm", "neighbors", str(run), "w1"],
+                 ["train", "--out", str(run), "--resume", *TINY]):
+        line = error_line(capsys, argv)
+        assert "corpus.json" in line, line
+
+
+@pytest.fixture(scope="module")
+def saved_logprobs(tmp_path_factory):
+    """Two models' saved log-probabilities of one tiny corpus, one with its context buckets."""
+    folder = tmp_path_factory.mktemp("saved")
+    files = write_splits(folder, train=zipf_text(3000, 40, 1), valid=zipf_text(400, 40, 2), test=zipf_text(400, 40, 3))
+    corpus = ["--corpus", "text", "--train", str(files["train"]), "--valid", str(files["valid"]), "--test",
+              str(files["test"])]
+    paths = {"kn": folder / "kn.npz", "di": folder / "di.npz"}
+    assert main(["ngram", "--method", "kneser-ney", "--order", "3", *corpus, "--save-logprobs", str(paths["kn"])]) == 0
+    assert main(["ngram", "--method", "deleted-interpolation", "--order", "3", *corpus, "--save-logprobs",
+                 str(paths["di"])]) == 0
+    return paths
+
+
+NPZ_EDITS = {
+    "no vocabulary": lambda arrays: arrays.pop("vocabulary"),
+    "no stream": lambda arrays: arrays.pop("stream"),
+    "a bucket of 2**40": lambda arrays: arrays["buckets_valid"].__setitem__(0, 2 ** 40),
+    "a test bucket of 2**40": lambda arrays: arrays["buckets_test"].__setitem__(-1, 2 ** 40),
+    "a fingerprint of numbers": lambda arrays: arrays.update(vocabulary=np.arange(3)),
+}
+
+
+@pytest.mark.parametrize("edit", NPZ_EDITS)
+@pytest.mark.parametrize("place", ("a part", "the buckets' file"))
+def test_mix_on_an_edited_npz_is_one_line(tmp_path, capsys, saved_logprobs, edit, place):
+    with np.load(saved_logprobs["di"]) as data:
+        arrays = {key: data[key].astype(np.int64) if key.startswith("buckets") else data[key] for key in data.files}
+    NPZ_EDITS[edit](arrays)
+    edited = tmp_path / "edited.npz"
+    np.savez(edited, **arrays)
+    parts = [str(edited), str(saved_logprobs["kn"])] if place == "a part" else \
+        [str(saved_logprobs["di"]), str(saved_logprobs["kn"])]
+    buckets = str(saved_logprobs["di"]) if place == "a part" else str(edited)
+    line = error_line(capsys, ["mix", *parts, "--method", "bucketed", "--buckets-from", buckets])
+    assert "edited.npz" in line
