@@ -41,7 +41,7 @@ from lmbench import bootstrap
 from lmbench.errors import LMBenchError
 from lmbench.files import read_checked
 from reports.budget import still_falling
-from reports.experiments import OURS_IDS, PAPER_FAMILY, Row
+from reports.experiments import OURS_IDS, PAPER_FAMILY, ROWS as PAPER_CORPORA, Row
 
 LEGACY_FIELDS = ("h", "m", "direct", "objective", "network", "valid_tokens")
 SHAPE = ("n", "h", "m", "direct")
@@ -109,7 +109,9 @@ def check_printed(results: dict) -> None:
     unknown `method`, a version newer than this code reads); an n-gram row's order outside its method's;
     a finite perplexity beyond MAX_PPL_OVER_VOCABULARY times |V| (train_ppl 1e300); a row whose identity
     (DEFINED: its method, order, mixture, ...; an older row's as `upgrade_row` reads it) is not
-    that of the table's row of its id; and, in a file whose rows keep their blocks, a row that ran
+    that of the table's row of its id, or (in a report of a paper's corpus, or named after one) no row of the
+table of its `corpus` at all: its kind follows its rows (a `corpus` edited from text to brown, or from brown
+to text, is refused); and, in a file whose rows keep their blocks, a row that ran
     without them, whose valid and test perplexities nothing could then check (`check_blocks` checks the
     others')."""
     from baselines.methods import METHODS
@@ -128,9 +130,10 @@ def check_printed(results: dict) -> None:
         raise ValueError(f"its bootstrap section states the {' and '.join(stated)} of blocks that no row keeps, so "
                          "nothing checks its rows' perplexities (their blocks were deleted?)")
     defined = table_rows(results)
-    for row in results["rows"]:
+    paper = results.get("corpus") in PAPER_CORPORA or results.get("name") in PAPER_CORPORA  # (a paper's table, or
+    for row in results["rows"]:                                          # its report relabelled as a user's corpus)
         definition, today = defined.get(row["id"]), upgrade_row(row)
-        if definition is None and row["id"] not in OURS_IDS:
+        if definition is None and row["id"] not in OURS_IDS and paper:
             raise ValueError(f"row {row['id']!r} is no row of the {results.get('corpus')!r} table (reports.experiments): "
                              "its corpus field names another table than its rows' (was it edited?)")
         check_inside_intervals(row)
