@@ -427,3 +427,55 @@ def test_mix_on_an_edited_npz_is_one_line(tmp_path, capsys, saved_logprobs, edit
     buckets = str(saved_logprobs["di"]) if place == "a part" else str(edited)
     line = error_line(capsys, ["mix", *parts, "--method", "bucketed", "--buckets-from", buckets])
     assert "edited.npz" in line
+
+
+# --- a fresh round: the files the suite writes for itself and reads again (caches of its own) ----------------
+OWN_FILE_DAMAGES = {
+    "random bytes": lambda path: path.write_bytes(bytes(np.random.default_rng(1).integers(0, 256, 512, dtype=np.uint8))),
+    "a JSON list": lambda path: path.write_text("[1, 2, 3]"),
+    "an object of other fields": lambda path: path.write_text('{"key": [], "budget": {"rows": [1]}, "x": {"files": 3}}'),
+}
+
+
+@pytest.mark.parametrize("damage", OWN_FILE_DAMAGES)
+def test_a_damaged_kept_budget_is_measured_again(tmp_path, monkeypatch, caplog, damage):
+    from reports.budget import FILE, resolve
+    from tests.test_budget import budgeted_reproduction
+    reproduction = budgeted_reproduction(tmp_path, monkeypatch)
+    reproduction.corpus, reproduction.rows = reproduction.load_corpus(), reproduction.table_rows()
+    first = resolve(reproduction, None, 5e7)
+    kept = reproduction.work / FILE
+    OWN_FILE_DAMAGES[damage](kept)
+    again = resolve(reproduction, None, 5e7)
+    assert {r: row["updates"] for r, row in again["rows"].items()} == {r: row["updates"] for r, row in first["rows"].items()}
+    assert "damaged" in caplog.text
+    kept_rows = json.loads(kept.read_text())["budget"]["rows"]
+    kept_rows["small"]["updates"] = "many"  # (an edited record whose key still matches: measured again too)
+    kept.write_text(json.dumps({"key": json.loads(kept.read_text())["key"], "budget": {**again, "rows": kept_rows}}))
+    assert resolve(reproduction, None, 5e7)["rows"]["small"]["updates"] == first["rows"]["small"]["updates"]
+
+
+@pytest.mark.parametrize("damage", OWN_FILE_DAMAGES)
+def test_a_damaged_drawn_record_draws_again(tmp_path, damage):
+    from reports.figures import DRAWN, drawn_once
+    drawn = []
+
+    def draw():
+        (tmp_path / "a.png").write_bytes(b"png")
+        drawn.append(1)
+        return [tmp_path / "a.png"]
+
+    code = (Path(__file__),)
+    drawn_once(tmp_path, "set", {"x": 1}, code, draw)
+    OWN_FILE_DAMAGES[damage](tmp_path / DRAWN)
+    assert drawn_once(tmp_path, "set", {"x": 1}, code, draw) == [tmp_path / "a.png"] and len(drawn) == 2
+
+
+@pytest.mark.parametrize("damage", OWN_FILE_DAMAGES)
+def test_the_estimate_passes_over_a_damaged_committed_results_file(tmp_path, damage):
+    from reports.estimate import committed_results
+    for name in ("good", "bad"):
+        (tmp_path / name).mkdir()
+    shutil.copyfile(ROOT / "results" / "brown" / "results.json", tmp_path / "good" / "results.json")
+    OWN_FILE_DAMAGES[damage](tmp_path / "bad" / "results.json")
+    assert [result["corpus"] for result in committed_results(tmp_path)] == ["brown"]
