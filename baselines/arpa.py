@@ -34,7 +34,11 @@ Reading: words of V missing from the file take <unk>'s unigram probability (KenL
 holding a word outside V (e.g. lmplz's <s> and </s>) are dropped, with a log line. A damaged file
 (not UTF-8, a section shorter than its header announces, a malformed number, a number that is not
 finite, a log10 probability above 0, no closing `\\end\\`) is refused in one line naming the file
-(lmbench.files.DamagedFile). Writing is atomic.
+(lmbench.files.DamagedFile), and so is one that is no model, read over its own words before V's: an
+n-gram listed twice at any order, an n-gram of a word that is none of its unigrams, or a context whose
+distribution does not sum to 1 (within SUM_TOLERANCE; every context of every order, vectorized).
+A section begins at a line of its own: a word such as
+`\\2-grams:` (a token of a corpus) inside an entry is written and read as the word it is. Writing is atomic.
 """
 
 from __future__ import annotations
@@ -147,13 +151,15 @@ class ArpaModel(BackoffModel):
 
 
 def _section(text: str, n: int, expected: int) -> pd.DataFrame:
-    """The rows of the \\n-grams: section as columns 0 (log10 p), 1..n (words), n+1 (log10 bow)."""
-    start = text.find(f"\\{n}-grams:")
-    if start < 0:
+    """The rows of the \\n-grams: section as columns 0 (log10 p), 1..n (words), n+1 (log10 bow). A section
+    starts and ends at a line of its own that starts with a backslash (an entry's line starts with its number),
+    so a word such as `\\2-grams:` in an entry is a word."""
+    header = re.search(rf"^\\{n}-grams:[ \t]*$", text, flags=re.MULTILINE)
+    if header is None:
         raise ValueError(f"it lacks its \\{n}-grams: section (cut short?)")
-    start = text.index("\n", start) + 1
-    end = text.find("\n\\", start)
-    body = text[start:end if end >= 0 else len(text)]
+    start = header.end() + 1
+    following = re.compile(r"^\\", flags=re.MULTILINE).search(text, start)
+    body = text[start:following.start() if following else len(text)]
     frame = pd.read_csv(io.StringIO(body), sep=r"\s+", header=None, names=list(range(n + 2)),
                         dtype=str, na_filter=False, quoting=3, engine="c")
     if len(frame) != expected:
@@ -202,35 +208,34 @@ def _parse(path: Path, vocab: Vocabulary) -> ArpaModel:
     if not text.rstrip().endswith("\\end\\"):
         raise ValueError("it does not end with \\end\\ (cut short?)")
     N = max(header)
-    index = pd.Index(vocab.words)                                  # word -> id by hashing
-    V = len(vocab)
-    grams, logp, logbow = {}, [np.zeros(0)], [np.zeros(0)]
-    dropped = 0
+    frames = {n: _section(text, n, header[n]) for n in range(1, N + 1)}
+    own_words = frames[1][1].to_numpy()                                # the file's own vocabulary
+    distinct, word_ids = np.unique(own_words, return_inverse=True)
+    _refuse_repeats(word_ids[:, None], distinct, 1)                     # (before words are looked up)
+    own = pd.Index(own_words)
+    grams, logp, logbow = {}, [np.zeros(0)], [np.zeros(0)]            # over the file's words
     for n in range(1, N + 1):
-        frame = _section(text, n, header[n])
-        ids = np.column_stack([index.get_indexer(frame[j].to_numpy()) for j in range(1, n + 1)])  # (m, n)
-        keep = (ids >= 0).all(axis=1)                               # n-grams of words in V, -1 others
-        dropped += int((~keep).sum())
-        p = _log10_column(frame, 0, keep, n, "probability")
-        bow = _log10_column(frame, n + 1, keep, n, "back-off weight")
-        rows = ids[keep].astype(np.int32)
-        if n == 1:
-            dense_p, dense_bow = np.full(V, np.nan), np.zeros(V)   # (V,)
-            dense_p[rows[:, 0]], dense_bow[rows[:, 0]] = p, bow
-            unlisted = np.isnan(dense_p)
-            if unlisted.any() and unlisted[vocab.unk_id]:
-                raise LMBenchError(f"{path} lacks {UNK} and {int(unlisted.sum())} words of the vocabulary: "
-                                   "build the ARPA file over this vocabulary with <unk> included")
-            dense_p[unlisted] = dense_p[vocab.unk_id]                # KenLM: unlisted words are <unk>
-            logp.append(dense_p)
-            logbow.append(dense_bow)
-        else:
-            grams[n] = rows
-            logp.append(p)
-            logbow.append(bow)
-    if dropped:
-        log.info("%s: dropped %d n-grams holding words outside the vocabulary", path, dropped)
-    table = NgramTable(V, grams)
+        frame, every = frames[n], np.ones(len(frames[n]), dtype=bool)
+        rows = np.column_stack([own.get_indexer(frame[j].to_numpy()) for j in range(1, n + 1)])  # (m, n)
+        if n > 1 and (rows < 0).any():
+            line = int(np.flatnonzero((rows < 0).any(axis=1))[0]) + 1
+            raise ValueError(f"entry {line} of its \\{n}-grams: section holds a word that is none of its unigrams")
+        if n > 1:
+            _refuse_repeats(rows, own_words, n)
+        grams[n] = rows
+        logp.append(_log10_column(frame, 0, every, n, "probability"))
+        logbow.append(_log10_column(frame, n + 1, every, n, "back-off weight"))
+    _refuse_unnormalised(_model(len(own_words), N, grams, logp, logbow), own_words)
+    return _over(vocab, path, own_words, grams, logp, logbow)
+
+
+def _model(V: int, N: int, grams: dict[int, np.ndarray], logp: list[np.ndarray], logbow: list[np.ndarray]) -> ArpaModel:
+    """The model of order N over V words whose order-n entries are the rows `grams[n]` (ids, any order; order 1
+    the ids 0..V-1 in any order) with those log probabilities and back-off weights."""
+    table = NgramTable(V, {n: grams[n] for n in range(2, N + 1)})
+    unigram = grams[1][:, 0]
+    logp, logbow = list(logp), list(logbow)
+    logp[1], logbow[1] = _scatter(unigram, logp[1]), _scatter(unigram, logbow[1])
     for n in range(2, N + 1):                                         # the table sorts each order:
         row = table.index(n, grams[n])                                # (m,) row of each line read
         logp[n] = _scatter(row, logp[n])
@@ -238,6 +243,82 @@ def _parse(path: Path, vocab: Vocabulary) -> ArpaModel:
     model = ArpaModel(N)
     model.set_parameters(table, logp, logbow)
     return model
+
+
+def _refuse_repeats(rows: np.ndarray, words: np.ndarray, n: int) -> None:
+    """Refuse an order whose entries list one n-gram twice (two probabilities of one event)."""
+    ordered = rows[np.lexsort(rows.T[::-1])]
+    repeated = np.flatnonzero((ordered[1:] == ordered[:-1]).all(axis=1))
+    if len(repeated):
+        raise ValueError(f"its \\{n}-grams: section lists {' '.join(words[ordered[repeated[0]]])!r} twice")
+
+
+SUM_TOLERANCE = 1e-3  # |sum - 1| of a context's distribution beyond this: not a model (8 printed decimals: 1e-7)
+
+
+def _conditional(model: ArpaModel, contexts: np.ndarray, words: np.ndarray) -> np.ndarray:
+    """ln P(words[i] | contexts[i]) by the back-off rule, for (m, k) contexts and (m,) words at once."""
+    k = contexts.shape[1]
+    result, best = model.logp[1][words].copy(), np.ones(len(words), dtype=np.int64)
+    for n in range(2, k + 2):
+        rows = model.table.index(n, np.column_stack([contexts[:, k - (n - 1):], words]))
+        hit = rows >= 0
+        result[hit], best[hit] = model.logp[n][rows[hit]], n
+    for m in range(1, k + 1):
+        rows = model.table.index(m, contexts[:, k - m:])
+        use = (rows >= 0) & (best <= m)
+        result[use] += model.logbow[m][rows[use]]
+    return result
+
+
+def _refuse_unnormalised(model: ArpaModel, words: np.ndarray) -> None:
+    """Refuse a file whose distributions are not distributions: P(. | h) over the file's words must sum to 1
+    within SUM_TOLERANCE for the empty context and every context h of order < N, computed for all of them at
+    once, order by order: the n-grams listed after h, plus bow(h) times the mass that the lower order gives
+    the words not listed after h (probabilities above their rounding, back-off weights inflated)."""
+    totals = [np.array([np.exp(model.logp[1]).sum()])]
+    contexts = [np.zeros((1, 0), dtype=np.int64)]
+    for n in range(2, model.order + 1):
+        grams = model.table.grams[n]                                  # (m, n) in the table's order
+        context = model.table.index(n - 1, grams[:, :-1])             # (m,) row of each one's context
+        size = model.table.size(n - 1)
+        listed = np.bincount(context, np.exp(model.logp[n]), minlength=size)
+        lower = np.bincount(context, np.exp(_conditional(model, grams[:, 1:-1], grams[:, -1])), minlength=size)
+        totals.append(listed + np.exp(model.logbow[n - 1]) * (1 - lower))
+        contexts.append(model.table.grams[n - 1])
+    for total, context in zip(totals, contexts):
+        bad = np.flatnonzero(~(np.abs(total - 1) <= SUM_TOLERANCE))
+        if len(bad):
+            after = f"after {' '.join(words[context[bad[0]]])!r}" if context.shape[1] else "of its unigrams"
+            raise ValueError(f"the distribution {after} sums to {total[bad[0]]:.6g}, not 1 (within "
+                             f"{SUM_TOLERANCE:g}): its probabilities or back-off weights are not a model's")
+
+
+def _over(vocab: Vocabulary, path: Path, own_words: np.ndarray, grams: dict[int, np.ndarray],
+          logp: list[np.ndarray], logbow: list[np.ndarray]) -> ArpaModel:
+    """The file's model (over its own words) as a model over `vocab` (module docstring: words outside V dropped,
+    V's unlisted words <unk>'s unigram)."""
+    to_vocab = pd.Index(vocab.words).get_indexer(own_words)          # file word -> id of V, -1 outside
+    V, N = len(vocab), len(grams)
+    dropped = 0
+    for n in range(1, N + 1):
+        ids = to_vocab[grams[n]]                                      # (m, n)
+        keep = (ids >= 0).all(axis=1)
+        dropped += int((~keep).sum())
+        grams[n], logp[n], logbow[n] = ids[keep], logp[n][keep], logbow[n][keep]
+    if dropped:
+        log.info("%s: dropped %d n-grams holding words outside the vocabulary", path, dropped)
+    unlisted = np.ones(V, dtype=bool)
+    unlisted[grams[1][:, 0]] = False
+    if unlisted[vocab.unk_id]:
+        raise LMBenchError(f"{path} lacks {UNK} and {int(unlisted.sum())} words of the vocabulary: "
+                           "build the ARPA file over this vocabulary with <unk> included")
+    unk = logp[1][np.flatnonzero(grams[1][:, 0] == vocab.unk_id)[0]]
+    extra = np.flatnonzero(unlisted)                                  # KenLM: unlisted words are <unk>
+    grams[1] = np.concatenate([grams[1], extra[:, None]]).astype(np.int64)
+    logp[1] = np.concatenate([logp[1], np.full(len(extra), unk)])
+    logbow[1] = np.concatenate([logbow[1], np.zeros(len(extra))])
+    return _model(V, N, grams, logp, logbow)
 
 
 def _scatter(row: np.ndarray, values: np.ndarray) -> np.ndarray:

@@ -1,5 +1,10 @@
 """Corpus: a Vocabulary and three int32 id streams, cached on disk keyed by source and options.
 
+A cache entry proves it belongs to what asked for it: its meta.json holds the key's parts (the source
+files' names, sizes or digests, and the options) and the length and SHA-256 of each file written with it;
+an entry whose meta.json names other parts (another entry copied under this key), or whose files are not
+the ones it names (one swapped in from another entry), is damaged: set aside and built again.
+
 Brown and text corpora also keep the raw word behind every <unk> token (`unk_words`), for the
 out-of-vocabulary initialisation of `neural.oov`."""
 
@@ -20,13 +25,13 @@ import numpy as np
 
 from corpora.vocab import Vocabulary
 from lmbench.errors import LMBenchError
-from lmbench.files import DamagedFile, WriteFailed, locked, read_checked, set_aside, write_checked
+from lmbench.files import DamagedFile, WriteFailed, file_record, locked, read_checked, set_aside, write_checked
 
 log = logging.getLogger(__name__)
 
 SPLITS = ("train", "valid", "test")
-CACHE_FORMAT = 3  # bump when the on-disk layout or a pipeline's output changes (2: unk_words.npz; 3: its words
-# packed as UTF-8 bytes and end offsets, `pack_words`)
+CACHE_FORMAT = 4  # bump when the on-disk layout or a pipeline's output changes (2: unk_words.npz; 3: its words
+# packed as UTF-8 bytes and end offsets, `pack_words`; 4: meta.json names the key and the entry's files)
 
 
 @dataclass
@@ -124,9 +129,15 @@ def cache_key(parts: dict) -> str:
 CACHE_FIX = "it is prepared again when set aside (delete it to force that)"
 
 
-def save_corpus(corpus: Corpus, directory: Path) -> None:
-    """Write the three files, each with its record (lmbench.files.write_checked), into a temporary
-    sibling folder, then rename it: a reader sees the whole entry or none."""
+def _key_text(key_parts: dict) -> dict:
+    """The key's parts as meta.json keeps them (through JSON: tuples become lists, paths text)."""
+    return json.loads(json.dumps(key_parts, sort_keys=True, default=str))
+
+
+def save_corpus(corpus: Corpus, directory: Path, key_parts: dict) -> None:
+    """Write the files, each with its record (lmbench.files.write_checked), into a temporary sibling folder,
+    meta.json last, naming `key_parts` and the others' records; then rename it: a reader sees the whole
+    entry or none."""
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=directory.parent, prefix=directory.name + ".tmp"))
     try:
@@ -136,8 +147,6 @@ def save_corpus(corpus: Corpus, directory: Path) -> None:
 
         write_checked(tmp / "ids.npz", write_ids)
         write_checked(tmp / "vocab.json", corpus.vocab.save)
-        meta = json.dumps({"name": corpus.name, "info": corpus.info}, indent=1)
-        write_checked(tmp / "meta.json", lambda path: path.write_text(meta))
         if corpus.unk_words is not None:
             def write_unk_words(path: Path) -> None:
                 with open(path, "wb") as out:
@@ -145,6 +154,10 @@ def save_corpus(corpus: Corpus, directory: Path) -> None:
                                      for part, array in zip(("bytes", "ends"), pack_words(words))})
 
             write_checked(tmp / "unk_words.npz", write_unk_words)
+        files = {name: file_record(tmp / name) for name in ENTRY_FILES if (tmp / name).exists()}
+        meta = json.dumps({"name": corpus.name, "info": corpus.info, "key": _key_text(key_parts), "files": files},
+                          indent=1)
+        write_checked(tmp / "meta.json", lambda path: path.write_text(meta))
         if directory.exists():
             shutil.rmtree(directory)
         os.replace(tmp, directory)
@@ -183,22 +196,38 @@ def _read_unk_words(path: Path) -> dict[str, np.ndarray]:
         return {s: unpack_words(words[f"{s}_bytes"], words[f"{s}_ends"]) for s in SPLITS}
 
 
+ENTRY_FILES = ("ids.npz", "vocab.json", "unk_words.npz")  # what meta.json names by length and SHA-256
+
+
 def _read_meta(path: Path) -> dict:
     meta = json.loads(path.read_text())
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not isinstance(meta.get("info"), dict):
         raise ValueError("it holds no corpus name and info")
+    if not isinstance(meta.get("key"), dict) or not isinstance(meta.get("files"), dict):
+        raise ValueError("it names no key and no files of its entry")
     return meta
 
 
-def load_corpus(directory: Path) -> Corpus:
-    """The corpus saved in `directory`; a DamagedFile names the first file that does not read back."""
+def load_corpus(directory: Path, key_parts: dict) -> Corpus:
+    """The corpus saved in `directory` for `key_parts`; a DamagedFile names the first file that does not read
+    back, or that is not of this entry (module docstring)."""
     meta = read_checked(directory / "meta.json", _read_meta, what="corpus cache file", fix=CACHE_FIX)
+    if meta["key"] != _key_text(key_parts):
+        differs = sorted(key for key in {*meta["key"], *key_parts} if meta["key"].get(key) != _key_text(key_parts).get(key))
+        raise DamagedFile(directory / "meta.json", f"it is the entry of other files or options ({', '.join(differs)} "
+                          "differ from those asked for: an entry copied under another's name)", "corpus cache file",
+                          CACHE_FIX)
     splits = read_checked(directory / "ids.npz", _read_ids, what="corpus cache file", fix=CACHE_FIX)
     vocab = Vocabulary.load(directory / "vocab.json")
     unk_words = None
     if (directory / "unk_words.npz").exists():
         unk_words = read_checked(directory / "unk_words.npz", _read_unk_words, what="corpus cache file",
                                  fix=CACHE_FIX)
+    found = {name: file_record(directory / name) for name in ENTRY_FILES if (directory / name).exists()}
+    if found != meta["files"]:  # (each file read as its record says: the records are not those of this entry)
+        other = [name for name in ENTRY_FILES if found.get(name) != meta["files"].get(name)]
+        raise DamagedFile(directory / other[0], "it is not the file its entry's meta.json names (a file of another "
+                          "entry, one missing, or its record deleted)", "corpus cache file", CACHE_FIX)
     return Corpus(meta["name"], vocab, info=meta["info"], unk_words=unk_words, **splits)
 
 
@@ -213,7 +242,7 @@ def cached(key_parts: dict, build: Callable[[], Corpus], *, use_cache: bool = Tr
         if directory.exists():
             started = time.perf_counter()
             try:
-                corpus = load_corpus(directory)
+                corpus = load_corpus(directory, key_parts)
             except DamagedFile as damage:
                 set_aside(directory, damage)
             else:
@@ -230,7 +259,7 @@ def _prepare(key_parts: dict, build: Callable[[], Corpus], directory: Path | Non
     corpus.info.update(prepare_seconds=round(time.perf_counter() - started, 3), options=key_parts)
     if directory is not None:
         try:
-            save_corpus(corpus, directory)
+            save_corpus(corpus, directory, key_parts)
             corpus.info["cache"] = str(directory)
         except (OSError, WriteFailed) as err:  # a full or read-only cache: the corpus is used uncached
             log.warning("could not write the corpus cache %s (%s); set LMBENCH_CACHE to a writable "

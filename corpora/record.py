@@ -93,17 +93,46 @@ def read_record(run: str | Path) -> dict | None:
     path = Path(run) / RECORD
     if not path.exists():
         return None
-    record = read_checked(path, lambda p: json.loads(p.read_text()), what="corpus record",
-                          fix="give the corpus options (--corpus ...) and delete it, or train the run again")
-    files = {**record.get("files", {}), **{name: record[name] for name in FILES if name in record}} \
-        if isinstance(record, dict) else {}
-    problem = ("it names no corpus" if not isinstance(record, dict) or record.get("corpus") not in CORPORA else
-               "a file's entry lacks its path or digest" if not all(
-                   isinstance(entry, dict) and {"path", "sha256"} <= set(entry) for entry in files.values()) else None)
+    fix = "give the corpus options (--corpus ...) and delete it, or train the run again"
+    record = read_checked(path, lambda p: json.loads(p.read_text()), what="corpus record", fix=fix)
+    problem = _record_problem(record)
     if problem:
-        raise DamagedFile(path, problem, "corpus record",
-                          "give the corpus options (--corpus ...) and delete it, or train the run again")
+        raise DamagedFile(path, problem, "corpus record", fix)
     return record
+
+
+def _whole(value, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+# Each recorded option, what `write_record` writes of it: the values its command-line option takes
+RECORDED_VALUES = {
+    "min_count": ("a whole number >= 1", lambda v: _whole(v, 1)),
+    "vocab_size": ("a whole number >= 1", lambda v: _whole(v, 1)),
+    "corpus_split": ("three fractions", lambda v: isinstance(v, list) and len(v) == 3 and all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < 1 for x in v)),
+    "vocab_from": ("all or train", lambda v: v in ("all", "train")),
+    "ap_dir": ("a folder's path", lambda v: isinstance(v, str)),  # (a folder moved since: named where it is read)
+    "skip_bad_files": ("true or false", lambda v: isinstance(v, bool)),
+}
+
+
+def _record_problem(record) -> str | None:
+    """What in a corpus record (as read) is not what `write_record` writes, or None: a corpus of CORPORA, its
+    files' entries each a path and a digest, every other option a value its command-line option takes (a
+    min_count of "abc" refused as --min-count refuses it)."""
+    if not isinstance(record, dict) or record.get("corpus") not in CORPORA:
+        return "it names no corpus"
+    files = record.get("files", {})
+    if not (isinstance(files, dict) and set(files) <= set(SPLITS)):
+        return f"its files {files!r} are not an object of {', '.join(SPLITS)}"
+    if not all(isinstance(entry, dict) and isinstance(entry.get("path"), str) and isinstance(entry.get("sha256"), str)
+               for entry in [*files.values(), *(record[name] for name in FILES if name in record)]):
+        return "a file's entry lacks its path or digest"
+    for key, (takes, fine) in RECORDED_VALUES.items():
+        if record.get(key) is not None and not fine(record[key]):
+            return f"its {key} {record[key]!r} is no value of --{key.replace('_', '-')} ({takes})"
+    return None
 
 
 def recorded_options(record: dict, run: Path) -> dict:

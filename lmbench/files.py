@@ -19,7 +19,8 @@
   `<name>.sha256`; `read_checked` compares the file with that record (when there is one: a file written
   before records existed, or handed in by the user, is checked by reading it alone), then reads it. A
   mismatch or a failing read (truncated, altered, not of its kind) is a `DamagedFile`: one line naming
-  the file, what is wrong with it and the fix.
+  the file, what is wrong with it and the fix. `file_record` gives that record, for a file that names
+  the files written with it (a corpus cache entry's meta.json).
 - `set_aside`: a damaged cache entry is moved to `<name>.damaged`, with one warning line, and rebuilt
   by its caller.
 - `locked`: an exclusive lock (fcntl.flock on `<name>.lock`) held while a cache entry is looked up and,
@@ -268,6 +269,15 @@ def write_checked(path: Path, write: Callable[[Path], None]) -> None:
     path = Path(path)
     atomic_write(path, write)
     atomic_write_text(_record_path(path), json.dumps({"bytes": path.stat().st_size, "sha256": _sha256(path)}))
+
+
+def file_record(path: Path) -> dict | None:
+    """The length and SHA-256 that write_checked recorded for `path` ({"bytes", "sha256"}), None where there is
+    no readable record: what a file written with others can name them by (a cache entry's meta.json)."""
+    try:
+        return json.loads(_record_path(Path(path)).read_text())
+    except READ_ERRORS:
+        return None
 
 
 def _mismatch(path: Path) -> str | None:

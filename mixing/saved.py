@@ -13,8 +13,9 @@ however equal their lengths.
 
 Reading checks the file is what it says: an .npz archive (not a text file named .npz, nor Python
 objects numpy would only read with allow_pickle), one finite log-probability <= 0 per token (and
-where there are, one bucket >= 0, one effective n >= 1 and one log P∞ <= 0 or -inf per token). A file
-written before the fingerprints is read with one warning line (it cannot be checked against the
+where there are, one bucket from 0 to MAX_BUCKETS - 1, one effective n >= 1 and one log P∞ <= 0 or -inf
+per token). A file holding one fingerprint without the other is damaged; one written before the
+fingerprints is read with one warning line (it cannot be checked against the
 others; scoring the model again writes a checked one).
 """
 
@@ -70,6 +71,9 @@ def save(path: Path, arrays: dict[str, np.ndarray], corpus, *, checked: bool = F
     (write_checked if checked else atomic_write)(Path(path), write)
 
 
+MAX_BUCKETS = 1024  # bucket numbers of a file: deleted interpolation's are 0 .. ceil(ln T) (under 30 for any corpus)
+
+
 def _read(path: Path) -> dict:
     with open(path, "rb") as f:
         if f.read(4) != ZIP_MAGIC:
@@ -94,8 +98,9 @@ def _read(path: Path) -> dict:
                              "one is finite and <= 0")
         buckets = arrays.get(f"buckets_{split}")
         if buckets is not None and (buckets.shape != values.shape or not np.issubdtype(buckets.dtype, np.integer)
-                                    or (len(buckets) and buckets.min() < 0)):
-            raise ValueError(f"its buckets_{split} are not one bucket number per token")
+                                    or (len(buckets) and (buckets.min() < 0 or buckets.max() >= MAX_BUCKETS))):
+            raise ValueError(f"its buckets_{split} are not one bucket number from 0 to {MAX_BUCKETS - 1} per token "
+                             "(a mixture fits one weight vector a bucket)")
         effective = arrays.get(f"effective_n_{split}")
         if effective is not None and (effective.shape != values.shape or not np.issubdtype(effective.dtype, np.integer)
                                       or (len(effective) and effective.min() < 1)):
@@ -104,9 +109,14 @@ def _read(path: Path) -> dict:
         if sparse is not None and (sparse.shape != values.shape or not np.issubdtype(sparse.dtype, np.floating)
                                    or np.any(np.isnan(sparse) | (sparse > ABOVE_ZERO))):
             raise ValueError(f"its p_inf_{split} are not one log P∞ <= 0 per token (-inf: never seen)")
-    for key in FINGERPRINTS:
-        if key in arrays:
-            arrays[key] = str(arrays[key][()])
+    kept = [key for key in FINGERPRINTS if key in arrays]
+    if kept and len(kept) < len(FINGERPRINTS):
+        raise ValueError(f"it records the {kept[0]} fingerprint without the "
+                         f"{next(key for key in FINGERPRINTS if key not in kept)} one (every file written holds both)")
+    for key in kept:
+        if arrays[key].shape != () or arrays[key].dtype.kind != "U":
+            raise ValueError(f"its {key} fingerprint is not one string")
+        arrays[key] = str(arrays[key][()])
     return arrays
 
 

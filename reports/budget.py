@@ -45,7 +45,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from lmbench.errors import LMBenchError
-from lmbench.files import atomic_write_text
+from lmbench.files import READ_ERRORS, atomic_write_text
 from reports.pace import REPORT_SECONDS, Speed, expected_seconds, network_seconds_apart, recipe_updates
 
 log = logging.getLogger(__name__)
@@ -185,11 +185,10 @@ def resolve(reproduction, asked: str | None, flops_budget: float | None, rule: s
         return recorded_budget(Path(spec), reproduction, networks)
     kept = reproduction.work / FILE
     key = {"asked": asked, "flops_per_row": flops_budget, "rule": rule, "rows": sorted(row.id for row in networks)}
-    if kept.exists():
-        record = json.loads(kept.read_text())
-        if record.get("key") == key:
-            log.info("budget: the updates per row of %s (%s)", kept, asked or f"{flops_budget:g} FLOPs")
-            return record["budget"]
+    record = _kept(kept, networks)
+    if record is not None and record["key"] == key:
+        log.info("budget: the updates per row of %s (%s)", kept, asked or f"{flops_budget:g} FLOPs")
+        return record["budget"]
     corpus = reproduction.corpus
     tokens = {split: len(corpus.split(split)) for split in ("train", "valid", "test")}
     configs = {row.id: reproduction.training_config(row, budgeted=False) for row in networks}
@@ -246,6 +245,43 @@ def resolve(reproduction, asked: str | None, flops_budget: float | None, rule: s
     return budget
 
 
+def _kept(kept: Path, networks: list) -> dict | None:
+    """The budget record a first run kept in the work folder ({"key", "budget"}), or None: none there, or one
+    that is not such a record (damaged, edited: said in one warning line, and the paces measured again)."""
+    if not kept.exists():
+        return None
+    try:
+        record = json.loads(kept.read_bytes().decode("utf-8"))
+        rows = record["budget"]["rows"]
+        problems = [_planned_problem(rows.get(row.id)) for row in networks] if isinstance(record["key"], dict) \
+            else ["it has no key"]
+        problem = next((found for found in problems if found), None)
+    except (*READ_ERRORS, AttributeError) as err:  # (an object where another was: a list's .get)
+        problem = str(err) or type(err).__name__
+    if problem is None:
+        return record
+    log.warning("budget: %s is damaged (%s): measuring the paces again", kept, " ".join(problem.split()))
+    return None
+
+
+def _planned_problem(planned) -> str | None:
+    """What in a row's budget record is not what a run reads of it (its whole updates >= 1 and PLANNED), or None."""
+    numbers = {key: planned.get(key) for key in PLANNED} if isinstance(planned, dict) else {}
+    if not numbers or not all(_number(value) and value >= 0 for value in numbers.values()):
+        return f"{planned!r} is not an object of updates, {', '.join(PLANNED)} (numbers >= 0)"
+    updates = planned.get("updates")
+    if not (isinstance(updates, int) and not isinstance(updates, bool) and updates >= 1):
+        return f"its updates {updates!r} are not a whole number >= 1"
+    return None
+
+
+PLANNED = ("flops", "flops_per_update", "expected_seconds")  # what a run reads of a row's budget (and its updates)
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def recorded_budget(path: Path, reproduction, networks: list) -> dict:
     """The budget another run recorded in its results.json, for the same network rows of the same corpus:
     refused in one line where that run's corpus is another (its token counts, `<unk>` counts or |V|), or a
@@ -265,6 +301,8 @@ def recorded_budget(path: Path, reproduction, networks: list) -> dict:
                            "results.json of a budgeted run")
     here = reproduction.corpus.summary()
     there = recorded.get("corpus_summary") or {}
+    if not isinstance(there, dict):
+        there = {}  # (refused below as another corpus's)
     keys = ("tokens", "unk_tokens", "vocab_size")
     if any(there.get(key) != here.get(key) for key in keys):
         def said(summary: dict) -> str:
@@ -280,6 +318,10 @@ def recorded_budget(path: Path, reproduction, networks: list) -> dict:
                            "--networks it ran, or give a wall time")
     for row in networks:
         planned = budget["rows"][row.id]
+        if not isinstance(planned, dict) or not all(_number(planned.get(key)) and planned[key] >= 0 for key in PLANNED):
+            raise LMBenchError(f"--budget {path}: its record of {row.id} ({planned!r}) is not an object of "
+                               f"{', '.join(PLANNED)} (numbers >= 0): the file was edited or damaged; give a wall "
+                               "time, or the results.json of a budgeted run")
         updates, per_epoch = planned.get("updates"), planned.get("epoch_updates")
         whole = isinstance(updates, int) and not isinstance(updates, bool)
         full = planned.get("recipe_updates")  # (the recording run's; a record from before it kept one: today's)

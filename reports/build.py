@@ -16,6 +16,7 @@ import pandas as pd
 
 from corpora.corpus import unk_rates, unk_warning
 from lmbench.bootstrap import RESAMPLES, TOO_FEW
+from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write_text, replaced_folder
 from lmbench.schema import check
 from reports import summary
@@ -298,23 +299,28 @@ def _summary_figure(across: list[dict], directory: Path) -> Path | None:
 
 
 def build_report(report_dir: Path, code: dict | None = None, results_text: str | None = None,
-                 results_dir: Path = summary.RESULTS) -> dict:
+                 results_dir: Path = summary.RESULTS, corpus: str | None = None) -> dict:
     """Write table.*, claims.json, figures/*, report.md and report.html (and results.json: `results_text`,
     from a run) into the report folder, all of it or nothing (lmbench.files.replaced_folder: the folder
     is built in a copy that then takes its place); return what was written, under `report_dir`.
     `code`: the state of the checkout building it (reports.provenance; default: as found now);
-    `results_dir`: the committed reports its cross-corpus summary gathers (reports.summary)."""
+    `results_dir`: the committed reports its cross-corpus summary gathers (reports.summary); `corpus`: the
+    corpus the report must be of (`lmbench report CORPUS`), refused in one line when its results are another's."""
     report_dir = Path(report_dir)
     code = code or code_state(report_dir)
     with replaced_folder(report_dir) as stage:
         if results_text is not None:
             atomic_write_text(stage / "results.json", results_text)
-        return _build(stage, report_dir, code, results_dir)
+        return _build(stage, report_dir, code, results_dir, corpus)
 
 
-def _build(stage: Path, report_dir: Path, code: dict, results_dir: Path) -> dict:
+def _build(stage: Path, report_dir: Path, code: dict, results_dir: Path, corpus: str | None) -> dict:
     """build_report's files, written into `stage` (the new report folder, to be moved to `report_dir`)."""
-    rewritten = json.dumps(current_format(read_results(stage)), indent=1, default=str)  # today's format, from
+    read = read_results(stage)
+    if corpus is not None and read["corpus"] != corpus:
+        raise LMBenchError(f"report {corpus}: {report_dir} holds the results of a {read['corpus']} report (its rows "
+                           f"are of that table): run `lmbench report {read['corpus']} --report-dir {report_dir}`")
+    rewritten = json.dumps(current_format(read), indent=1, default=str)  # today's format, from
     current = json.loads(rewritten)                                                     # its own blocks
     check("results", current, fix="nothing was written: a bug of reports.records.current_format, report it")
     atomic_write_text(stage / "results.json", rewritten)

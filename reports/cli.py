@@ -327,6 +327,8 @@ def run_reproduce(args: argparse.Namespace) -> dict:
     if Path(report_dir).resolve() in (Path(work_dir).resolve(), *Path(work_dir).resolve().parents):
         raise LMBenchError(f"--work-dir {work_dir} lies in --report-dir {report_dir}, which is replaced as a whole "
                            "when the report is written (the row cache would go with it): give them separate folders")
+    from reports.summary import RESULTS, listed_reports
+    listed_reports(args.results_dir or RESULTS)  # (read at the end, by the report: refused before any row runs)
     budget = args.budget  # (none by default: every network trained to its recipe's end)
     if args.budget_rule and (args.budget_flops is not None or budget in (None, "none") or budget.endswith(".json")):
         raise LMBenchError(f"--budget-rule shares a wall-time --budget among the network rows; this run has "
@@ -379,6 +381,7 @@ def run_report(args: argparse.Namespace) -> dict:
     from reports.provenance import checked_state
     report_dir = _report_dir(args)
     refuse_unwritable({"--report-dir": Path(report_dir).parent})
-    built = build_report(report_dir, checked_state(report_dir, args.allow_dirty), results_dir=results_dir)
+    built = build_report(report_dir, checked_state(report_dir, args.allow_dirty), results_dir=results_dir,
+                         corpus=args.corpus)
     return {"commit": built["commit"], "report": built["report"], "html": built["html"],
             "figures": built["figures"]} | _verdicts(built["claims"], built["quick"])

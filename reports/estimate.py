@@ -98,7 +98,9 @@ def committed_results(folder: Path = RESULTS) -> list[dict]:
             result = json.loads(path.read_text())
         except READ_ERRORS:
             continue  # (a damaged committed report is `lmbench report`'s to refuse, not the estimate's)
-        if not result.get("settings", {}).get("quick"):
+        settings = result.get("settings") if isinstance(result, dict) else None
+        if isinstance(result, dict) and isinstance(result.get("rows"), list) and not (
+                isinstance(settings, dict) and settings.get("quick")):
             found.append(result)
     return found
 

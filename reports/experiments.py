@@ -199,8 +199,13 @@ def ours_rows(corpus) -> list[Row]:
     training split's length), alone and mixed by EM with interpolated KN 5: a row of every report."""
     options = ours_options(corpus)
     shape = tuple(options.pop(key) for key in ("n", "h", "m", "direct"))
-    ours = network("nplm-ours", "NPLM (ours)", shape, ours=True, **options)
+    ours = network(OURS_ROW, "NPLM (ours)", shape, ours=True, **options)
     return [ours, *kn5_mixtures([ours], lambda row: "NPLM (ours) + KN interpolated 5")]
+
+
+OURS_ROW = "nplm-ours"
+OURS_IDS = (OURS_ROW, *(row.id for row in kn5_mixtures([Row(OURS_ROW, "network", "NPLM (ours)")])))  # in every table
+NETWORK_CHOICES = (*(name.lower() for name in TABLE1_NETWORKS), *NETWORKS_BEYOND_2003)  # a user's `--networks`
 
 
 def class_counts(vocab_size: int) -> list[int]:

@@ -45,8 +45,10 @@ def drawn_once(directory: Path, name: str, inputs, code: tuple[Path, ...],
         drawn = json.loads(record.read_text())
     except (OSError, ValueError):
         drawn = {}
-    before = drawn.get(name, {})
-    if before.get("key") == key:
+    drawn = drawn if isinstance(drawn, dict) else {}  # (a record that is no such object: drawn again)
+    before = drawn.get(name) if isinstance(drawn.get(name), dict) else {}
+    if before.get("key") == key and isinstance(before.get("files"), list) and all(
+            isinstance(file, str) for file in before["files"]):
         paths = [directory / file for file in before["files"]]
         if all(path.exists() and path.with_suffix(".svg").exists() for path in paths):
             return paths

@@ -41,7 +41,7 @@ from lmbench import bootstrap
 from lmbench.errors import LMBenchError
 from lmbench.files import read_checked
 from reports.budget import still_falling
-from reports.experiments import PAPER_FAMILY, Row
+from reports.experiments import OURS_IDS, PAPER_FAMILY, ROWS as PAPER_CORPORA, Row
 
 LEGACY_FIELDS = ("h", "m", "direct", "objective", "network", "valid_tokens")
 SHAPE = ("n", "h", "m", "direct")
@@ -109,7 +109,9 @@ def check_printed(results: dict) -> None:
     unknown `method`, a version newer than this code reads); an n-gram row's order outside its method's;
     a finite perplexity beyond MAX_PPL_OVER_VOCABULARY times |V| (train_ppl 1e300); a row whose identity
     (DEFINED: its method, order, mixture, ...; an older row's as `upgrade_row` reads it) is not
-    that of the table's row of its id; and, in a file whose rows keep their blocks, a row that ran
+    that of the table's row of its id, or (in a report of a paper's corpus, or named after one) no row of the
+table of its `corpus` at all: its kind follows its rows (a `corpus` edited from text to brown, or from brown
+to text, is refused); and, in a file whose rows keep their blocks, a row that ran
     without them, whose valid and test perplexities nothing could then check (`check_blocks` checks the
     others')."""
     from baselines.methods import METHODS
@@ -123,9 +125,18 @@ def check_printed(results: dict) -> None:
         raise ValueError(f"it does not match its schema (lmbench/schemas/results.schema.json): {found[0]}")
     ceiling = MAX_PPL_OVER_VOCABULARY * results["corpus_summary"]["vocab_size"]
     kept = any(row.get("blocks") for row in results["rows"])
+    stated = sorted(set(results.get("bootstrap") or {}) & {"blocks", "grouping"})
+    if stated and not kept:
+        raise ValueError(f"its bootstrap section states the {' and '.join(stated)} of blocks that no row keeps, so "
+                         "nothing checks its rows' perplexities (their blocks were deleted?)")
     defined = table_rows(results)
-    for row in results["rows"]:
+    paper = results.get("corpus") in PAPER_CORPORA or results.get("name") in PAPER_CORPORA  # (a paper's table, or
+    for row in results["rows"]:                                          # its report relabelled as a user's corpus)
         definition, today = defined.get(row["id"]), upgrade_row(row)
+        if definition is None and row["id"] not in OURS_IDS and paper:
+            raise ValueError(f"row {row['id']!r} is no row of the {results.get('corpus')!r} table (reports.experiments): "
+                             "its corpus field names another table than its rows' (was it edited?)")
+        check_inside_intervals(row)
         for key in DEFINED if definition is not None else ():
             if (list(today.get(key) or ()) if key == "parts" else today.get(key)) != (
                     list(definition.get(key) or ()) if key == "parts" else definition.get(key)):
@@ -150,6 +161,20 @@ DEFINED = ("kind", "method", "n", "classes", "mix", "parts", "family", "ours")  
 # (reports.experiments), which a run never changes; not its label, which has changed between versions
 
 
+def check_inside_intervals(row: dict) -> None:
+    """Raise ValueError unless each perplexity of `row` lies inside its own 95% interval (where it has one):
+    a figure edited without its interval, or an interval without its figure (in a file without blocks, the
+    only thing the figure can be checked against)."""
+    for split in ("valid", "test"):
+        value, interval = row.get(f"{split}_ppl"), row.get(f"{split}_ppl_ci95")
+        if value is None or not (isinstance(interval, list) and len(interval) == 2 and all(map(_number, interval))):
+            continue
+        low, high = interval
+        if not low * (1 - 1e-9) <= value <= high * (1 + 1e-9):
+            raise ValueError(f"row {row['id']!r} has {split}_ppl {value:.6g} outside its own 95% interval "
+                             f"[{low:.6g}, {high:.6g}] (the perplexity or its interval was altered)")
+
+
 def table_rows(results: dict) -> dict[str, dict]:
     """The rows of the table a run of `results` runs (reports.experiments: the paper's for brown and ap with
     every optional group, a user's corpus's for its |V|), by id, as records."""
@@ -158,8 +183,8 @@ def table_rows(results: dict) -> dict[str, dict]:
     if corpus in experiments.ROWS:
         rows = experiments.ROWS[corpus]() + [row for group in experiments.EXTRA_ROWS.get(corpus, {}).values()
                                              for row in group()]
-    else:
-        rows = experiments.text_rows(results["corpus_summary"]["vocab_size"])
+    else:  # (every network a user may choose, `--networks`)
+        rows = experiments.text_rows(results["corpus_summary"]["vocab_size"], experiments.NETWORK_CHOICES)
     quick = bool(results.get("settings", {}).get("quick"))  # (a quick run's class rows shrink C, QUICK_CLASSES)
     return {row.id: {**row.to_dict(), **({"classes": experiments.QUICK_CLASSES[row.classes]}
                                          if quick and row.classes in experiments.QUICK_CLASSES else {})}

@@ -37,7 +37,7 @@ import pandas as pd
 
 from lmbench.bootstrap import paired_splits
 from lmbench.errors import LMBenchError
-from lmbench.files import atomic_write_text
+from lmbench.files import atomic_write_text, read_checked
 
 from reports.budget import terms
 
@@ -175,7 +175,13 @@ def listed_reports(root: Path) -> list[list[Path]]:
     index = root / INDEX
     if not index.exists():
         return []
-    lines = [line.split() for line in index.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    fix = f"write it as a list of report folders of {root}, one corpus a line, or delete it"
+    if not index.is_file():  # (a folder, a device: /dev/zero would be read forever)
+        raise LMBenchError(f"{index} is not a file: {fix}")
+    text = read_checked(index, lambda path: path.read_bytes().decode("utf-8"), what="list of reports", fix=fix)
+    lines = [line.split() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    if "\0" in text:
+        raise LMBenchError(f"{index} holds a NUL byte, which no folder's name holds: {fix}")
     return [[root / name for name in names] for names in lines]
 
 

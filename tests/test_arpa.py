@@ -72,15 +72,15 @@ ngram 2=3
 
 \\1-grams:
 -0.6\t<unk>\t0
--99\t<s>\t-0.2
+-99\t<s>\t0.0554
 -1.0\t</s>
 -0.4\ta\t-0.3
--0.9\tzzz\t-0.1
+-0.6\tzzz\t0
 
 \\2-grams:
 -0.5\t<s> a
 -0.2\ta a
--0.7\ta zzz
+-0.7144\ta zzz
 
 \\end\\
 """

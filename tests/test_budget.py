@@ -268,7 +268,8 @@ def test_a_recorded_budget_is_believed_only_for_its_own_corpus_and_whole_updates
     reproduction = budgeted_reproduction(tmp_path, monkeypatch)
     reproduction.corpus, reproduction.rows = reproduction.load_corpus(), reproduction.table_rows()
     summary = reproduction.corpus.summary()
-    rows = {r: {"updates": 7, "recipe_updates": 400, "epoch_updates": 10, "flops": 1.0, "flops_per_update": 1.0}
+    rows = {r: {"updates": 7, "recipe_updates": 400, "epoch_updates": 10, "flops": 1.0, "flops_per_update": 1.0,
+                "expected_seconds": 1.0}
             for r in ("small", "wide")}
     record = {"corpus_summary": summary, "budget": {"asked": "20m", "rule": "x", "flops_per_row": None, "rows": rows}}
     path = tmp_path / "results.json"
