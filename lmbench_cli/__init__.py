@@ -86,6 +86,7 @@ def _main(argv: list[str] | None) -> int:
     try:
         argv = list(sys.argv[1:] if argv is None else argv)
         if next((word for word in argv if not word.startswith("-")), None) in THREADED:
+            threads.bound_thread_variables()  # a thread count torch's OpenMP would crash on, refused first
             threads.choose_waiting()  # the free cores now, before the command's package loads torch
         args = build_parser(argv).parse_args(argv)
         args.argv = argv  # the words, for a command that relaunches itself
