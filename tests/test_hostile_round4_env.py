@@ -6,9 +6,13 @@ over every value and option it concerns.
   one line before torch loads; torchrun's launcher variables out of range are refused in one line.
 - Contradictory options of `reproduce` (items 9, 12): every pair of row selections that leaves out what
   the other asks for, and --quick with each budget option, refused in one line with nothing written.
+- Terminating signals (item 6): SIGHUP and SIGQUIT clean up as SIGTERM does, and say which ended the run.
 """
 
 from __future__ import annotations
+
+import signal
+import time
 
 import pytest
 
@@ -16,6 +20,7 @@ from lmbench import threads
 from lmbench_cli import main
 from tests.helpers import corpus_args, write_splits, zipf_text
 from tests.test_faults import error_line
+from tests.test_hostile import small_corpus, start_slow_build, text_files  # noqa: F401 (fixtures)
 
 BAD_COUNTS = ("100000", "abc", "0", "-1", "1.5")
 
@@ -92,3 +97,21 @@ def test_contradictory_options_are_refused_before_anything_is_written(capsys, tm
                                "--work-dir", str(work), "--threads", "1", *words])
     assert "contradictory options" in line and named in line
     assert not report.exists() and not work.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, code", [(signal.SIGHUP, 129), (signal.SIGQUIT, 131), (signal.SIGTERM, 143)])
+def test_every_terminating_signal_cleans_up_as_sigterm_does(tmp_path, text_files, sig, code):
+    """3 signals (SIGINT is tests/test_hostile.py's): SIGHUP, a closed terminal, exited 129 with no message
+    and left the build's folder behind; each now ends in one line naming it, the folder removed."""
+    child, argv, work = start_slow_build(tmp_path, text_files, "wait")
+    deadline = time.time() + 120
+    while not (tmp_path / "ready").exists():
+        assert child.poll() is None and time.time() < deadline, child.communicate()
+        time.sleep(0.05)
+    assert len(list(work.iterdir())) == 1          # the build folder, mid-build
+    child.send_signal(sig)
+    out, err = child.communicate(timeout=60)
+    assert child.returncode == code, err
+    assert "Traceback" not in err and f"terminated ({signal.Signals(sig).name})" in err
+    assert list(work.iterdir()) == []
