@@ -127,5 +127,10 @@ def _main(argv: list[str] | None) -> int:
         except BrokenPipeError:  # the reader went away (`| head`, `--arpa /dev/stdout | head`): as `cat` does,
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # stop quietly (Python's last flush
             return 141                                                       # would fail again): 128 + SIGPIPE
+        except OSError as err:  # standard output unwritable (`> /dev/full`, a closed descriptor): one line
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (Python's last flush would fail again)
+            print(f"lmbench: error: standard output cannot be written ({err.strerror or err}): the figures are "
+                  "lost; send it to a file or terminal that takes them", file=sys.stderr)
+            return 2
     return 0
 

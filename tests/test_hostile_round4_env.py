@@ -115,3 +115,15 @@ def test_every_terminating_signal_cleans_up_as_sigterm_does(tmp_path, text_files
     assert child.returncode == code, err
     assert "Traceback" not in err and f"terminated ({signal.Signals(sig).name})" in err
     assert list(work.iterdir()) == []
+
+
+def test_an_unwritable_standard_output_ends_in_one_line(tmp_path):
+    """`> /dev/full` ended in a traceback (1 case; a closed pipe is tests/test_hostile.py's exit 141)."""
+    import subprocess
+    import sys
+    files = write_splits(tmp_path, train=zipf_text(300, 20, 1), valid=zipf_text(60, 20, 2), test=zipf_text(60, 20, 3))
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "lmbench_cli", "ngram", *corpus_args(files), "--method", "kneser-ney", "--order", "2"],
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("lmbench: error: standard output cannot be written")
