@@ -14,6 +14,8 @@
   threads pay (passive ones ran at 0.6x of spinning ones, slower than 1 thread). OpenMP reads the
   variable once, when torch loads it: the `lmbench` command calls this before a command that may run
   torch does (commands without --threads never measure, and start no slower).
+- `bound_thread_variables`: a thread count of the environment (OMP_NUM_THREADS and the BLAS libraries')
+  variables) that is no whole number from 1 to 1024 refused before torch loads: OpenMP crashed on 100000.
 - `described`: the choice in words, for the run's first log lines and its results' `meta`.
 """
 
@@ -23,6 +25,8 @@ import functools
 import os
 import time
 from pathlib import Path
+
+from lmbench.errors import LMBenchError
 
 SAMPLE_SECONDS = 0.3  # the window over which the cores' busy time is measured
 STAT = Path("/proc/stat")
@@ -85,6 +89,22 @@ def machine_now() -> dict:
 def free_cores() -> int:
     """The cores of this process's affinity not busy with other work when first asked, at least 1."""
     return machine_now()["free"]
+
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+                    "VECLIB_MAXIMUM_THREADS")  # the thread counts torch's libraries read when they load
+THREADS_BOUND = 1024  # as --threads (lmbench.options.THREADS_MAX): OMP_NUM_THREADS=100000 crashed OpenMP (issue 59)
+
+
+def bound_thread_variables(environ=os.environ) -> None:
+    """Refuse a thread count of the environment that torch's libraries would crash on or misread (not a
+    whole number from 1 to THREADS_BOUND): call it before torch loads, as `choose_waiting`."""
+    for name in THREAD_VARIABLES:
+        value = environ.get(name, "").strip()
+        first = value.split(",")[0]  # OpenMP takes a nested list, "4,2": its first count is the pool's
+        if value and not (first.isdigit() and 1 <= int(first) <= THREADS_BOUND):
+            raise LMBenchError(f"{name}={value[:40]!r}: a thread count is a whole number from 1 to {THREADS_BOUND}: "
+                               f"set it so, or unset it (--threads N sets the run's count)")
 
 
 def default_threads() -> int:

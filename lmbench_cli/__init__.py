@@ -12,9 +12,10 @@ takes and why.
 Each package registers its subcommands through a `register(subparsers)` function whose `run(args)`
 returns a dict of figures: printed as JSON with --json, else as indented `key: value` lines.
 Options are checked as they are parsed (`lmbench.options`); a refused option, like any expected error
-(LMBenchError), prints one line and exits with code 2. SIGTERM is turned into an interruption, as
-Ctrl-C is, so that what a command cleans up on the way out (temporary files and folders) is cleaned
-up either way: exit 130 after Ctrl-C, 143 after SIGTERM.
+(LMBenchError), prints one line and exits with code 2. SIGTERM, SIGHUP and SIGQUIT are turned into an
+interruption, as Ctrl-C is, so that what a command cleans up on the way out (temporary files and
+folders, `*.new*`) is cleaned up either way: exit 130 after Ctrl-C, 128 + the signal's number after the
+others (143 after SIGTERM, 129 after SIGHUP).
 """
 
 from __future__ import annotations
@@ -64,28 +65,39 @@ def print_human(value, indent: int = 0) -> None:
             print(f"{pad}{key}: {item}")
 
 
+# The signals that end a process by default and that a command outlives to clean up: SIGTERM (kill), SIGHUP
+# (its terminal closed), SIGQUIT (Ctrl-\\); SIGINT is Python's KeyboardInterrupt already.
+TERMINATING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGQUIT") if hasattr(signal, name))
+
+
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the command is, as Ctrl-C raises KeyboardInterrupt."""
+    """A terminating signal (TERMINATING), raised where the command is, as Ctrl-C raises KeyboardInterrupt."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
 
 
 def _terminate(signum, frame):
-    raise Terminated
+    raise Terminated(signum)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; returns the exit code (0, 2 for an expected error, 130 when interrupted,
-    143 when terminated)."""
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    128 + the signal's number when terminated: 143 after SIGTERM, 129 after SIGHUP, 131 after SIGQUIT)."""
+    previous = {signum: signal.signal(signum, _terminate) for signum in TERMINATING}
     try:
         return _main(argv)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _main(argv: list[str] | None) -> int:
     try:
         argv = list(sys.argv[1:] if argv is None else argv)
         if next((word for word in argv if not word.startswith("-")), None) in THREADED:
+            threads.bound_thread_variables()  # a thread count torch's OpenMP would crash on, refused first
             threads.choose_waiting()  # the free cores now, before the command's package loads torch
         args = build_parser(argv).parse_args(argv)
         args.argv = argv  # the words, for a command that relaunches itself
@@ -99,9 +111,9 @@ def _main(argv: list[str] | None) -> int:
     except LMBenchError as err:  # one line, whatever it quotes (a path with a newline in its name)
         print(f"lmbench: error: {str(err).replace(chr(10), chr(92) + 'n')}", file=sys.stderr)
         return 2
-    except Terminated:
-        print("lmbench: terminated", file=sys.stderr)
-        return 143
+    except Terminated as stop:
+        print(f"lmbench: terminated ({signal.Signals(stop.signum).name})", file=sys.stderr)
+        return 128 + stop.signum
     except KeyboardInterrupt:
         print("lmbench: interrupted", file=sys.stderr)
         return 130
@@ -115,5 +127,10 @@ def _main(argv: list[str] | None) -> int:
         except BrokenPipeError:  # the reader went away (`| head`, `--arpa /dev/stdout | head`): as `cat` does,
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # stop quietly (Python's last flush
             return 141                                                       # would fail again): 128 + SIGPIPE
+        except OSError as err:  # standard output unwritable (`> /dev/full`, a closed descriptor): one line
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (Python's last flush would fail again)
+            print(f"lmbench: error: standard output cannot be written ({err.strerror or err}): the figures are "
+                  "lost; send it to a file or terminal that takes them", file=sys.stderr)
+            return 2
     return 0
 

@@ -315,8 +315,34 @@ def _budget(text: str) -> str:
     return text
 
 
+def refuse_contradictions(args: argparse.Namespace) -> None:
+    """Refuse, before anything is written, a run whose options contradict each other: a row selection
+    that one option asks for and another leaves out (`--only`, `--skip`, `--networks`, `--extra`), or a
+    --quick run with a budget (its slice trains to its own short recipe: the budget would be ignored)."""
+    skip, only = set(args.skip), getattr(args, "only", None)
+    pairs = []
+    if set(KINDS) <= skip:
+        pairs.append(f"--skip {' '.join(args.skip)} leaves out every kind of row")
+    if only == "ngram" and "ngram" in skip:
+        pairs.append("--only ngram keeps the n-gram rows alone and --skip ngram leaves them out")
+    if only == "nplm" and "network" in skip:
+        pairs.append("--only nplm keeps the networks and their mixtures and --skip network leaves them out")
+    if only == "ngram" and (args.networks or args.extra):
+        pairs.append(f"--only ngram leaves out the networks that {'--networks' if args.networks else '--extra'} names")
+    if "network" in skip and (args.networks or args.extra):
+        pairs.append(f"--skip network leaves out the networks that {'--networks' if args.networks else '--extra'} names")
+    budgets = [option for option, given in (("--budget", args.budget is not None),
+                                            ("--budget-flops", args.budget_flops is not None),
+                                            ("--budget-rule", args.budget_rule is not None)) if given]
+    if args.quick and budgets:
+        pairs.append(f"--quick trains every network to its own short recipe and {', '.join(budgets)} would be ignored")
+    if pairs:
+        raise LMBenchError(f"contradictory options: {'; '.join(pairs)}: drop one of each pair")
+
+
 def run_reproduce(args: argparse.Namespace) -> dict:
     from reports.pipeline import reproduce, report_name
+    refuse_contradictions(args)
     text = _text_corpus(args)
     report_dir = _report_dir(args)
     work_dir = args.work_dir or Path("runs") / report_name(args.corpus, args.quick, text.name if text else None)

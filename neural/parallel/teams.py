@@ -77,8 +77,17 @@ def launch_environment(mode: str) -> dict[str, int]:
         raise LMBenchError(f"--parallel {mode} runs under torchrun, which sets {', '.join(missing)}: launch "
                            f"with torchrun --nproc-per-node P -m lmbench_cli -- nplm ... --parallel {mode}, "
                            "or drop --parallel for one process")
-    env = {key: int(os.environ[key]) for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    env["LOCAL_WORLD_SIZE"] = int(os.environ.get("LOCAL_WORLD_SIZE", env["WORLD_SIZE"]))
+    env = {}
+    for key in ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        value = os.environ.get(key, os.environ["WORLD_SIZE"]) if key == "LOCAL_WORLD_SIZE" else os.environ[key]
+        least = 1 if key.endswith("SIZE") else 0  # a rank below the size of its group, a group within the world
+        most = {"WORLD_SIZE": 1 << 20, "LOCAL_WORLD_SIZE": env.get("WORLD_SIZE"), "RANK": env.get("WORLD_SIZE", 0) - 1,
+                "LOCAL_RANK": env.get("LOCAL_WORLD_SIZE", 0) - 1}[key]
+        if not (value.strip().isdigit() and least <= int(value) <= most):
+            raise LMBenchError(f"{key}={value[:40]!r}: torchrun's {key} is a whole number from {least} to {most} "
+                               f"here: launch with torchrun --nproc-per-node P -m lmbench_cli -- ... --parallel {mode}, "
+                               "which sets it, or unset it")
+        env[key] = int(value)
     return env
 
 
