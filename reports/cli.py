@@ -331,7 +331,7 @@ def refuse_contradictions(args: argparse.Namespace) -> None:
         pairs.append(f"--only ngram leaves out the networks that {'--networks' if args.networks else '--extra'} names")
     if "network" in skip and (args.networks or args.extra):
         pairs.append(f"--skip network leaves out the networks that {'--networks' if args.networks else '--extra'} names")
-    budgets = [option for option, given in (("--budget", args.budget is not None),
+    budgets = [option for option, given in (("--budget", args.budget not in (None, "none")),  # (none: the default)
                                             ("--budget-flops", args.budget_flops is not None),
                                             ("--budget-rule", args.budget_rule is not None)) if given]
     if args.quick and budgets:

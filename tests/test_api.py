@@ -84,15 +84,16 @@ def test_a_train_run_folder_gives_its_test_perplexity(saved):
 
 
 KENLM_STYLE = """\\data\\
-ngram 1=5
+ngram 1=6
 ngram 2=3
 
 \\1-grams:
 -1.5\t<unk>\t0
 -1.0\t</s>\t0
--99\t<s>\t-0.3
--0.7\ta\t-0.2
+-99\t<s>\t-0.2622116
+-0.7\ta\t-0.6791998
 -0.8\tb\t0
+-0.2921219\td\t0
 
 \\2-grams:
 -0.25\t<s> a
@@ -110,7 +111,7 @@ def test_an_arpa_file_with_sentence_markers_is_scored_as_kenlm_scores_it(tmp_pat
     path.write_text(KENLM_STYLE)
     model = lmbench.load(path)
     assert np.allclose(list(model.full_scores("a")), [(-0.25, 2, False), (-0.35, 2, False)])
-    assert np.allclose(list(model.full_scores("b c")), [(-1.1, 1, False), (-1.5, 1, True), (-1.0, 1, False)])
+    assert np.allclose(list(model.full_scores("b c")), [(-1.0622116, 1, False), (-1.5, 1, True), (-1.0, 1, False)])
     assert model.score("a b") == pytest.approx(-0.25 - 0.4 - 1.0)  # a b, then b </s> (bow(b) = 0)
     assert model.score("a", bos=False, eos=False) == pytest.approx(-0.7)
     assert model.perplexity("a") == pytest.approx(10 ** ((0.25 + 0.35) / 2))
