@@ -180,6 +180,13 @@ def text_files(tmp_path, small_corpus, monkeypatch):
 @pytest.mark.slow
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_an_interrupted_build_removes_its_folder(tmp_path, text_files, sig, code, capsys):
+    returncode, err, work = signalled_build(tmp_path, text_files, sig)
+    assert returncode == code, err
+    assert "Traceback" not in err and list(work.iterdir()) == []
+
+
+def signalled_build(tmp_path, text_files, sig) -> tuple[int, str, Path]:
+    """A slow corpus build sent `sig` mid-build: its exit code, its standard error and its work folder."""
     child, argv, work = start_slow_build(tmp_path, text_files, "wait")
     deadline = time.time() + 120
     while not (tmp_path / "ready").exists():
@@ -188,8 +195,7 @@ def test_an_interrupted_build_removes_its_folder(tmp_path, text_files, sig, code
     assert len(list(work.iterdir())) == 1          # the build folder, mid-build
     child.send_signal(sig)
     out, err = child.communicate(timeout=60)
-    assert child.returncode == code, err
-    assert "Traceback" not in err and list(work.iterdir()) == []
+    return child.returncode, err, work
     from lmbench_cli import main
     assert main(argv) == 0 and list(work.iterdir()) == []
 

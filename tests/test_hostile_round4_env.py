@@ -12,7 +12,6 @@ over every value and option it concerns.
 from __future__ import annotations
 
 import signal
-import time
 
 import pytest
 
@@ -20,7 +19,7 @@ from lmbench import threads
 from lmbench_cli import main
 from tests.helpers import corpus_args, write_splits, zipf_text
 from tests.test_faults import error_line
-from tests.test_hostile import small_corpus, start_slow_build, text_files  # noqa: F401 (fixtures)
+from tests.test_hostile import signalled_build, small_corpus, text_files  # noqa: F401 (fixtures)
 
 BAD_COUNTS = ("100000", "abc", "0", "-1", "1.5")
 
@@ -104,15 +103,8 @@ def test_contradictory_options_are_refused_before_anything_is_written(capsys, tm
 def test_every_terminating_signal_cleans_up_as_sigterm_does(tmp_path, text_files, sig, code):
     """3 signals (SIGINT is tests/test_hostile.py's): SIGHUP, a closed terminal, exited 129 with no message
     and left the build's folder behind; each now ends in one line naming it, the folder removed."""
-    child, argv, work = start_slow_build(tmp_path, text_files, "wait")
-    deadline = time.time() + 120
-    while not (tmp_path / "ready").exists():
-        assert child.poll() is None and time.time() < deadline, child.communicate()
-        time.sleep(0.05)
-    assert len(list(work.iterdir())) == 1          # the build folder, mid-build
-    child.send_signal(sig)
-    out, err = child.communicate(timeout=60)
-    assert child.returncode == code, err
+    returncode, err, work = signalled_build(tmp_path, text_files, sig)
+    assert returncode == code, err
     assert "Traceback" not in err and f"terminated ({signal.Signals(sig).name})" in err
     assert list(work.iterdir()) == []
 
