@@ -16,7 +16,7 @@
 #   OUT=answer TIMEOUT=1800 bench/gpu_answer.sh a/train.txt a/valid.txt a/test.txt
 #   DEVICE=cpu QUICK=1 bench/gpu_answer.sh ...     # its tiny CPU form (the test suite's, on a tiny corpus)
 # Variables: OUT, WORK (row cache, default build/gpu_answer-work), TIMEOUT, DEVICE (cuda: refused in one
-# line without CUDA; cpu: the GPU hidden), JOBS (processes running rows side by side, `reproduce --jobs`:
+# line without CUDA; cpu: the GPU hidden), JOBS (rows at once on an embedded Ray, `reproduce --jobs`:
 # default 4 on cuda, the n-gram rows on the CPU while networks share the GPU; 1 on cpu), QUICK=1 (--quick:
 # a small slice), NAME, PY. docs/parallel.md says
 # what the machine needs (torch with CUDA; the other dependencies as wheels where no registry is reachable).

@@ -102,10 +102,14 @@ def register(subparsers) -> None:
                              "the device computes it natively, else fp32); scoring is fp32 either way; recorded in "
                              "each row and its cache key (neural/precision.py)")
     parser.add_argument("--jobs", type=integer(1, 64), default=1,
-                        help="processes that run rows side by side in the work folder (each row by one of them, "
-                             "the others reading it from the row cache; the CPU threads shared among them): the "
-                             "n-gram rows on the CPU while a network trains on a GPU, several small networks on one "
-                             "GPU (default 1, one row after the other: on 2 CPU cores no faster; docs/parallel.md)")
+                        help="rows run at once, as tasks of an embedded Ray on this machine (the CPU threads shared "
+                             "among them; never more than the rows to run; a K whose rows the memory cannot hold is "
+                             "refused): the n-gram rows beside a network, several small networks on one GPU (default "
+                             "1: one row after the other, no Ray; on 2 CPU cores no faster; docs/parallel.md)")
+    parser.add_argument("--cluster", metavar="ADDRESS", default=None,
+                        help="run the rows as tasks of the running Ray cluster at ADDRESS (HOST:6379, what `ray start "
+                             "--head` printed; auto: RAY_ADDRESS's); this process writes the row cache and the report, "
+                             "a node needs the project installed and nothing else (docs/parallel.md)")
     parser.add_argument("--seeds", type=integer(1, 1000), default=1,
                         help="train and score every network row under this many seeds (the run's, then one more "
                              "each; each mixture of a network mixes each seed's): the row gives the mean "
@@ -227,9 +231,9 @@ def run_score(args: argparse.Namespace) -> None:
     if not args.json:
         print("line\tlog10_prob\ttokens\toov\tperplexity")
     whole = {"line": "total", "log10_prob": 0.0, "tokens": 0, "oov": 0}
-    for number, line in lines:
+    for line_number, line in lines:
         scores = np.array(list(model.full_scores(line, not args.no_bos, not args.no_eos)))  # (tokens, 3)
-        entry = {"line": number, "log10_prob": float(scores[:, 0].sum()), "tokens": len(scores),
+        entry = {"line": line_number, "log10_prob": float(scores[:, 0].sum()), "tokens": len(scores),
                  "oov": int(scores[:, 2].sum())}
         whole = {**whole, **{key: whole[key] + entry[key] for key in ("log10_prob", "tokens", "oov")}}
         show(entry)
@@ -355,6 +359,9 @@ def run_reproduce(args: argparse.Namespace) -> dict:
                            "when the report is written (the row cache would go with it): give them separate folders")
     from reports.summary import RESULTS, listed_reports
     listed_reports(args.results_dir or RESULTS)  # (read at the end, by the report: refused before any row runs)
+    if args.cluster is not None:  # (before the corpus is read, or the paces measured)
+        from reports.cluster import check_address
+        check_address(args.cluster)
     budget = args.budget  # (none by default: every network trained to its recipe's end)
     if args.budget_rule and (args.budget_flops is not None or budget in (None, "none") or budget.endswith(".json")):
         raise LMBenchError(f"--budget-rule shares a wall-time --budget among the network rows; this run has "
@@ -363,7 +370,7 @@ def run_reproduce(args: argparse.Namespace) -> dict:
     summary = reproduce(args.corpus, args.quick, work_dir, report_dir, frozenset(args.skip), text, args.extra,
                         args.allow_dirty, args.threads, args.seeds, args.seeds_for, budget, args.budget_flops,
                         args.results_dir, args.budget_rule or DEFAULT_RULE,
-                        args.networks if args.corpus != "text" else None, args.jobs, args.precision)
+                        args.networks if args.corpus != "text" else None, args.jobs, args.precision, args.cluster)
     return {key: summary[key] for key in ("commit", "report_dir", "wall_seconds", "report", "html", "seeds_advice")
             if key in summary} | _verdicts(summary["claims"], summary["quick"])
 

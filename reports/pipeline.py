@@ -6,7 +6,8 @@ and the corpus's content: a re-run skips finished rows, an edited corpus file re
 interrupted NPLM resumes from its checkpoint. A row is looked up and run under a lock on its cache
 entry (lmbench.files.locked, as the corpus cache is), so that two runs sharing a work folder run each
 row once, and share the work: each passes over the rows the other holds, runs the rest, then waits for
-the ones it passed and reads them (`run_or_read`).
+the ones it passed and reads them (`run_or_read`). With `--jobs K` or `--cluster ADDRESS` the rows run
+as tasks of Ray instead (reports.cluster), this process alone writing the row cache.
 Mixture rows read the saved log-probabilities of their parts, so nothing is retrained.
 With `--seeds K` (K > 1) every row with a network in it (or those `--seeds-for` names, and the mixtures
 of them) runs under K seeds (`seed_copies`: the run's seed, then one more each): the first seed's work is the row itself, cached as with one seed, each
@@ -134,13 +135,9 @@ class Reproduction:
                  extra: tuple[str, ...] = (), code: dict | None = None, threads: int | None = None, seeds: int = 1,
                  seeds_for: tuple[str, ...] = (), budget: str | None = None, budget_flops: float | None = None,
                  budget_rule: str = "complete", networks: tuple[str, ...] | None = None, jobs: int = 1,
-                 precision: str = "fp32"):
-        # what a worker process (`jobs`) needs to make the same run: every argument but the jobs
-        self.arguments = dict(settings=settings, work_dir=work_dir, report_dir=report_dir, text=text, extra=extra,
-                              code=code, threads=threads, seeds=seeds, seeds_for=seeds_for, budget=budget,
-                              budget_flops=budget_flops, budget_rule=budget_rule, networks=networks,
-                              precision=precision)
-        self.jobs = jobs  # the processes that run rows side by side (this one and jobs - 1 workers, `start_workers`)
+                 precision: str = "fp32", cluster: str | None = None):
+        self.jobs = jobs  # rows at once on an embedded Ray of this machine (reports.cluster; 1: one after the other)
+        self.cluster = cluster  # the address of a running Ray cluster that runs the rows (reports.cluster; None: none)
         self.settings = settings
         # the paper's tables (a user's corpus: TextCorpus.networks): the network rows to train, by id ("ours": NPLM
         # (ours), a family beyond 2003 by its name, which adds its row group); the table's other network rows and
@@ -313,10 +310,10 @@ class Reproduction:
                                   time.time() - started)
 
     def run_rows(self, skip: frozenset[str] = frozenset()) -> tuple[list[Row], dict[str, dict]]:
-        """(the table's rows, every row's result by id): each row run or read from the row cache. With
-        `jobs` > 1, jobs - 1 worker processes run rows of the same work folder beside this one once the
-        budget is known (`start_workers`); each row is run by whichever process takes its lock first, and
-        every process reads the others' from the cache, so the figures are those of a sequential run."""
+        """(the table's rows, every row's result by id): each row run or read from the row cache, under its
+        lock, so that two runs sharing a work folder run each row once (`run_or_read`). With `jobs` > 1 or a
+        `cluster`, the rows run as tasks of Ray instead (reports.cluster.run_on_ray), this process alone
+        writing the row cache; the figures are those of a sequential run wherever a row ran."""
         self.corpus = self.load_corpus()
         warning = unk_warning(self.corpus.summary())
         if warning:
@@ -337,72 +334,70 @@ class Reproduction:
         if not self.settings.quick:  # (a quick run trains one epoch a network: what a budget would cut)
             from reports.budget import resolve
             self.budget = resolve(self, self.budget_asked, self.budget_flops, self.budget_rule)
-        workers = self.start_workers(skip)
         results = {}
         progress = self.progress(skip)
         log.info("reproduce %s: %s", self.settings.corpus, progress.summary(len(self.rows)))
-        # two passes: the first runs or reads every row no other run of this work folder holds, leaving
-        # those (and the rows made of them) for the second, which waits for each in turn and reads it
-        later = [row for row in sorted(self.rows, key=lambda r: runner(r).stage)
-                 if not self.run_or_read(row, skip, results, progress, wait=False)]
-        for row in later:
-            self.run_or_read(row, skip, results, progress, wait=True)
+        if self.jobs > 1 or self.cluster is not None:  # (the one place Ray is imported)
+            from reports.cluster import run_on_ray
+            run_on_ray(self, skip, results, progress)
+        else:
+            # two passes: the first runs or reads every row no other run of this work folder holds, leaving
+            # those (and the rows made of them) for the second, which waits for each in turn and reads it
+            later = [row for row in sorted(self.rows, key=lambda r: runner(r).stage)
+                     if not self.run_or_read(row, skip, results, progress, wait=False)]
+            for row in later:
+                self.run_or_read(row, skip, results, progress, wait=True)
         progress.close()
-        for worker in workers:  # (every row is in `results` already: a worker that failed left its rows to this one)
-            worker.join()
-            if worker.exitcode:
-                log.warning("a worker process ended with exit code %s; this process ran what it left", worker.exitcode)
         return table, results
-
-    def start_workers(self, skip: frozenset[str]) -> list:
-        """jobs - 1 processes, each running this run's rows (`run_rows`) in the same work folder beside this
-        one: the n-gram rows on the CPU while a network trains on the GPU, several small networks on one GPU.
-        Started fresh (spawn: no CUDA state forked), each with the budget this process recorded in the work
-        folder (budget.json) and its share of the CPU threads."""
-        if self.jobs <= 1:
-            return []
-        import multiprocessing
-        context = multiprocessing.get_context("spawn")
-        threads = max(1, (self.threads or os.cpu_count() or 1) // self.jobs)
-        workers = [context.Process(target=run_worker, args=({**self.arguments, "threads": threads}, skip),
-                                   name=f"lmbench-rows-{index}") for index in range(1, self.jobs)]
-        for worker in workers:
-            worker.start()
-        log.info("reproduce: %d worker processes run rows beside this one (%d CPU threads each)", len(workers),
-                 threads)
-        return workers
 
     def run_or_read(self, row: Row, skip: frozenset[str], results: dict, progress: RunProgress, wait: bool) -> bool:
         """Put `row`'s result into `results`: read from its cache entry, else run (listed as not run when
         its kind is skipped or a part was not run). With `wait=False`, where another run of the work folder
         holds the row, or a part is not in `results` yet, do nothing and return False."""
-        if (row.kind in skip or row.id in self.left_out
-                or any(results.get(part, {}).get("status") == "not run" for part in row.parts)):
-            results[row.id] = {**row.to_dict(), "status": "not run", "train_ppl": None, "valid_ppl": None,
-                               "test_ppl": None, "seconds": None}
-            progress.passed(row.id)
+        if self.list_not_run(row, skip, results, progress):
             return True
         if any(part not in results for part in row.parts):
             return False  # a part another run holds: after it
         with locked(self._row_path(row), wait=wait) as held:
             if not held:
                 return False
-            result = self.cached_result(row)
+            result = self.read_cached(row, progress)
             if result is None:
                 log.info("row %s: running", row.id)
                 progress.running(row.id)
-                result = self.run_row(row)
-                self.rows_run += 1
-                text = json.dumps(result, indent=1)
-                write_checked(self._row_path(row), lambda path: path.write_text(text))
+                result = self.store_row(row, *self.run_row(row))
                 progress.ran(row.id)
-            else:
-                progress.passed(row.id)
-                log.info("row %s: cached (test perplexity %.1f)", row.id, result["test_ppl"])
-                if "test_ppl_no_unk" not in result:  # cached before rows recorded it
-                    result.update(unk_figures(saved.load(self._logprobs_path(row.id)), self.corpus))
         results[row.id] = result
         return True
+
+    def list_not_run(self, row: Row, skip: frozenset[str], results: dict, progress: RunProgress) -> bool:
+        """Whether `row` is left out (its kind in `skip`, a network `networks` leaves out, a part not run);
+        if so its record, listed as not run, is put into `results`."""
+        if not (row.kind in skip or row.id in self.left_out
+                or any(results.get(part, {}).get("status") == "not run" for part in row.parts)):
+            return False
+        results[row.id] = {**row.to_dict(), "status": "not run", "train_ppl": None, "valid_ppl": None,
+                           "test_ppl": None, "seconds": None}
+        progress.passed(row.id)
+        return True
+
+    def read_cached(self, row: Row, progress: RunProgress) -> dict | None:
+        """The row's result from the row cache (`cached_result`), counted as passed; None: it is to run."""
+        result = self.cached_result(row)
+        if result is not None:
+            progress.passed(row.id)
+            log.info("row %s: cached (test perplexity %.1f)", row.id, result["test_ppl"])
+            if "test_ppl_no_unk" not in result:  # cached before rows recorded it
+                result.update(unk_figures(saved.load(self._logprobs_path(row.id)), self.corpus))
+        return result
+
+    def store_row(self, row: Row, result: dict, logprobs: dict[str, np.ndarray]) -> dict:
+        """Write a row just run into the row cache (its log-probabilities, then its record); returns the record."""
+        self._save_row_logprobs(row, logprobs)
+        self.rows_run += 1
+        text = json.dumps(result, indent=1)
+        write_checked(self._row_path(row), lambda path: path.write_text(text))
+        return result
 
     def speed(self, row: Row) -> pace.Speed:
         """A network row's pace on this machine at the run's thread count (reports.pace), measured once a run
@@ -462,21 +457,23 @@ class Reproduction:
         except (OSError, ValueError, AttributeError):
             return False
 
-    def run_row(self, row: Row) -> dict:
-        """The row's record: its runner's `RowRun`, its perplexities, `<unk>` figures and intervals."""
+    def run_row(self, row: Row) -> tuple[dict, dict[str, np.ndarray]]:
+        """(the row's record, its log-probabilities by split): its runner's `RowRun`, its perplexities, `<unk>`
+        figures and intervals, and the machine that ran it (`node`: its host name; a Ray task adds Ray's node
+        id, reports.cluster). Nothing is written but a network's training folder: the row cache is `store_row`'s."""
         started = time.perf_counter()
         ran = runner(row).run(self, row)
         logprobs = ran.logprobs
-        self._save_row_logprobs(row, logprobs)
         seconds = time.perf_counter() - started + ran.seconds_apart  # the row's whole run
-        result = {**row.to_dict(), "fingerprint": self.fingerprint(row), "seconds": seconds, **ran.figures}
+        result = {**row.to_dict(), "fingerprint": self.fingerprint(row), "seconds": seconds,
+                  "node": {"host": platform.node()}, **ran.figures}
         for split in SPLITS:
             result[f"{split}_ppl"] = perplexity(logprobs[split]) if split in logprobs else None
         result.update(unk_figures(logprobs, self.corpus))
         result.update(self.intervals(logprobs))
         log.info("row %s: valid %.1f test %.1f (%.0f s)", row.id, result["valid_ppl"], result["test_ppl"],
                  result["seconds"])
-        return result
+        return result, logprobs
 
     def block_ends(self, split: str) -> tuple[np.ndarray, str]:
         """The bootstrap blocks of a split of the corpus (lmbench.bootstrap.block_ends): documents where
@@ -765,13 +762,6 @@ def run_metadata(seconds: float, code: dict) -> dict:
     }
 
 
-def run_worker(arguments: dict, skip: frozenset[str]) -> None:
-    """A worker process of a run with `jobs` > 1 (Reproduction.start_workers): its rows, nothing written
-    but the row cache (the report is the starting process's)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s worker: %(message)s", datefmt="%H:%M:%S")
-    Reproduction(**arguments).run_rows(skip)
-
-
 def peak_memory_bytes() -> int:
     """The run's peak resident memory so far: the process's high-water mark (Linux: kilobytes; macOS: bytes)."""
     import resource
@@ -784,7 +774,8 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
               allow_dirty: bool = False, threads: int | None = None, seeds: int = 1,
               seeds_for: tuple[str, ...] = (), budget: str | None = None, budget_flops: float | None = None,
               results_dir: Path | None = None, budget_rule: str = "complete",
-              networks: tuple[str, ...] | None = None, jobs: int = 1, precision: str = "fp32") -> dict:
+              networks: tuple[str, ...] | None = None, jobs: int = 1, precision: str = "fp32",
+              cluster: str | None = None) -> dict:
     """Run (or resume) the whole table and build the report; returns the report's summary.
     `skip`: kinds of rows (keys of RUNNERS) to leave out; `text`: the user's corpus when `corpus` is
     "text"; `extra`: names of the corpus's optional row groups to add (EXTRA_ROWS); `allow_dirty`: write
@@ -795,7 +786,8 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
     budget (reports.budget; None: each recipe's own length) and `budget_rule` how the rows share it; `networks`:
     the paper's tables' network rows to train (Reproduction; a user's corpus: `text.networks`); `results_dir`: the committed reports the
     report's cross-corpus summary gathers (default: results/ in the working directory, reports.summary); `jobs`:
-    processes that run rows side by side (Reproduction.start_workers; 1: one after the other); `precision`: the
+    rows at once on an embedded Ray of this machine (reports.cluster; 1: one after the other, no Ray); `cluster`:
+    the address of a running Ray cluster that runs the rows instead ("auto": RAY_ADDRESS's); `precision`: the
     network rows' training products (neural.precision: fp32, bf16 or auto; recorded in each row's config and cache
     key)."""
     from reports.build import build_report
@@ -820,7 +812,7 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
     code = checked_state(report_dir, allow_dirty)  # before any row runs
     reproduction = Reproduction(default_settings(corpus, quick), work_dir, report_dir, text, extra, code,
                                 threads, seeds, seeds_for, budget, budget_flops, budget_rule, networks, jobs,
-                                precision)
+                                precision, cluster)
     reproduction.write_results_file = False  # written with the report: the folder is replaced whole
     results = reproduction.run(skip)
     built = build_report(report_dir, code, reproduction.results_text, results_dir or RESULTS)

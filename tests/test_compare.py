@@ -2,7 +2,6 @@
 the files' content, with rows chosen by --only / --networks, and bad set-ups refused in one line."""
 
 import json
-import re
 
 import numpy as np
 import pytest
@@ -340,34 +339,3 @@ def test_a_report_rebuilt_from_the_row_cache_keeps_its_training_runs_time_and_me
     again = json.loads((tmp_path / "report" / "results.json").read_text())
     assert again["meta"]["rebuilt"] and again["meta"]["trained"] == first["trained"]
     assert "| markov-quick | " in cost_block({"markov-quick": again}) and "| 42 min |" in cost_block({"markov-quick": again})
-
-
-@pytest.mark.slow
-def test_rows_run_side_by_side_give_the_sequential_runs_figures_and_resume_without_training_again(
-        corpus_files, tmp_path, capfd):
-    """--jobs 2: a worker process runs rows of the same work folder beside this one, each row run once
-    (by whichever takes its lock first), a mixture after its parts, and every figure the one-process
-    run's; a run resumed on a work folder with rows cached trains none of them again."""
-    def rows(name: str, *more: str) -> dict:
-        folder = tmp_path / name
-        assert main(_argv(corpus_files, folder, "--threads", "1", *more)) == 0
-        return {row["id"]: row for row in json.loads((folder / "report" / "results.json").read_text())["rows"]}
-    alone = rows("alone")
-    capfd.readouterr()
-    beside = rows("beside", "--jobs", "2")
-    worker_rows = re.findall(r"worker: row (\S+): running", capfd.readouterr().err)
-    assert worker_rows and len(worker_rows) < len(alone)  # the worker ran some rows, this process the others
-    assert beside.keys() == alone.keys()
-    for row_id, row in alone.items():
-        assert beside[row_id]["fingerprint"] == row["fingerprint"]
-        for split in ("valid_ppl", "test_ppl"):
-            assert beside[row_id][split] == pytest.approx(row[split], rel=1e-5), (row_id, split)
-    # a run stopped after its n-gram rows, resumed with two processes: those rows come from the cache
-    rows("resumed", "--only", "ngram")
-    cached = {path.name: path.stat().st_mtime_ns for path in (tmp_path / "resumed" / "work" / "rows").glob("*.json")}
-    capfd.readouterr()
-    rows("resumed", "--jobs", "2")
-    ran = re.findall(r"row (\S+): running", capfd.readouterr().err)
-    assert ran and not set(ran) & {name[:-len(".json")] for name in cached}
-    assert all((tmp_path / "resumed" / "work" / "rows" / name).stat().st_mtime_ns == mtime
-               for name, mtime in cached.items())

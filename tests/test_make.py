@@ -14,7 +14,7 @@ OPTIONS = {"TRAIN": "--train", "VALID": "--valid", "TEST": "--test", "CORPUS": "
            "VOCAB_SIZE": "--vocab-size", "QUICK": "--quick", "SEEDS": "--seeds", "SEEDS_FOR": "--seeds-for",
            "THREADS": "--threads", "MEMORY": "--memory", "TMP_DIR": "--tmp-dir", "REPORT_DIR": "--report-dir",
            "SKIP": "--skip", "EXTRA": "--extra", "BUDGET": "--budget", "BUDGET_FLOPS": "--budget-flops",
-           "BUDGET_RULE": "--budget-rule", "JOBS": "--jobs",
+           "BUDGET_RULE": "--budget-rule", "JOBS": "--jobs", "CLUSTER": "--cluster",
            "PRECISION": "--precision"}
 # (a variable of the run targets: its option of `lmbench reproduce`)
 VALUES = {"SPLIT": "0.7,0.2,0.1", "ONLY": "ngram", "QUICK": "1", "SKIP": "network", "EXTRA": "energy", "BUDGET": "2h",

@@ -1,0 +1,229 @@
+"""A comparison's rows as tasks of Ray: `reproduce --jobs K` (an embedded Ray on this machine, K rows at
+once) and `reproduce --cluster ADDRESS` (a running cluster: `ray start --head` on one machine, `ray start
+--address` on the others; docs/parallel.md).
+
+The corpus goes to the object store once (`ray.put`). Each n-gram or network row is a task that declares
+what it needs (CPU threads; half a GPU for a network where the cluster has GPUs; an n-gram row's counts
+as memory), runs `Reproduction.run_row` on whichever node Ray places it, and returns its record and its
+log-probabilities to this process, which alone writes the row cache, results.json and the report: a
+worker node needs the project installed and nothing else, no shared folder and no corpus file. A
+network trains in the run's work folder where the node sees it (this machine, a shared disk), so that a
+task run again resumes from its checkpoint; elsewhere in the node's own temporary space (resumed if the
+task runs again there, else trained afresh). Mixtures are cheap and read their parts' saved
+log-probabilities: they run here, once their parts are in. The longest rows are sent first.
+
+A task whose worker process or node dies is run again (`RETRIES`, Ray's own retries); an error of the
+row itself (NaN, a bad option) is raised here as it would be in one process. Ctrl-C cancels this run's
+tasks, the rows finished so far being cached already. An address where no Ray answers, a row asking
+more of a resource than any node has, or a `--jobs K` whose rows this machine's memory cannot hold, is
+refused in one line before any row runs. Only reports.pipeline imports this module, and only for one of
+the two options: a default run imports nothing of Ray.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import socket
+import tempfile
+from copy import copy
+from pathlib import Path
+
+import ray
+
+from lmbench import threads as machine_threads
+from lmbench.errors import LMBenchError
+from reports.estimate import RunProgress
+from reports.experiments import Row
+
+log = logging.getLogger(__name__)
+
+RETRIES = 3  # runs of a task again after its worker process or node died
+NETWORK_GPU_SHARE = 0.5  # a network row's share of a GPU where the cluster has GPUs (two small networks a GPU)
+# What one row's task holds, roughly: a Python with numpy and torch imported (measured: about 0.5 GB
+# resident once a network trains, docs/parallel.md), then an n-gram row's counts (its orders' tables, by
+# train token). An estimate: to refuse a --jobs K that cannot fit, and to declare an n-gram task's memory.
+WORKER_BYTES = 600 * 2**20
+NGRAM_BYTES_PER_TOKEN = 400
+CONNECT_SECONDS = 10  # to reach a cluster's address
+OBJECT_STORE_BYTES = 100 * 2**20  # an embedded Ray's object store at least (the corpus, the rows' log-probabilities)
+
+
+def available_memory() -> int:
+    """The bytes this machine can still give (Linux: MemAvailable; elsewhere its physical memory)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def row_memory(row: Row, train_tokens: int) -> int:
+    """The bytes a row's task is expected to hold: `WORKER_BYTES`, and an n-gram row's counts."""
+    return WORKER_BYTES + (NGRAM_BYTES_PER_TOKEN * train_tokens if row.kind == "ngram" else 0)
+
+
+def row_threads(reproduction) -> int:
+    """Each row task's CPU threads: --threads, else (--jobs K) this machine's cores shared among the K
+    rows, else (a cluster, whose nodes may differ) one."""
+    if reproduction.threads:
+        return reproduction.threads
+    if reproduction.cluster is None:
+        return max(1, machine_threads.cores() // reproduction.jobs)
+    return 1
+
+
+def start_ray(reproduction, slots: int, per_row: int, store_bytes: int) -> None:
+    """Join the cluster at --cluster's address, or start an embedded Ray here holding `slots` rows of
+    `per_row` threads each; one line naming the address where no Ray answers there."""
+    quiet = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    if reproduction.cluster is None:
+        ray.init(num_cpus=slots * per_row, object_store_memory=store_bytes, **quiet)
+        return
+    address = reproduction.cluster
+    check_address(address)
+    try:
+        ray.init(address=address, **quiet)
+    except Exception as error:  # (Ray raises ConnectionError, RuntimeError or ValueError, by case)
+        detail = str(error).strip().splitlines()[0] if str(error).strip() else "no detail"
+        raise LMBenchError(f"--cluster {address}: no Ray cluster answers there ({type(error).__name__}: {detail}); "
+                           "start one with `ray start --head` on that machine, or give the address it printed") from None
+
+
+def check_address(address: str) -> None:
+    """Refuse in one line an address where nothing listens (Ray itself waits a long while there), or
+    `auto` without RAY_ADDRESS: said before the corpus is read (reports.cli) and again when Ray starts."""
+    if address == "auto" and not os.environ.get("RAY_ADDRESS"):
+        raise LMBenchError("--cluster auto joins the cluster RAY_ADDRESS names, and RAY_ADDRESS is not set: give "
+                           "--cluster HOST:6379 (the address `ray start --head` printed), or set RAY_ADDRESS")
+    if address == "auto" or address.startswith("ray://"):
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=CONNECT_SECONDS).close()
+    except (OSError, ValueError) as error:
+        raise LMBenchError(f"--cluster {address}: no Ray cluster answers there ({error}); start one with `ray "
+                           "start --head` on that machine, or give the HOST:PORT it printed") from None
+
+
+def task_options(row: Row, per_row: int, train_tokens: int, gpus: bool) -> dict:
+    """What a row's task declares to Ray: its threads, half a GPU for a network where the cluster has
+    GPUs, an n-gram row's counts as memory; run again where its worker or node dies."""
+    options = {"num_cpus": per_row, "max_retries": RETRIES, "retry_exceptions": False}
+    if row.kind == "network" and gpus:
+        options["num_gpus"] = NETWORK_GPU_SHARE
+    if row.kind == "ngram":
+        options["memory"] = row_memory(row, train_tokens) - WORKER_BYTES
+    return options
+
+
+def check_resources(rows: list[Row], options: dict[str, dict], where: str) -> None:
+    """Refuse, in one line naming it, a resource a row asks more of than any node has (its task would
+    wait for ever)."""
+    nodes = [node["Resources"] for node in ray.nodes() if node.get("Alive")]
+    for row in rows:
+        for option, resource in (("num_cpus", "CPU"), ("num_gpus", "GPU"), ("memory", "memory")):
+            need = options[row.id].get(option, 0)
+            most = max((node.get(resource, 0) for node in nodes), default=0)
+            if need > most:
+                shown = (lambda count: f"{count / 2**30:.1f} GiB") if resource == "memory" else (lambda count: f"{count:g}")
+                advice = f"give --threads {int(most)} or fewer" if resource == "CPU" and most >= 1 else "add a node that has it"
+                raise LMBenchError(f"row {row.id} needs {shown(need)} {resource} on one node, and {where} has at most "
+                                   f"{shown(most)} on any node: {advice} (or run without --cluster/--jobs)")
+
+
+@ray.remote
+def run_row_task(reproduction, corpus, row: Row) -> tuple[dict, dict]:
+    """A row run on a node of the cluster: `Reproduction.run_row`, the corpus from the object store."""
+    reproduction.corpus = corpus
+    if not Path(reproduction.work).is_dir():  # not this node's to see: its own temporary space
+        reproduction.work = Path(tempfile.gettempdir()) / "lmbench-rows" / reproduction.digest
+    result, logprobs = reproduction.run_row(row)
+    result["node"] = {"host": platform.node(), "ray_node": ray.get_runtime_context().get_node_id()}
+    return result, logprobs
+
+
+def run_on_ray(reproduction, skip: frozenset[str], results: dict, progress: RunProgress) -> None:
+    """Put every row's result into `results` (reports.pipeline.Reproduction.run_rows): read from the row
+    cache, or run as a Ray task (a mixture here, once its parts are in), written to the row cache as it
+    comes back."""
+    from reports.pipeline import runner
+
+    to_run, mixtures = [], []
+    for row in sorted(reproduction.rows, key=lambda r: runner(r).stage):
+        waiting = {r.id for r in to_run + mixtures}
+        if any(part in waiting for part in row.parts):
+            mixtures.append(row)  # after its parts
+        elif reproduction.list_not_run(row, skip, results, progress):
+            continue
+        elif (cached := reproduction.read_cached(row, progress)) is not None:
+            results[row.id] = cached
+        elif row.kind == "mix":
+            mixtures.append(row)
+        else:
+            to_run.append(row)
+    if not to_run:  # (nothing for Ray: the mixtures left run here)
+        run_ready_mixtures(reproduction, mixtures, skip, results, progress)
+        return
+    expected = reproduction.estimate.get("rows", {})
+    to_run.sort(key=lambda r: -(expected.get(r.id) or 0.0))  # the longest first: the run ends soonest
+    per_row = row_threads(reproduction)
+    train_tokens = len(reproduction.corpus.train)
+    slots = min(reproduction.jobs, len(to_run))  # never more rows at once than rows to run
+    if reproduction.cluster is None:
+        largest = max(row_memory(row, train_tokens) for row in to_run)
+        have = available_memory()
+        if slots * largest > have:
+            raise LMBenchError(f"--jobs {reproduction.jobs}: {slots} rows at once would hold about "
+                               f"{slots * largest / 2**30:.1f} GiB and this machine has {have / 2**30:.1f} GiB "
+                               f"available: give --jobs {max(1, have // largest)} or fewer")
+    corpus_bytes = sum(reproduction.corpus.split(split).nbytes for split in ("train", "valid", "test"))
+    start_ray(reproduction, slots, per_row, max(OBJECT_STORE_BYTES, 4 * corpus_bytes))
+    try:
+        gpus = ray.cluster_resources().get("GPU", 0) > 0
+        options = {row.id: task_options(row, per_row, train_tokens, gpus) for row in to_run}
+        check_resources(to_run, options, f"the cluster at {reproduction.cluster}" if reproduction.cluster
+                        else "this machine's Ray")
+        run_ready_mixtures(reproduction, mixtures, skip, results, progress)  # (those whose parts were cached)
+        sent = copy(reproduction)  # what a task needs of the run, the corpus apart (in the object store)
+        sent.corpus, sent.threads = None, per_row
+        corpus_ref, sent_ref = ray.put(reproduction.corpus), ray.put(sent)
+        pending = {run_row_task.options(**options[row.id]).remote(sent_ref, corpus_ref, row): row for row in to_run}
+        log.info("reproduce: %d rows as Ray tasks on %d node(s), %d CPU thread(s) each, %d at once here at most",
+                 len(to_run), sum(bool(node.get("Alive")) for node in ray.nodes()), per_row, slots)
+        try:
+            while pending:
+                done, _ = ray.wait(list(pending), num_returns=1)
+                row = pending.pop(done[0])
+                try:
+                    result, logprobs = ray.get(done[0])
+                except ray.exceptions.RayTaskError as error:  # the row's own error, as one process would raise it
+                    raise error.cause if isinstance(error.cause, BaseException) else error from None
+                except ray.exceptions.RayError as error:  # its worker or node lost more times than it is retried
+                    detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+                    raise LMBenchError(f"row {row.id}: its task was lost {RETRIES + 1} times ({type(error).__name__}: "
+                                       f"{detail.split('. ')[0]}); the rows finished are cached: run the same "
+                                       "command again") from None
+                results[row.id] = reproduction.store_row(row, result, logprobs)
+                progress.ran(row.id)
+                log.info("row %s: ran on %s (%.0f s): valid %.1f test %.1f", row.id, result["node"]["host"],
+                         result["seconds"], result["valid_ppl"], result["test_ppl"])
+                run_ready_mixtures(reproduction, mixtures, skip, results, progress)
+        except BaseException:  # Ctrl-C, a row that failed: this run's other tasks stop
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            raise
+    finally:
+        ray.shutdown()
+
+
+def run_ready_mixtures(reproduction, mixtures: list[Row], skip: frozenset[str], results: dict,
+                       progress: RunProgress) -> None:
+    """Run here (or read, or list as not run) each mixture whose parts are all in `results`, in order."""
+    for row in list(mixtures):
+        if all(part in results for part in row.parts):
+            mixtures.remove(row)
+            reproduction.run_or_read(row, skip, results, progress, wait=True)
