@@ -17,6 +17,9 @@ AP_DIR ?= $(abspath ../shared/corpora/ap89)
 export AP_DIR
 endif
 
+# A variable's value as one word of the shell, whatever it holds (spaces, quotes, `$`): $(call quote,TRAIN).
+quote = '$(subst ','\'',$(value $(1)))'
+
 .PHONY: install test test-fast bench bench-scale bench-infinigram reproduce-brown reproduce-ap compare report-check
 
 install: $(VENV)/.installed
@@ -64,13 +67,13 @@ bench: install
 # PERMUTED=1 extends AP by permuted copies of it instead of sampled text (built in seconds).
 bench-scale: install
 	$(PY) bench/scale_bench.py $(if $(TOKENS),--tokens $(TOKENS)) $(if $(MEMORY),--memory $(MEMORY)) \
-		$(if $(TMP_DIR),--tmp-dir $(TMP_DIR)) $(if $(PERMUTED),--permuted)
-	$(PY) bench/infinigram_bench.py $(if $(TOKENS),--tokens $(TOKENS)) $(if $(TMP_DIR),--tmp-dir $(TMP_DIR))
+		$(if $(TMP_DIR),--tmp-dir $(call quote,TMP_DIR)) $(if $(PERMUTED),--permuted)
+	$(PY) bench/infinigram_bench.py $(if $(TOKENS),--tokens $(TOKENS)) $(if $(TMP_DIR),--tmp-dir $(call quote,TMP_DIR))
 
 # The infini-gram's index (build seconds, peak GB, bytes per token) and scoring speed, 1M to ~100M
 # tokens of AP 1989's train extended by permuted copies (bench-scale runs it too); TOKENS=, TMP_DIR=.
 bench-infinigram: install
-	$(PY) bench/infinigram_bench.py $(if $(TOKENS),--tokens $(TOKENS)) $(if $(TMP_DIR),--tmp-dir $(TMP_DIR))
+	$(PY) bench/infinigram_bench.py $(if $(TOKENS),--tokens $(TOKENS)) $(if $(TMP_DIR),--tmp-dir $(call quote,TMP_DIR))
 
 # The paper's tables end to end; QUICK=1 runs the same pipeline on a small slice in under a minute,
 # SKIP=network leaves out the rows of a kind (listed as not run); EXTRA=energy adds the named optional
@@ -82,11 +85,11 @@ bench-infinigram: install
 # a compute budget as `make compare` does (default: none, every recipe to its end). The report goes to
 # runs/reports/brown (ignored by git); REPORT_DIR=results/brown rebuilds the committed one.
 reproduce-brown: install
-	$(PY) -m lmbench_cli reproduce brown $(if $(QUICK),--quick) $(if $(REPORT_DIR),--report-dir $(REPORT_DIR)) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA)) $(if $(SEEDS),--seeds $(SEEDS))$(if $(SEEDS_FOR), --seeds-for $(SEEDS_FOR)) $(if $(THREADS),--threads $(THREADS)) \
+	$(PY) -m lmbench_cli reproduce brown $(if $(QUICK),--quick) $(if $(REPORT_DIR),--report-dir $(call quote,REPORT_DIR)) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA)) $(if $(SEEDS),--seeds $(SEEDS))$(if $(SEEDS_FOR), --seeds-for $(SEEDS_FOR)) $(if $(THREADS),--threads $(THREADS)) \
 		$(if $(NETWORKS),--networks $(NETWORKS)) $(if $(BUDGET),--budget $(BUDGET)) $(if $(BUDGET_FLOPS),--budget-flops $(BUDGET_FLOPS)) $(if $(BUDGET_RULE),--budget-rule $(BUDGET_RULE))
 
 reproduce-ap: install
-	$(PY) -m lmbench_cli reproduce ap $(if $(QUICK),--quick) $(if $(REPORT_DIR),--report-dir $(REPORT_DIR)) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA)) $(if $(SEEDS),--seeds $(SEEDS))$(if $(SEEDS_FOR), --seeds-for $(SEEDS_FOR)) $(if $(THREADS),--threads $(THREADS)) \
+	$(PY) -m lmbench_cli reproduce ap $(if $(QUICK),--quick) $(if $(REPORT_DIR),--report-dir $(call quote,REPORT_DIR)) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA)) $(if $(SEEDS),--seeds $(SEEDS))$(if $(SEEDS_FOR), --seeds-for $(SEEDS_FOR)) $(if $(THREADS),--threads $(THREADS)) \
 		$(if $(NETWORKS),--networks $(NETWORKS)) $(if $(BUDGET),--budget $(BUDGET)) $(if $(BUDGET_FLOPS),--budget-flops $(BUDGET_FLOPS)) $(if $(BUDGET_RULE),--budget-rule $(BUDGET_RULE))
 
 # The same comparison on your own corpus: make compare TRAIN=a.txt VALID=b.txt TEST=c.txt, or one file cut
@@ -100,13 +103,13 @@ reproduce-ap: install
 # the same share of theirs; recipe: the same share of each network's recipe; flops: equal training FLOPs per network];
 # the report goes to runs/reports/NAME (default runs/reports/text; git ignores runs/; REPORT_DIR=DIR elsewhere).
 compare: install
-	@test -n "$(CORPUS)" -o \( -n "$(TRAIN)" -a -n "$(VALID)" -a -n "$(TEST)" \) || { echo "compare: give CORPUS= (one file, cut by lines), or TRAIN=, VALID= and TEST= (files of whitespace-separated tokens)" >&2; exit 2; }
-	$(PY) -m lmbench_cli reproduce text $(if $(CORPUS),--corpus-file $(CORPUS) $(if $(SPLIT),--split $(SPLIT)),--train $(TRAIN) --valid $(VALID) --test $(TEST)) $(if $(NAME),--name $(NAME)) \
+	@test -n $(call quote,CORPUS) -o \( -n $(call quote,TRAIN) -a -n $(call quote,VALID) -a -n $(call quote,TEST) \) || { echo "compare: give CORPUS= (one file, cut by lines), or TRAIN=, VALID= and TEST= (files of whitespace-separated tokens)" >&2; exit 2; }
+	$(PY) -m lmbench_cli reproduce text $(if $(CORPUS),--corpus-file $(call quote,CORPUS) $(if $(SPLIT),--split $(SPLIT)),--train $(call quote,TRAIN) --valid $(call quote,VALID) --test $(call quote,TEST)) $(if $(NAME),--name $(call quote,NAME)) \
 		$(if $(NETWORKS),--networks $(NETWORKS)) $(if $(ONLY),--only $(ONLY)) $(if $(QUICK),--quick) \
 		$(if $(MIN_COUNT),--min-count $(MIN_COUNT)) $(if $(VOCAB_SIZE),--vocab-size $(VOCAB_SIZE)) \
-		$(if $(MEMORY),--memory $(MEMORY)) $(if $(TMP_DIR),--tmp-dir $(TMP_DIR)) $(if $(SEEDS),--seeds $(SEEDS))$(if $(SEEDS_FOR), --seeds-for $(SEEDS_FOR)) $(if $(THREADS),--threads $(THREADS)) $(if $(JOBS),--jobs $(JOBS)) $(if $(CLUSTER),--cluster $(CLUSTER)) $(if $(PRECISION),--precision $(PRECISION)) \
+		$(if $(MEMORY),--memory $(MEMORY)) $(if $(TMP_DIR),--tmp-dir $(call quote,TMP_DIR)) $(if $(SEEDS),--seeds $(SEEDS))$(if $(SEEDS_FOR), --seeds-for $(SEEDS_FOR)) $(if $(THREADS),--threads $(THREADS)) $(if $(JOBS),--jobs $(JOBS)) $(if $(CLUSTER),--cluster $(CLUSTER)) $(if $(PRECISION),--precision $(PRECISION)) \
 		$(if $(BUDGET),--budget $(BUDGET)) $(if $(BUDGET_FLOPS),--budget-flops $(BUDGET_FLOPS)) $(if $(BUDGET_RULE),--budget-rule $(BUDGET_RULE)) \
-		$(if $(REPORT_DIR),--report-dir $(REPORT_DIR)) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA))
+		$(if $(REPORT_DIR),--report-dir $(call quote,REPORT_DIR)) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA))
 
 # Render the Brown report in headless Chromium (not installed by `make install`: `apt-get install -y
 # chromium`, or set CHROMIUM) and fail unless a screenshot of the whole page comes out (reports/page_check.py:
@@ -116,4 +119,4 @@ REPORT_HTML ?= results/brown/report.html
 REPORT_SHOT := build/report-check.png
 
 report-check:
-	$(PY) -m reports.page_check $(REPORT_HTML) $(REPORT_SHOT) --chromium $(CHROMIUM)
+	$(PY) -m reports.page_check $(call quote,REPORT_HTML) $(REPORT_SHOT) --chromium $(CHROMIUM)

@@ -2,6 +2,7 @@
 (`make -n`: the command printed, nothing run): `make compare REPORT_DIR=/tmp/x` writes there."""
 
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -54,6 +55,34 @@ def test_every_documented_variable_reaches_the_command(target, tmp_path):
                                *(f"{key}={found}" for key, found in given.items())],
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
-        command = " ".join(done.stdout.replace("\\\n", " ").split())
-        expected = OPTIONS[variable] if variable == "QUICK" else f"{OPTIONS[variable]} {value}"
-        assert f"lmbench_cli reproduce" in command and expected in command, f"{target} {variable}={value}: {command}"
+        line = next(line for line in done.stdout.replace("\\\n", " ").splitlines() if "lmbench_cli reproduce" in line)
+        words = shlex.split(line)
+        assert OPTIONS[variable] in words, f"{target} {variable}={value}: {line}"
+        if variable != "QUICK":
+            assert words[words.index(OPTIONS[variable]) + 1] == value, f"{target} {variable}={value}: {line}"
+
+# Paths as users name them (issue 59, item 13: `make compare TRAIN="my train.txt"` split the path at its space).
+AWKWARD_PATHS = ("/tmp/my train.txt", "/tmp/it's here.txt", '/tmp/say "hi".txt', "/tmp/a  b/$HOME;`x`.txt")
+PATH_VARIABLES = ("TRAIN", "VALID", "TEST", "CORPUS", "TMP_DIR", "REPORT_DIR", "NAME")
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+@pytest.mark.parametrize("target", ["compare", "reproduce-brown", "reproduce-ap"])
+@pytest.mark.parametrize("path", AWKWARD_PATHS)
+def test_every_path_variable_reaches_the_command_as_one_word(target, path, tmp_path):
+    """Each variable that holds a path (or a name), given a value with spaces, quotes and shell characters,
+    is one argument of the command the shell runs, unchanged."""
+    for variable in PATH_VARIABLES:
+        if variable not in documented(target):
+            continue
+        given = {**NEEDED.get(target, {}), variable: path}
+        if variable == "CORPUS":
+            given = {"CORPUS": path}
+        done = subprocess.run(["make", "-n", "-C", str(ROOT), target, f"VENV={tmp_path}/venv",
+                               *(f"{key}={found}" for key, found in given.items())],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        line = next(line for line in done.stdout.replace("\\\n", " ").splitlines() if "lmbench_cli reproduce" in line)
+        words = shlex.split(line)
+        at = words.index(OPTIONS[variable])
+        assert words[at + 1] == path, f"{target} {variable}={path!r}: {line}"
