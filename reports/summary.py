@@ -355,7 +355,10 @@ def families_frame(lines: list[dict]) -> pd.DataFrame:
             if alone["test_ppl"] is None and mixed["test_ppl"] is None:
                 continue
             label = f"{LABELS['paper']}: {short_name(alone['model'])}" if entry == "paper" else LABELS[entry]
-            label += _mark(alone if alone["test_ppl"] is not None else mixed)
+            if entry == "paper" and alone.get("budgeted_only"):  # (never picked: the only rows were budgeted)
+                label = f"{LABELS['paper']}: budgeted only{BUDGETED} ({short_name(alone['model'])})"
+            else:
+                label += _mark(alone if alone["test_ppl"] is not None else mixed)
             found.append([line["corpus"], label, "" if alone["test_ppl"] is None else _cell(alone),
                           "" if mixed["test_ppl"] is None else _cell(mixed)])
     return pd.DataFrame(found, columns=["corpus", "row", "alone", "+ KN 5"])

@@ -12,8 +12,8 @@ import pytest
 from lmbench_cli import main
 from reports.experiments import (AP_NETWORK, INFINI_GRAM, TABLE1_NETWORKS, Row, infini_gram_row, kn5_mixtures,
                                  mixture, network, rows_beyond_2003)
-from reports.summary import (answer_frame, answer_sentence, block_markers, budget_note, corpus_line, families_frame, gather,
-                             listed_reports, narrow_markdown)
+from reports.summary import (LABELS, answer_frame, answer_sentence, block_markers, budget_note, corpus_line, families_frame,
+                             gather, listed_reports, narrow_markdown, short_name)
 
 KN5 = Row("kn-interp-5", "ngram", "Kneser-Ney interpolated", n=5, method="kneser-ney")
 
@@ -232,3 +232,18 @@ def test_summary_figure_shows_every_bar_whole(tmp_path, monkeypatch):
     monkeypatch.setattr(reports.figures, "save_figure", keep)
     assert summary_figure([line], tmp_path / "summary.png").exists()
     assert shown["top"] > 1.8 and shown["legend"] > 1  # the legend right of the axes, behind no bar
+
+
+def test_a_budgeted_only_best_is_labelled_so_in_every_table():
+    """ap89-4m's paper-shape networks all trained under a budget: its family table called MLP1 "best
+    paper-shape network: MLP1†" though budgeted rows are never picked (issue 59, item 14); every table says
+    "budgeted only†", as the answer table does."""
+    lines = gather()
+    budgeted = [line for line in lines if line["paper"].get("budgeted_only")]
+    assert budgeted, "no committed corpus has a budgeted-only paper-shape network: plant one"
+    families = families_frame(lines)
+    for line in budgeted:
+        [label] = families[(families["corpus"] == line["corpus"])
+                           & families["row"].str.startswith(LABELS["paper"])]["row"]
+        assert "budgeted only†" in label and short_name(line["paper"]["model"]) in label, label
+        assert "budgeted only†" in answer_frame([line])[LABELS["paper"]].iloc[0]
