@@ -274,10 +274,12 @@ def _test(rows: dict, row_id: str) -> float | None:
 
 
 class Pick(NamedTuple):
-    """A row a claim compares: its id and test perplexity, and whether it was picked as the best (on valid)."""
+    """A row a claim compares: its id and test perplexity, whether it was picked as the best (on valid),
+    and the rows it was picked among."""
     id: str
     ppl: float
     best: bool = False
+    candidates: tuple[str, ...] = ()
 
 
 def _best(rows: dict, chosen) -> Pick | None:
@@ -285,7 +287,10 @@ def _best(rows: dict, chosen) -> Pick | None:
     that ran; never chosen on test."""
     candidates = [(r["valid_ppl"], r["id"]) for r in rows.values()
                   if chosen(r, rows) and r.get("test_ppl") is not None and r.get("valid_ppl") is not None]
-    return None if not candidates else Pick(min(candidates)[1], rows[min(candidates)[1]]["test_ppl"], True)
+    if not candidates:
+        return None
+    chosen_id = min(candidates)[1]
+    return Pick(chosen_id, rows[chosen_id]["test_ppl"], True, tuple(row_id for _, row_id in sorted(candidates)))
 
 
 def _network_alone(row: dict, rows: dict) -> bool:
@@ -322,9 +327,7 @@ def _claim(text: str, paper: str, rows: dict, checks: list[Check] | None, ours: 
     it (`paper_pair` of the record: its evidence, difference and paired interval; not part of the verdict)."""
     if not checks:
         return {"claim": text, "paper": paper, "ours": ours, "verdict": "not run"}
-    picked = [pick.id for pick in best if pick is not None and pick.best]
-    record = {"claim": text, "paper": paper, "ours": ours, **_judged(rows, checks),
-              **({"best_on_valid": picked} if picked else {})}
+    record = {"claim": text, "paper": paper, "ours": ours, **_judged(rows, checks), **_picked(best)}
     a, b = paper_pair or (None, None)
     if a and b and _test(rows, a) and _test(rows, b) and (a, b) != (checks[0].a, checks[0].b):
         found = _tested(rows, Check(a, b, checks[0].threshold, checks[0].below))
@@ -393,6 +396,15 @@ def at_budget(results: dict, claims: list[dict]) -> list[dict]:
             if words:
                 grouped.setdefault(words, []).append(net)
         terms = [f"{', '.join(nets)} {words}" for words, nets in grouped.items()]
+        passed_over: dict[str, list[str]] = {}  # the candidates for a best not picked, cut short by the budget
+        for net in dict.fromkeys(net for row_id in claim.get("candidates") or () if row_id in rows
+                                 for net in _networks(rows, row_id)):
+            words = row_terms(budget, rows[net])
+            if words and net not in networks:
+                passed_over.setdefault(words, []).append(net)
+        if passed_over:
+            terms.append("picked among candidates cut short by it: " + "; ".join(
+                f"{', '.join(nets)} {words}" for words, nets in passed_over.items()))
         if terms and claim["verdict"] != "not run":
             claim = {**claim, "budget": "; ".join(terms),
                      "verdict": f"{claim['verdict']}, under a budget: {'; '.join(terms)}"}
@@ -540,9 +552,18 @@ def _relation(rows: dict, text: str, better: tuple | None, worse: tuple | None) 
     """A claim on a user's corpus: row `better` has a lower test perplexity than row `worse`."""
     if not (better and worse):
         return {"claim": text, "ours": "missing rows", "verdict": "not run"}
-    picked = [pick[0] for pick in (better, worse) if getattr(pick, "best", False)]
     return {"claim": text, "ours": versus(better, worse), **_judged(rows, [Check(better[0], worse[0])]),
-            **({"best_on_valid": picked} if picked else {})}
+            **_picked((better, worse))}
+
+
+def _picked(picks: tuple) -> dict:
+    """A claim's record of the rows it picked as the best on valid (`best_on_valid`) and the rows they
+    were picked among (`candidates`)."""
+    picks = [pick for pick in picks if isinstance(pick, Pick) and pick.best]
+    if not picks:
+        return {}
+    return {"best_on_valid": [pick.id for pick in picks],
+            "candidates": list(dict.fromkeys(row_id for pick in picks for row_id in pick.candidates))}
 
 
 def _pairs(rows: dict, pairs: list[tuple[str, str]]) -> str:
