@@ -92,14 +92,14 @@ class Clustering:
         """Write atomically, with a record of the content that `load` checks (lmbench.files)."""
         text = json.dumps({"fingerprint": self.fingerprint, "num_classes": self.num_classes,
                            "word_class": self.word_class.tolist(), "info": self.info})
-        write_checked(Path(path), lambda tmp: tmp.write_text(text))
+        write_checked(Path(path), lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
     @classmethod
     def load(cls, path: str | Path, vocab: Vocabulary) -> "Clustering":
         """Read a clustering saved for `vocab`; refuses one made for another vocabulary, and raises
         DamagedFile for one that does not read back as written."""
         def read(path: Path) -> "Clustering":
-            data = json.loads(path.read_text())
+            data = json.loads(path.read_text(encoding="utf-8"))
             word_class = np.asarray(data["word_class"], dtype=np.int32)
             clustering = cls(word_class, int(data["num_classes"]), str(data["fingerprint"]), dict(data.get("info", {})))
             if word_class.ndim != 1 or (len(word_class) and not 0 <= word_class.min() <= word_class.max()

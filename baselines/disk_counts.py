@@ -170,7 +170,7 @@ class Workspace:
         self.values: dict = {}
         if self.manifest_path.exists() or any(self.path.iterdir()):
             try:
-                manifest = json.loads(self.manifest_path.read_text())
+                manifest = json.loads(self.manifest_path.read_text(encoding="utf-8"))
                 if manifest["identity"] != self.identity:
                     raise ValueError("it was written for other options")
                 self.values = dict(manifest["values"])

@@ -29,7 +29,7 @@ def peak_rss_mb() -> float:
     """This process's peak resident memory: VmHWM (reset by exec, so a child's own peak), else
     getrusage's ru_maxrss (which on Linux carries over the parent's peak at fork)."""
     try:
-        for line in open("/proc/self/status"):
+        for line in open("/proc/self/status", encoding="utf-8"):
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
     except OSError:

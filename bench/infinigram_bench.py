@@ -118,7 +118,7 @@ def main() -> None:
     print(f"infini-gram's published index: {PUBLISHED_BYTES_PER_TOKEN} bytes a token")
     print(json.dumps(figures, indent=1))
     if args.out:
-        Path(args.out).write_text(json.dumps(figures, indent=1))
+        Path(args.out).write_text(json.dumps(figures, indent=1), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -120,21 +120,21 @@ def compare_lmplz(lmplz: str, orders=(3, 5)) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         train = Path(tmp) / "train.txt"
         words = corpus.vocab.decode(corpus.train)
-        train.write_text(" ".join(placeholder if w == "<unk>" else w for w in words) + "\n")
+        train.write_text(" ".join(placeholder if w == "<unk>" else w for w in words) + "\n", encoding="utf-8")
         for order in orders:
             arpa = Path(tmp) / f"lmplz{order}.arpa"
             started = time.perf_counter()
-            with open(train) as stdin:
+            with open(train, encoding="utf-8") as stdin:
                 log = subprocess.run([lmplz, "-o", str(order), "--vocab_pad", str(len(corpus.vocab)),
                                       "-S", "1G", "-T", tmp, "--arpa", str(arpa)], stdin=stdin,
                                      capture_output=True, text=True, check=True).stderr
             lmplz_seconds = time.perf_counter() - started
-            text = arpa.read_text()
+            text = arpa.read_text(encoding="utf-8")
             text = text.replace("\t<unk>\t", "\t<lmplz-unk>\t").replace(placeholder, "<unk>")
             unk_log10 = float(re.search(r"\n(\S+)\t<lmplz-unk>\t", text).group(1))
             listed = set(re.search(r"\\1-grams:\n(.*?)\n\n", text, re.S).group(1).split("\n"))
             listed = {line.split("\t")[1] for line in listed}
-            arpa.write_text(text)
+            arpa.write_text(text, encoding="utf-8")
             theirs = read_arpa(arpa, corpus.vocab)
             absent = np.array([w not in listed for w in corpus.vocab.words])
             theirs.logp[1][absent] = unk_log10 * np.log(10)
@@ -185,7 +185,7 @@ def main() -> None:
                       f"({s['relative_difference_percent']:+.4f}%)")
     print(json.dumps(figures, indent=1))
     if args.out:
-        Path(args.out).write_text(json.dumps(figures, indent=1))
+        Path(args.out).write_text(json.dumps(figures, indent=1), encoding="utf-8")
 
 
 if __name__ == "__main__":

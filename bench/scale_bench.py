@@ -143,12 +143,12 @@ def build_stream(tokens: int, permuted: bool, tiny: bool = False) -> dict:
 
 
 def _reset_peak() -> None:
-    with open("/proc/self/clear_refs", "w") as f:
+    with open("/proc/self/clear_refs", "w", encoding="utf-8") as f:
         f.write("5")
 
 
 def _peak_gb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
+    for line in Path("/proc/self/status").read_text(encoding="utf-8").splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
@@ -253,7 +253,7 @@ def main() -> None:
     print(f"KenLM lmplz -o 5 on AP 1989's train (14M tokens): {ap['peak_gb']} GB, {ap['seconds']} s")
     print(json.dumps(figures, indent=1))
     if args.out:
-        Path(args.out).write_text(json.dumps(figures, indent=1))
+        Path(args.out).write_text(json.dumps(figures, indent=1), encoding="utf-8")
 
 
 if __name__ == "__main__":

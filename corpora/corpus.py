@@ -157,7 +157,7 @@ def save_corpus(corpus: Corpus, directory: Path, key_parts: dict) -> None:
         files = {name: file_record(tmp / name) for name in ENTRY_FILES if (tmp / name).exists()}
         meta = json.dumps({"name": corpus.name, "info": corpus.info, "key": _key_text(key_parts), "files": files},
                           indent=1)
-        write_checked(tmp / "meta.json", lambda path: path.write_text(meta))
+        write_checked(tmp / "meta.json", lambda path: path.write_text(meta, encoding="utf-8"))
         if directory.exists():
             shutil.rmtree(directory)
         os.replace(tmp, directory)
@@ -200,7 +200,7 @@ ENTRY_FILES = ("ids.npz", "vocab.json", "unk_words.npz")  # what meta.json names
 
 
 def _read_meta(path: Path) -> dict:
-    meta = json.loads(path.read_text())
+    meta = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not isinstance(meta.get("info"), dict):
         raise ValueError("it holds no corpus name and info")
     if not isinstance(meta.get("key"), dict) or not isinstance(meta.get("files"), dict):

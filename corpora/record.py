@@ -94,7 +94,7 @@ def read_record(run: str | Path) -> dict | None:
     if not path.exists():
         return None
     fix = "give the corpus options (--corpus ...) and delete it, or train the run again"
-    record = read_checked(path, lambda p: json.loads(p.read_text()), what="corpus record", fix=fix)
+    record = read_checked(path, lambda p: json.loads(p.read_text(encoding="utf-8")), what="corpus record", fix=fix)
     problem = _record_problem(record)
     if problem:
         raise DamagedFile(path, problem, "corpus record", fix)

@@ -31,12 +31,13 @@ the ids), by 340 when every token was a Python string and a numpy copy at once (
 from __future__ import annotations
 
 import codecs
+import contextlib
 import hashlib
 import os
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterator
 
 import numpy as np
 
@@ -73,6 +74,19 @@ def _refusal(path: Path, problem: str, offset: int, first_block: bytes = b"") ->
                         f"e.g. iconv -f latin1 -t utf-8 {path} > {path}.utf8")
 
 
+@contextlib.contextmanager
+def reading(path: Path) -> Iterator[BinaryIO]:
+    """open(path, "rb"), where an error of the system in the reading (EIO: a failing disk) names the file,
+    which the command line's one line then gives (lmbench.errors.system_refusal)."""
+    try:
+        with open(path, "rb") as f:
+            yield f
+    except OSError as err:
+        if err.filename is None:
+            err.filename = str(path)
+        raise
+
+
 def read_text(path: str | Path) -> str:
     """The file's text, without a leading UTF-8 byte-order mark; a missing, binary (NUL bytes) or
     non-UTF-8 file is refused in one line, at the first block of READ_BYTES that shows it."""
@@ -82,7 +96,7 @@ def read_text(path: str | Path) -> str:
                            "of whitespace-separated tokens")
     decoder = codecs.getincrementaldecoder("utf-8-sig")()  # a byte-order mark (some editors write one) is no
     parts, offset = [], 0                                  # part of the first token
-    with open(path, "rb") as f:
+    with reading(path) as f:
         while True:
             block = f.read(READ_BYTES)
             nul = block.find(b"\0")
@@ -103,7 +117,7 @@ def check_text_start(path: Path) -> None:
     anything reads it whole (its digest, its preparation)."""
     if not path.is_file():
         return  # named by whoever reads it
-    with open(path, "rb") as f:
+    with reading(path) as f:
         block = f.read(1 << 16)
     nul = block.find(b"\0")
     if nul >= 0:
@@ -143,7 +157,7 @@ def file_digest(path: Path) -> str:
     if not path.is_file():
         return "missing"
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    with reading(path) as f:
         for block in iter(lambda: f.read(READ_BYTES), b""):
             digest.update(block)
     return digest.hexdigest()[:16]

@@ -93,12 +93,12 @@ class Vocabulary:
         return [self._words[i] for i in ids]
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps({"unk": UNK, "words": self._words}, ensure_ascii=False))
+        Path(path).write_text(json.dumps({"unk": UNK, "words": self._words}, ensure_ascii=False), encoding="utf-8")
 
     @classmethod
     def load(cls, path: str | Path) -> "Vocabulary":
         """A saved vocabulary, checked against its record when it has one (lmbench.files)."""
-        return read_checked(Path(path), lambda p: cls(json.loads(p.read_text())["words"]),
+        return read_checked(Path(path), lambda p: cls(json.loads(p.read_text(encoding="utf-8"))["words"]),
                             what="vocabulary file", fix="delete it and prepare the corpus again")
 
     def fingerprint(self) -> str:

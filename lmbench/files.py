@@ -249,7 +249,7 @@ def atomic_write_file(path: Path, write: Callable[[BinaryIO], None], *, fix: str
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write(path, lambda tmp: tmp.write_text(text))
+    atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def _record_path(path: Path) -> Path:
@@ -275,7 +275,7 @@ def file_record(path: Path) -> dict | None:
     """The length and SHA-256 that write_checked recorded for `path` ({"bytes", "sha256"}), None where there is
     no readable record: what a file written with others can name them by (a cache entry's meta.json)."""
     try:
-        return json.loads(_record_path(Path(path)).read_text())
+        return json.loads(_record_path(Path(path)).read_text(encoding="utf-8"))
     except READ_ERRORS:
         return None
 
@@ -286,7 +286,7 @@ def _mismatch(path: Path) -> str | None:
     if not record.exists():
         return None
     try:
-        expected = json.loads(record.read_text())
+        expected = json.loads(record.read_text(encoding="utf-8"))
         size, digest = int(expected["bytes"]), str(expected["sha256"])
     except READ_ERRORS:
         return f"its record {record.name} is unreadable"
@@ -359,7 +359,7 @@ def locked(path: Path, wait: bool = True) -> Iterator[bool]:
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path.with_name(path.name + ".lock"), "a")
+        handle = open(path.with_name(path.name + ".lock"), "a", encoding="utf-8")
     except OSError:
         handle = None
     if handle is None:

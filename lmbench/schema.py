@@ -30,7 +30,7 @@ def validator(kind: str) -> Draft202012Validator:
     """The validator of a kind of file: 'results' (results.json) or 'claims' (claims.json)."""
     if kind not in SCHEMAS:
         raise LMBenchError(f"no schema for {kind!r} files: use one of {', '.join(SCHEMAS)}")
-    schema = json.loads(resources.files("lmbench").joinpath("schemas", SCHEMAS[kind]).read_text())
+    schema = json.loads(resources.files("lmbench").joinpath("schemas", SCHEMAS[kind]).read_text(encoding="utf-8"))
     return _Validator(schema)
 
 

@@ -34,7 +34,7 @@ STAT = Path("/proc/stat")
 
 def read_stat() -> str:
     """The kernel's CPU time counters (the one place the machine is read: tests fake it)."""
-    return STAT.read_text()
+    return STAT.read_text(encoding="utf-8")
 
 
 def cpu_times(text: str) -> dict[int, tuple[int, int]]:

@@ -20,6 +20,7 @@ others (143 after SIGTERM, 129 after SIGHUP).
 
 from __future__ import annotations
 
+import codecs
 import importlib
 import json
 import logging
@@ -28,7 +29,7 @@ import signal
 import sys
 
 from lmbench import __version__, threads
-from lmbench.errors import LMBenchError
+from lmbench.errors import LMBenchError, system_refusal
 from lmbench.options import OptionParser
 
 log = logging.getLogger("lmbench")
@@ -94,6 +95,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    if sys.stdout is None:  # (`>&-`) the figures would be lost at the end of the work: refused before it
+        print("lmbench: error: standard output is closed, and the figures go there: give it a file or a "
+              "terminal (> figures.txt)", file=sys.stderr)
+        return 2
+    for stream in (sys.stdout, sys.stderr):  # the C locale without Python's UTF-8 coercion: words as UTF-8, as
+        if stream is not None and codecs.lookup(stream.encoding or "ascii").name == "ascii":  # coerced Pythons
+            stream.reconfigure(encoding="utf-8")                                               # write them
     try:
         argv = list(sys.argv[1:] if argv is None else argv)
         if next((word for word in argv if not word.startswith("-")), None) in THREADED:
@@ -117,6 +125,12 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         print("lmbench: interrupted", file=sys.stderr)
         return 130
+    except OSError as err:  # a file operation the system refused, that no stage turned into its own line
+        if isinstance(err, BrokenPipeError):
+            raise
+        log.debug("the system's refusal", exc_info=True)
+        print(f"lmbench: error: {system_refusal(err)}", file=sys.stderr)
+        return 2
     if result is not None:
         try:
             if getattr(args, "json", False):

@@ -228,7 +228,7 @@ def _row(work: Path, row: str | None, device: str, threads: int | None) -> TextM
     if row is None or row not in saved:
         asked = "name one of its rows" if row is None else f"it holds no row {row!r}"
         raise LMBenchError(f"{work} is a work folder: {asked} (row=ID, --row ID): {', '.join(saved) or 'none run yet'}")
-    record = read_checked(work / "rows" / f"{row}.json", lambda p: json.loads(p.read_text()), what="cached row",
+    record = read_checked(work / "rows" / f"{row}.json", lambda p: json.loads(p.read_text(encoding="utf-8")), what="cached row",
                           fix=f"run its `lmbench reproduce` command again, which runs row {row} again")
     if record["kind"] == "mix":
         raise LMBenchError(f"row {row} of {work} mixes {', '.join(record['parts'])}: a mixture is no one saved "

@@ -288,7 +288,7 @@ def recorded_budget(path: Path, reproduction, networks: list) -> dict:
     row's updates are no whole number from 1 to its recipe's length on this corpus (a file edited by hand)."""
     rows = [row.id for row in networks]
     try:
-        recorded = json.loads(path.read_text())
+        recorded = json.loads(path.read_text(encoding="utf-8"))
         budget = recorded.get("budget")
     except (OSError, ValueError, AttributeError) as err:
         raise LMBenchError(f"--budget {path}: not a readable results.json ({err}): give a wall time or the "

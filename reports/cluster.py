@@ -53,7 +53,7 @@ OBJECT_STORE_BYTES = 100 * 2**20  # an embedded Ray's object store at least (the
 def available_memory() -> int:
     """The bytes this machine can still give (Linux: MemAvailable; elsewhere its physical memory)."""
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
+        for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines():
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):

@@ -95,7 +95,7 @@ def committed_results(folder: Path = RESULTS) -> list[dict]:
     found = []
     for path in sorted(folder.glob("*/results.json")):
         try:
-            result = json.loads(path.read_text())
+            result = json.loads(path.read_text(encoding="utf-8"))
         except READ_ERRORS:
             continue  # (a damaged committed report is `lmbench report`'s to refuse, not the estimate's)
         settings = result.get("settings") if isinstance(result, dict) else None

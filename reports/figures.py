@@ -42,7 +42,7 @@ def drawn_once(directory: Path, name: str, inputs, code: tuple[Path, ...],
     digest.update(json.dumps([matplotlib.__version__, inputs], sort_keys=True, default=str).encode())
     key, record = digest.hexdigest(), directory / DRAWN
     try:
-        drawn = json.loads(record.read_text())
+        drawn = json.loads(record.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         drawn = {}
     drawn = drawn if isinstance(drawn, dict) else {}  # (a record that is no such object: drawn again)

@@ -27,7 +27,7 @@ def page_height(chromium: str, page: Path) -> int:
     """The rendered height of `page` in pixels at WIDTH, measured on a copy with MEASURE added."""
     with tempfile.TemporaryDirectory() as folder:
         measured = Path(folder) / page.name
-        measured.write_text(page.read_text().replace("</body>", MEASURE, 1))
+        measured.write_text(page.read_text(encoding="utf-8").replace("</body>", MEASURE, 1), encoding="utf-8")
         dom = subprocess.run([chromium, *FLAGS, f"--window-size={WIDTH},1000", "--dump-dom", measured.as_uri()],
                              capture_output=True, text=True, timeout=120).stdout
     found = re.search(r'data-page-height="(\d+)"', dom)

@@ -288,7 +288,7 @@ class Reproduction:
         if not (path.exists() and logprobs.exists()):
             return None
         try:
-            result = read_checked(path, lambda p: dict(json.loads(p.read_text())), what="cached row",
+            result = read_checked(path, lambda p: dict(json.loads(p.read_text(encoding="utf-8"))), what="cached row",
                                   fix="delete it to run the row again")
             if result.get("fingerprint") != self.fingerprint(row):
                 return None
@@ -396,7 +396,7 @@ class Reproduction:
         self._save_row_logprobs(row, logprobs)
         self.rows_run += 1
         text = json.dumps(result, indent=1)
-        write_checked(self._row_path(row), lambda path: path.write_text(text))
+        write_checked(self._row_path(row), lambda path: path.write_text(text, encoding="utf-8"))
         return result
 
     def speed(self, row: Row) -> pace.Speed:
@@ -453,7 +453,7 @@ class Reproduction:
         """Whether the row cache has an entry of the row's fingerprint (read again, whole, when the row's turn
         comes: `cached_result`)."""
         try:
-            return json.loads(self._row_path(row).read_text()).get("fingerprint") == self.fingerprint(row)
+            return json.loads(self._row_path(row).read_text(encoding="utf-8")).get("fingerprint") == self.fingerprint(row)
         except (OSError, ValueError, AttributeError):
             return False
 
@@ -574,7 +574,7 @@ class Reproduction:
             return {"trained": {"wall_seconds": round(seconds, 1), "peak_memory_gb": round(peak_memory_bytes() / 1e9, 2),
                                 "commit": self.code.get("commit"), **({"estimate": self.estimate} if self.estimate else {})}}
         try:
-            before = json.loads((Path(self.report_dir) / "results.json").read_text())["meta"]
+            before = json.loads((Path(self.report_dir) / "results.json").read_text(encoding="utf-8"))["meta"]
         except (OSError, ValueError, KeyError, TypeError):
             before = {}
         return {"rebuilt": True, **({"trained": before["trained"]} if isinstance(before.get("trained"), dict) else {})}
@@ -598,7 +598,7 @@ class Reproduction:
         for row in groups.values():
             key = {"fingerprint": row["fingerprint"], "seed_text": seed_text, "seed": self.settings.seed, **SAMPLES}
             path = self.work / "samples" / f"{row['id']}.json"
-            kept = read_checked(path, lambda p: json.loads(p.read_text()), what="kept samples",
+            kept = read_checked(path, lambda p: json.loads(p.read_text(encoding="utf-8")), what="kept samples",
                                 fix="delete it to draw them again") if path.exists() else None
             if kept is None or kept["key"] != key:
                 model = row_model(self.work, row, self.corpus, threads=self.threads)
@@ -606,7 +606,7 @@ class Reproduction:
                          for i in range(SAMPLES["count"])]
                 kept = {"key": key, "continuations": texts}
                 text = json.dumps(kept, indent=1)
-                write_checked(path, lambda target: target.write_text(text))
+                write_checked(path, lambda target: target.write_text(text, encoding="utf-8"))
             drawn.append({"row": row["id"], "model": row["model"], "test_ppl": row["test_ppl"],
                           "continuations": kept["continuations"]})
         return {"seed_text": seed_text, "seed": self.settings.seed, "words": SAMPLES["words"], "rows": drawn}
@@ -739,7 +739,7 @@ def runner(row: Row) -> Runner:
 
 def _read_curve(path: Path) -> list[dict]:
     """A network's log.jsonl: one JSON record per epoch (a finished run has at least one)."""
-    curve = [json.loads(line) for line in path.read_text().splitlines()]
+    curve = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     if not curve:
         raise ValueError("it holds no epoch's record")
     return curve

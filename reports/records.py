@@ -364,7 +364,7 @@ def read_results(report_dir: Path) -> dict:
                            f"(--report-dir {report_dir})")
 
     def read(path: Path) -> dict:
-        results = json.loads(path.read_text())
+        results = json.loads(path.read_text(encoding="utf-8"))
         check_results(results)
         return results
 

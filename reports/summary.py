@@ -554,7 +554,7 @@ def write_summary(reports_root: Path = RESULTS) -> dict:
     written = {"summary": str(reports_root / "summary.md"), "figure": str(figure), "lines": lines}
     readme = reports_root.parent / README
     if readme.exists():
-        page = readme.read_text()
+        page = readme.read_text(encoding="utf-8")
         rewritten = with_blocks(page, page_blocks(lines, reports, f"{reports_root.name}/summary.md"))
         if rewritten != page:
             atomic_write_text(readme, rewritten)

@@ -40,7 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PATH_TYPES = {"existing_file": "input", "text_file": "input", "existing_directory": "input folder", "examined_path": "input folder",
               "output_file": "output", "output_directory": "output folder"}
 TEXT_TYPES = {"comma_list.<locals>.parse", "row_ids", "folder_name", "str", "_budget"}  # names, lists, a budget
-FREE_TEXT = {"words", "device", "rdzv_endpoint", "seed_text", "row"}  # options of any text (checked where they are used: torch, torchrun)
+FREE_TEXT = {"words", "device", "rdzv_endpoint", "seed_text", "row", "cluster"}  # options of any text (checked where
+# they are used: torch, torchrun, Ray's address by reports.cluster.check_address)
 TEMPORARY = {"--tmp-dir"}  # output folders of temporary files only (a folder of their own, removed): no input at risk
 CORPUS_FILES = ("--train", "--valid", "--test", "--corpus-file")
 # what each subcommand needs first (positionals, a required option); {dir}: a run folder, {npz}: log-probabilities

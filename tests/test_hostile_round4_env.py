@@ -7,6 +7,11 @@ over every value and option it concerns.
 - Contradictory options of `reproduce` (items 9, 12): every pair of row selections that leaves out what
   the other asks for, and --quick with each budget option, refused in one line with nothing written.
 - Terminating signals (item 6): SIGHUP and SIGQUIT clean up as SIGTERM does, and say which ended the run.
+- The process's surroundings (item 7): standard output unwritable (`> /dev/full`) or closed (`>&-`), an
+  input the system cannot read (EIO, in every command that reads a corpus file: 6 cases), a cache path
+  longer than the system allows (ENAMETOOLONG), the C locale without Python's UTF-8 coercion and a corpus
+  of non-ASCII words (its cache's vocab.json, the report): each one line naming the cause, or a run that
+  keeps every word (every text file the suite writes or reads is UTF-8, whatever the locale).
 """
 
 from __future__ import annotations
@@ -119,3 +124,78 @@ def test_an_unwritable_standard_output_ends_in_one_line(tmp_path):
                               stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("lmbench: error: standard output cannot be written")
+
+
+# --- the process's surroundings: a closed output, files the system cannot read, names it refuses, the C locale ---
+
+def _lmbench(*words: str, env: dict | None = None, shell_tail: str = "", cwd=None):
+    """`python -m lmbench_cli WORDS` in a child process (its redirections `shell_tail`, as a shell gives them)."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+    command = " ".join(shlex.quote(word) for word in (sys.executable, "-m", "lmbench_cli", *map(str, words)))
+    return subprocess.run(["bash", "-c", f"exec {command} {shell_tail}"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})}, cwd=cwd)
+
+
+def _one_line(done, *expected: str) -> None:
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith("lmbench: error: ") and all(part in line for part in expected), line
+
+
+def test_a_closed_standard_output_is_refused_before_any_work(tmp_path):
+    """`>&-` ended in a traceback at the last flush (1 case): refused in one line before anything runs."""
+    files = write_splits(tmp_path, train=zipf_text(300, 20, 1), valid=zipf_text(60, 20, 2), test=zipf_text(60, 20, 3))
+    done = _lmbench("ngram", *corpus_args(files), "--method", "kneser-ney", "--order", "2", shell_tail=">&-")
+    _one_line(done, "standard output is closed")
+
+
+UNREADABLE = "/proc/self/mem"  # whose first page cannot be read: the kernel answers EIO, as a failing disk does
+
+
+@pytest.mark.parametrize("command, place", [
+    ("ngram", "train"), ("ngram", "valid"), ("ngram", "test"), ("train", "train"), ("eval-corpus", "test"),
+    ("reproduce", "corpus-file")])
+def test_an_input_that_cannot_be_read_is_one_line_naming_it(tmp_path, command, place):
+    """6 cases: an input file whose reading fails (EIO) ended in a traceback in every command."""
+    files = write_splits(tmp_path, train=zipf_text(300, 20, 1), valid=zipf_text(60, 20, 2), test=zipf_text(60, 20, 3))
+    files = {split: (UNREADABLE if split == place else path) for split, path in files.items()}
+    if command == "reproduce":
+        words = ["reproduce", "text", "--corpus-file", UNREADABLE, "--quick", "--only", "ngram",
+                 "--report-dir", tmp_path / "report"]
+    elif command == "train":
+        words = ["train", *corpus_args(files), "--out", tmp_path / "run", "--max-steps", "1", "--threads", "1"]
+    elif command == "eval-corpus":
+        words = ["ngram", *corpus_args(files), "--method", "katz", "--order", "2"]
+    else:
+        words = ["ngram", *corpus_args(files), "--method", "kneser-ney", "--order", "2"]
+    _one_line(_lmbench(*words), UNREADABLE, "Input/output error")
+
+
+def test_a_cache_path_longer_than_the_system_allows_is_one_line(tmp_path):
+    """LMBENCH_CACHE with a 300-byte name ended in a traceback (ENAMETOOLONG; 1 case)."""
+    files = write_splits(tmp_path, train=zipf_text(300, 20, 1), valid=zipf_text(60, 20, 2), test=zipf_text(60, 20, 3))
+    done = _lmbench("reproduce", "text", *corpus_args(files)[2:], "--quick", "--only", "ngram", "--report-dir",
+                    tmp_path / "report", env={"LMBENCH_CACHE": str(tmp_path / ("x" * 300))})
+    _one_line(done, "File name too long", "LMBENCH_CACHE")
+
+
+def test_the_c_locale_keeps_every_word_of_the_corpus(tmp_path):
+    """LC_ALL=C without Python's UTF-8 coercion, a corpus of non-ASCII words: the cache's vocab.json could not
+    be written (UnicodeEncodeError; 1 case). The run finishes, its files are UTF-8, the words are kept."""
+    import json
+    words = {"w1": "wörd", "w2": "日本", "w3": "naïve"}
+    texts = {split: zipf_text(size, 20, seed) for split, size, seed in (("train", 400, 1), ("valid", 80, 2), ("test", 80, 3))}
+    for plain, word in words.items():
+        texts = {split: " ".join(word if token == plain else token for token in text.split()) for split, text in texts.items()}
+    files = write_splits(tmp_path, **texts)
+    cache = tmp_path / "cache"
+    done = _lmbench("reproduce", "text", *corpus_args(files)[2:], "--quick", "--only", "ngram", "--report-dir",
+                    tmp_path / "report", env={"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0",
+                                              "LMBENCH_CACHE": str(cache)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    [vocab] = cache.glob("*/vocab.json")
+    assert set(words.values()) <= set(json.loads(vocab.read_text(encoding="utf-8"))["words"])
+    assert "∞-gram" in (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
