@@ -99,13 +99,17 @@ def check_address(address: str) -> None:
     if address == "auto" and not os.environ.get("RAY_ADDRESS"):
         raise LMBenchError("--cluster auto joins the cluster RAY_ADDRESS names, and RAY_ADDRESS is not set: give "
                            "--cluster HOST:6379 (the address `ray start --head` printed), or set RAY_ADDRESS")
-    if address == "auto" or address.startswith("ray://"):
+    named = f"--cluster {address}"
+    if address == "auto":
+        address = os.environ["RAY_ADDRESS"]
+        named += f" (RAY_ADDRESS={address})"
+    if address.startswith("ray://"):
         return
     host, _, port = address.rpartition(":")
     try:
         socket.create_connection((host or "127.0.0.1", int(port)), timeout=CONNECT_SECONDS).close()
     except (OSError, ValueError) as error:
-        raise LMBenchError(f"--cluster {address}: no Ray cluster answers there ({error}); start one with `ray "
+        raise LMBenchError(f"{named}: no Ray cluster answers there ({error}); start one with `ray "
                            "start --head` on that machine, or give the HOST:PORT it printed") from None
 
 

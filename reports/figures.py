@@ -13,7 +13,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable
 
-import matplotlib
+import os
+
+os.environ.pop("MPLBACKEND", None)  # the figures are files, drawn by Agg whatever backend the shell names (an
+import matplotlib  # noqa: E402      # unknown one, MPLBACKEND=bogus, was a traceback at this import)
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

@@ -480,12 +480,9 @@ def summary_figure(lines: list[dict], path: Path) -> Path | None:
     axis spans the data; error bars: the ratios' 95% intervals where the rows have them; each bar's
     difference from KN 5 written vertically on the far side of KN 5's line (or above the error bar of a
     bar above it), clear of the error bars."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    from reports.figures import save_figure
+    from reports.figures import plt, save_figure
 
     groups = [[(entry, mixed) for entry in PAIRED for mixed in (False, True)
                if line[f"{entry} + KN 5" if mixed else entry]["ratio"] is not None] for line in lines]

@@ -210,6 +210,17 @@ def test_a_cluster_that_does_not_answer_is_one_line_before_any_row(files, tmp_pa
     assert not cached_rows(tmp_path)
 
 
+@pytest.mark.parametrize("address", ("garbage", "127.0.0.1:9"))
+def test_cluster_auto_where_ray_address_does_not_answer_is_one_line_before_any_row(files, tmp_path, capsys, monkeypatch,
+                                                                                   address):
+    """RAY_ADDRESS=garbage with --cluster auto went past the early check (a fresh round's case)."""
+    monkeypatch.setenv("RAY_ADDRESS", address)
+    assert main(argv(files, tmp_path, "--cluster", "auto")) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"lmbench: error: --cluster auto (RAY_ADDRESS={address}): no Ray cluster answers there")
+    assert "\n" not in err and not cached_rows(tmp_path)
+
+
 def test_cluster_auto_without_ray_address_is_one_line(files, tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     assert main(argv(files, tmp_path, "--cluster", "auto")) == 2

@@ -1,5 +1,7 @@
 import json
+import os
 import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -284,3 +286,14 @@ def test_word_vectors_figure_takes_the_classes_when_there(tmp_path):
     results = fake_results({})
     results["embedding"]["classes"] = [i % 7 for i in range(40)]
     assert word_vectors(results, tmp_path).exists()
+
+
+def test_a_backend_named_by_the_shell_does_not_stop_the_figures(monkeypatch):
+    """MPLBACKEND=bogus ended the report in a traceback at matplotlib's import (a fresh round's case): the
+    figures are files, drawn by Agg whatever the shell names."""
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", "import reports.figures, matplotlib; print(matplotlib.get_backend())"],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "MPLBACKEND": "bogus"},
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0 and done.stdout.strip().lower() == "agg", done.stderr[-1500:]
