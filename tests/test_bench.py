@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 HELPERS = {"tiny_corpus.py"}  # imported by the scripts, not run
 # tens of seconds (gpu_check.sh: nplm_bench.py --tiny in a shell, which the fast set runs)
-SLOW = {"gpu_answer.sh", "gpu_check.sh", "parallel_bench.py", "pipeline_bench.py", "threads_bench.py"}
+SLOW = {"gpu_answer.sh", "gpu_check.sh", "parallel_bench.py", "pipeline_bench.py", "ray_start.py", "threads_bench.py"}
 
 
 def tiny_files(folder: Path) -> list[str]:
@@ -48,6 +48,7 @@ TINY = {  # script: (its tiny command's arguments, extra environment); "{tiny}":
     "parallel_bench.py": (["--vocab", "300", "--batch", "16", "--seconds", "0.2", "--processes", "2",
                            "--schemes", "data"], {}),
     "pipeline_bench.py": (["--tiny"], {}),
+    "ray_start.py": (["--runs", "1", "--cpus", "1"], {}),
     "scale_bench.py": (["--tiny"], {}),
     "threads_bench.py": (["--tiny"], {}),
     "threads_now.py": (["--busy", "1", "--seconds", "0.5", "--after", "0"], {}),
