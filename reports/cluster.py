@@ -154,10 +154,8 @@ def run_on_ray(reproduction, skip: frozenset[str], results: dict, progress: RunP
     """Put every row's result into `results` (reports.pipeline.Reproduction.run_rows): read from the row
     cache, or run as a Ray task (a mixture here, once its parts are in), written to the row cache as it
     comes back."""
-    from reports.pipeline import runner
-
     to_run, mixtures = [], []
-    for row in sorted(reproduction.rows, key=lambda r: runner(r).stage):
+    for row in reproduction.staged_rows():
         waiting = {r.id for r in to_run + mixtures}
         if any(part in waiting for part in row.parts):
             mixtures.append(row)  # after its parts

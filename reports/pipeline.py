@@ -343,12 +343,16 @@ class Reproduction:
         else:
             # two passes: the first runs or reads every row no other run of this work folder holds, leaving
             # those (and the rows made of them) for the second, which waits for each in turn and reads it
-            later = [row for row in sorted(self.rows, key=lambda r: runner(r).stage)
+            later = [row for row in self.staged_rows()
                      if not self.run_or_read(row, skip, results, progress, wait=False)]
             for row in later:
                 self.run_or_read(row, skip, results, progress, wait=True)
         progress.close()
         return table, results
+
+    def staged_rows(self) -> list[Row]:
+        """The rows in the order their stages run (a mixture after its parts)."""
+        return sorted(self.rows, key=lambda r: runner(r).stage)
 
     def run_or_read(self, row: Row, skip: frozenset[str], results: dict, progress: RunProgress, wait: bool) -> bool:
         """Put `row`'s result into `results`: read from its cache entry, else run (listed as not run when
@@ -428,7 +432,7 @@ class Reproduction:
         """The rows this run lists as not run (`run_or_read`): of a kind in `skip`, left out by `networks`,
         or a mixture of such a row."""
         left: set[str] = set()
-        for row in sorted(self.rows, key=lambda r: runner(r).stage):
+        for row in self.staged_rows():
             if row.kind in skip or row.id in self.left_out or any(part in left for part in row.parts):
                 left.add(row.id)
         return left
