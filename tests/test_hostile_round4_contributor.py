@@ -1,0 +1,65 @@
+"""Hostile inputs, fourth round (issue 59, items 17-19): a contributor's path. A contributor's family is one
+file; the acid test drops a log-bilinear window family (tests/data/log_bilinear.py, one shared word table
+and an option of its own, --diagonal) among the family files, where the registry's discovery finds it, and
+checks that what follows the registry sees it, no other file edited.
+
+CASES
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests import test_hostile_round3_outputs as resume_tests, test_nplm_families as family_tests
+from tests.test_hostile_round3_outputs import paused  # noqa: F401 (a fixture: a tiny NPLM run paused after 2 updates)
+
+ROOT = Path(__file__).resolve().parents[1]
+FAMILY_FILE = ROOT / "tests" / "data" / "log_bilinear.py"
+MODULE = "neural.networks.log_bilinear"
+
+
+@pytest.fixture
+def contributed(tmp_path, monkeypatch):
+    """The log-bilinear family's file put among the family files (a folder added to the path of the package
+    `neural.networks`) and found by the registry's own discovery, as a file of neural/networks/ is; the
+    registry as it was afterwards. Yields the family's name."""
+    import neural.networks
+    from neural import families
+    folder = tmp_path / "networks"
+    folder.mkdir()
+    shutil.copy(FAMILY_FILE, folder / "log_bilinear.py")
+    families.discover()  # the suite's families, as any earlier test found them
+    monkeypatch.setattr(families, "_REGISTERED", dict(families._REGISTERED))
+    monkeypatch.setattr(neural.networks, "__path__", [*neural.networks.__path__, str(folder)])
+    monkeypatch.setattr(families, "_discovered", False)
+    families.discover()
+    assert families.FAMILIES["lbl"].network.__module__ == MODULE
+    yield "lbl"
+    sys.modules.pop(MODULE, None)
+
+
+# --- 17. the tests that list every family's options and word tables take them from the registration ---------
+
+def test_the_resume_tests_take_a_new_familys_options_from_its_shape(contributed, paused, capsys):  # noqa: F811
+    """The tests that classify every option of `train` for --resume listed each family's options by hand:
+    the family's --diagonal was unclassified. Its shape's fields are its options, what its network is
+    (compared whole on a resume); a resume given one of another family's is refused naming it."""
+    resume_tests.test_every_option_of_train_is_classified_for_resume(paused)
+    assert "--no-diagonal" in resume_tests.shape_options()
+    resume_tests.test_a_resume_with_another_option_than_the_runs_is_refused(paused, capsys, "train")
+
+
+def test_the_sampled_update_test_takes_the_word_tables_from_the_network(contributed):
+    """The sampled-update test asked for two word tables with sparse gradients (the NPLM's C and [U, W]):
+    the family's one table R, shared by its context and its output, failed it. The tables are the
+    network's WORD_TABLES; each with a row of features per word (not a bias vector) has a sparse gradient."""
+    sampled = [objective for family, objective in family_tests.cases(sampled=True) if family == contributed]
+    assert sampled == ["importance", "nce"]
+    for objective in sampled:
+        family_tests.test_sampled_update_touches_only_the_rows_it_uses(contributed, objective)
+    family_tests.test_distribution_sums_to_one_and_its_log_is_the_score(contributed, "softmax", torch.float64)
