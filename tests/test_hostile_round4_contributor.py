@@ -8,6 +8,8 @@ CASES
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -63,3 +65,27 @@ def test_the_sampled_update_test_takes_the_word_tables_from_the_network(contribu
     for objective in sampled:
         family_tests.test_sampled_update_touches_only_the_rows_it_uses(contributed, objective)
     family_tests.test_distribution_sums_to_one_and_its_log_is_the_score(contributed, "softmax", torch.float64)
+
+
+# --- 18. what chooses among the families follows the registry: every window family ------------------------
+
+def test_the_bench_times_every_family_but_the_nplm_whose_shapes_it_times(contributed, capsys, monkeypatch):
+    """bench/nplm_bench.py --families took the stream families only: a window family was never timed.
+    It takes every registered family but the NPLM (whose shapes --shapes times), by default all of them; a
+    window family is timed with the window recipe's update for each objective it takes, and its exact
+    scoring."""
+    from neural.families import FAMILIES
+    spec = importlib.util.spec_from_file_location("nplm_bench", ROOT / "bench" / "nplm_bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    monkeypatch.setattr(sys, "argv", ["nplm_bench.py"])
+    assert bench.arguments().families == [name for name in FAMILIES if name != "nplm"]
+    monkeypatch.setattr(sys, "argv", ["nplm_bench.py", "--tiny", "--device", "cpu", "--objectives", "importance",
+                                      "softmax-bf16", "--families", contributed, "--json"])
+    threads = torch.get_num_threads()
+    try:
+        bench.main()
+    finally:
+        torch.set_num_threads(threads)  # (the bench takes every core)
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    assert [run["objective"] for run in runs if run["shape"] == contributed] == ["importance", "evaluation (exact)"]
