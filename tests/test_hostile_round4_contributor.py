@@ -89,3 +89,21 @@ def test_the_bench_times_every_family_but_the_nplm_whose_shapes_it_times(contrib
         torch.set_num_threads(threads)  # (the bench takes every core)
     runs = json.loads(capsys.readouterr().out)["runs"]
     assert [run["objective"] for run in runs if run["shape"] == contributed] == ["importance", "evaluation (exact)"]
+
+
+def test_the_best_feed_forward_network_is_picked_among_every_window_family(contributed):
+    """The claims' "best feed-forward network", a stream network's rival, was picked among the NPLM's rows:
+    a window family better on valid was never compared. It is picked among every window family's rows alone,
+    on valid."""
+    from reports.claims import beyond_2003
+    rows = {"mlp1": {"family": "nplm", "valid_ppl": 300.0, "test_ppl": 290.0},
+            "mlp1-del-int": {"family": None, "mix": "0.5/0.5", "valid_ppl": 240.0, "test_ppl": 230.0},
+            "energy1": {"family": "energy", "valid_ppl": 280.0, "test_ppl": 270.0},
+            contributed: {"family": contributed, "valid_ppl": 250.0, "test_ppl": 240.0},
+            "lstm": {"family": "lstm", "valid_ppl": 200.0, "test_ppl": 190.0}}
+    rows = {key: {"id": key, "mix": None, **row} for key, row in rows.items()}
+    claims = {claim["claim"]: claim for claim in beyond_2003(rows)}
+    assert claims["The LSTM (ours) beats the best feed-forward network"]["best_on_valid"] == [contributed]
+    rows[contributed]["valid_ppl"] = 290.0
+    claims = {claim["claim"]: claim for claim in beyond_2003(rows)}
+    assert claims["The LSTM (ours) beats the best feed-forward network"]["best_on_valid"] == ["energy1"]
