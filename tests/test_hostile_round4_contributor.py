@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -107,3 +108,22 @@ def test_the_best_feed_forward_network_is_picked_among_every_window_family(contr
     rows[contributed]["valid_ppl"] = 290.0
     claims = {claim["claim"]: claim for claim in beyond_2003(rows)}
     assert claims["The LSTM (ours) beats the best feed-forward network"]["best_on_valid"] == ["energy1"]
+
+
+# --- 19. what the docs and the messages say of the families, a resume, a user's corpus's networks ----------
+
+def test_the_docs_say_a_family_is_one_file_that_the_registry_finds():
+    """docs/networks.md said a new family takes "one registration line" and that the GRU brought "its entry in
+    neural/families.py"; docs/architecture.md, one file the registry finds: the code's way (the acid test's
+    family is one file). Both say so now, and neither names a registration outside the family's file."""
+    for page in ("networks.md", "architecture.md"):
+        text = " ".join((ROOT / "docs" / page).read_text().split())
+        assert "`neural/networks/NAME.py`" in text and "registry finds" in text, page
+        assert not re.search(r"registration line|entry in `neural/families\.py`", text), page
+
+
+def test_the_development_page_states_no_count_of_tests():
+    """A count of the suite's tests goes stale with the next test: the development page states none (the
+    measurement log's are those of the commit each entry names)."""
+    text = " ".join((ROOT / "docs" / "development.md").read_text().split())
+    assert not re.search(r"\b\d[\d,]* (fast |slow )?tests\b(?![/_.])", text)  # (not -n 0 tests/FILE)
