@@ -82,8 +82,9 @@ def add_train(commands) -> None:
                            help=f"on the weights and C, not the biases (default {defaults.weight_decay}, the paper's "
                                 f"for Brown; AP: 1e-5; {_stream_default('weight_decay')})")
     run_group.add_argument("--dropout", type=number(0, 1), default=None,
-                           help="dropout on the features while training (NPLM: [tanh(d + Hx), x]; not in the "
-                                f"paper; default {defaults.dropout}; {_stream_default('dropout')}); 0: none")
+                           help="dropout on the network's features while training, where its family has a place "
+                                "for it (docs/networks.md says where; a family without one refuses it); not in the "
+                                f"paper; default {defaults.dropout}; {_stream_default('dropout')}; 0: none")
     run_group.add_argument("--patience", type=integer(1, 10**6), default=None,
                            help="paper recipe: early-stopping patience in epochs")
     run_group.add_argument("--max-steps", type=integer(1), default=None,
@@ -108,7 +109,8 @@ def add_train(commands) -> None:
     run_group.add_argument("--checkpoint-minutes", type=number(0, 1e6), default=defaults.checkpoint_minutes)
     run_group.add_argument("--seed", type=integer(0, 2**32 - 1), default=defaults.seed)
     run_group.add_argument("--out", type=output_directory, default=None,
-                           help="run directory (default runs/MODEL-CORPUS-n5-m60-h50-direct-RECIPE-OBJECTIVE-sSEED)")
+                           help="run directory (default runs/MODEL-CORPUS-SHAPE-RECIPE-OBJECTIVE-sSEED, SHAPE the "
+                                "family's shape options in order, each NAMEVALUE, a flag NAME or no-NAME)")
     run_group.add_argument("--resume", action="store_true",
                            help="continue the run in --out (on the corpus its corpus.json records, unless named)")
     _device_options(train)

@@ -127,3 +127,16 @@ def test_the_development_page_states_no_count_of_tests():
     measurement log's are those of the commit each entry names)."""
     text = " ".join((ROOT / "docs" / "development.md").read_text().split())
     assert not re.search(r"\b\d[\d,]* (fast |slow )?tests\b(?![/_.])", text)  # (not -n 0 tests/FILE)
+
+
+def test_trains_help_and_a_user_corpus_report_title_assume_no_family():
+    """`--out`'s default was written as the NPLM's (n5-m60-h50-direct), `--dropout`'s help as the NPLM's
+    features, the title of a report on a user's corpus "n-gram models and the NPLM"."""
+    from lmbench_cli import build_parser
+    from reports.build import _headings
+    from tests.test_hostile_classes import subcommands
+    train = dict(subcommands(build_parser(["train"])))[("train",)]
+    helps = {action.option_strings[0]: action.help for action in train._actions if action.option_strings}
+    assert "SHAPE" in helps["--out"] and "n5-m60" not in helps["--out"]
+    assert "NPLM" not in helps["--dropout"] and "NPLM" not in helps["--out"]
+    assert "NPLM" not in _headings({"corpus": "text", "name": "mine"})["title"]
