@@ -160,11 +160,12 @@ SHAPE_MAX = {"layers": 1024}  # built one by one: a count the memory check would
 
 def _network_options(group, default_model: str) -> None:
     """--model and the options of every family's shape (`neural.families`): each field once, its
-    default left to the family (argparse's None: not given)."""
+    default left to the family (argparse's None: not given), the family's to the run resumed (`_network`)."""
     from dataclasses import fields
     from neural.families import FAMILIES
-    group.add_argument("--model", choices=tuple(FAMILIES), default=default_model,
-                       help="; ".join(f"{name}: {entry.summary}" for name, entry in FAMILIES.items()))
+    group.add_argument("--model", choices=tuple(FAMILIES), default=None,
+                       help="; ".join(f"{name}: {entry.summary}" for name, entry in FAMILIES.items())
+                            + f" (default {default_model}; --resume: the run's)")
     seen = {}
     for entry in FAMILIES.values():
         for f in fields(entry.shape):
@@ -237,16 +238,18 @@ def run_train(args: argparse.Namespace) -> dict | None:
         return launch(args)
     run_options = {f.name: getattr(args, f.name) for f in fields(RunConfig)[2:]
                    if getattr(args, f.name, None) is not None}  # not given: the config's (or the family's) default
-    config = RunConfig(model=args.model, **_shape_options(args), **run_options)
+    saved = _saved_run(args)
+    model, shape = _network(args, saved)
+    config = RunConfig(model=model, shape=shape, **_shape_options(args), **run_options)
     _check_launch(args)
-    if args.resume and args.out is not None:
-        _check_resume(args, args.out, config)
+    if saved is not None:
+        _check_resume(args, args.out, config, saved)
     options = corpus_options(args, args.out if args.resume and args.out else None)
     refuse_overwriting(args, {}, _recorded_files(options), folders={"--out": args.out})
     corpus = load_options(options, use_cache=not args.no_cache)
     shape = "-".join((k if v else f"no-{k}") if isinstance(v, bool) else f"{k}{v}"
                      for k, v in asdict(config.shape).items())
-    out = args.out or f"runs/{args.model}-{corpus.name}-{shape}-{config.recipe}-{config.objective}-s{args.seed}"
+    out = args.out or f"runs/{config.model}-{corpus.name}-{shape}-{config.recipe}-{config.objective}-s{args.seed}"
     if args.out is None:
         refuse_overwriting(args, {}, folders={"--out (its default)": Path(out)})
         if args.resume:
@@ -285,23 +288,49 @@ def busy(out: str | Path) -> str:
 RESUMED_AS_GIVEN = ("device", "threads", "backend", "parallel", "checkpoint_minutes", "max_steps")
 
 
-def _check_resume(args: argparse.Namespace, out: str | Path, config) -> None:
-    """--resume: refused in one line when `out` holds no run to resume (a mistyped folder would start a
-    new run), or when an option or a corpus option given differs from the run's (its checkpoint's
-    configuration, its corpus.json): the run's record would say it trained so from its start. Under
-    --parallel only rank 0's disk need hold the run (its trainer refuses another network there)."""
-    from dataclasses import asdict
-    from neural.config import RunConfig
+def _saved_run(args: argparse.Namespace) -> dict | None:
+    """The configuration of the run that `--resume --out RUN` resumes (its checkpoint's), refused in one
+    line when RUN holds none (`_check_resume`); None without --resume or --out, or under --parallel, where
+    only rank 0's disk need hold the run (its trainer refuses another network there)."""
+    if not (args.resume and args.out is not None) or args.parallel:
+        return None
+    return _resumed_config(args.out)
+
+
+def _resumed_config(out: str | Path) -> dict:
+    """The configuration of the run in `out` (its checkpoint's), refused in one line when there is none (a
+    mistyped folder would start a new run) or another process trains there."""
     from neural.training.checkpoint import CHECKPOINT, saved_config
-    if args.parallel:
-        return
     with folder_held(out, busy(out)) if Path(out).is_dir() else nullcontext():
         pass  # (another process training there: that first)
     path = Path(out) / CHECKPOINT
     if not path.exists():
         raise LMBenchError(f"--resume: no run to resume in {out} (no {CHECKPOINT}): check the folder's name, or "
                            "drop --resume to start a run there")
-    saved, asked = saved_config(path), asdict(config)
+    return saved_config(path)
+
+
+def _network(args: argparse.Namespace, saved: dict | None) -> tuple[str, dict | None]:
+    """The family of the run to train and the shape its options not given take (None: the family's
+    defaults): --model's, else a resumed run's own (`saved`, its configuration) and its shape, which the
+    run's record holds (a family given that is not the run's is refused by `_check_resume`)."""
+    from neural.config import RunConfig
+    if saved is None:
+        return args.model or RunConfig.model, None
+    model = args.model or saved["model"]
+    return model, saved["shape"] if model == saved["model"] else None
+
+
+def _check_resume(args: argparse.Namespace, out: str | Path, config, saved: dict | None = None) -> None:
+    """--resume: refused in one line when `out` holds no run to resume, or when an option or a corpus option
+    given differs from the run's (`saved`, its checkpoint's configuration, read when not given; its
+    corpus.json): the run's record would say it trained so from its start. Under --parallel only rank 0's
+    disk need hold the run (its trainer refuses another network there)."""
+    from dataclasses import asdict
+    from neural.config import RunConfig
+    if args.parallel:
+        return
+    saved, asked = saved or _resumed_config(out), asdict(config)
     free = ("shape", "lr", *RESUMED_AS_GIVEN, "batch_size",  # (the trainer names another batch: its layout)
             *(("epochs",) if config.schedule == "halving" else ()))
     compared = [key for key in saved if key in asked and key not in free]

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from lmbench_cli import main
 from tests import test_hostile_round3_outputs as resume_tests, test_nplm_families as family_tests
 from tests.test_hostile_round3_outputs import paused  # noqa: F401 (a fixture: a tiny NPLM run paused after 2 updates)
 
@@ -140,3 +141,16 @@ def test_trains_help_and_a_user_corpus_report_title_assume_no_family():
     assert "SHAPE" in helps["--out"] and "n5-m60" not in helps["--out"]
     assert "NPLM" not in helps["--dropout"] and "NPLM" not in helps["--out"]
     assert "NPLM" not in _headings({"corpus": "text", "name": "mine"})["title"]
+
+
+def test_a_resume_takes_the_network_from_the_runs_record(tmp_path):
+    """`train --out RUN --resume` of an energy network was refused ("--model nplm: the run was trained with
+    --model energy") unless --model and the shape options were given again: the run's record holds them."""
+    from tests.helpers import corpus_args
+    from tests.test_hostile_round3_outputs import TINY, tiny_corpus
+    files, run = tiny_corpus(tmp_path / "corpus"), tmp_path / "run"
+    assert main(["train", "--model", "energy", *corpus_args(files), *TINY, "--epochs", "1", "--max-steps", "2",
+                 "--out", str(run)]) == 0
+    assert main(["train", "--device", "cpu", "--threads", "1", "--epochs", "1", "--out", str(run), "--resume"]) == 0
+    config = json.loads((run / "result.json").read_text())["config"]
+    assert (config["model"], config["shape"]) == ("energy", {"n": 3, "m": 4, "h": 5, "direct": True})
