@@ -20,6 +20,7 @@ import torch
 
 from lmbench_cli import main
 from tests import test_hostile_round3_outputs as resume_tests, test_nplm_families as family_tests
+from tests.test_faults import error_line
 from tests.test_hostile_round3_outputs import paused  # noqa: F401 (a fixture: a tiny NPLM run paused after 2 updates)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -154,3 +155,28 @@ def test_a_resume_takes_the_network_from_the_runs_record(tmp_path):
     assert main(["train", "--device", "cpu", "--threads", "1", "--epochs", "1", "--out", str(run), "--resume"]) == 0
     config = json.loads((run / "result.json").read_text())["config"]
     assert (config["model"], config["shape"]) == ("energy", {"n": 3, "m": 4, "h": 5, "direct": True})
+
+
+def test_a_user_corpus_takes_the_default_networks_and_one_more(tmp_path, capsys):
+    """`reproduce text --extra NAME` was refused as "the text table has no such row group", never naming
+    --networks, and --networks could not say "the default networks and this one" (naming one left the
+    others out): `--networks default,NAME`, which the refusal names."""
+    from neural.families import FAMILIES
+    from reports.experiments import rows_beyond_2003
+    from reports.pipeline import Reproduction, TextCorpus, default_settings
+    from tests.test_hostile_round3_outputs import tiny_corpus
+    files = tiny_corpus(tmp_path / "corpus")
+    name = next(name for name, entry in FAMILIES.items() if entry.beyond_2003 and not entry.compared)
+    line = error_line(capsys, ["reproduce", "text", *(f"--{split}={path}" for split, path in files.items()), "--quick",
+                               "--extra", name,
+                               "--work-dir", str(tmp_path / "work"), "--report-dir", str(tmp_path / "report")])
+    assert f"--networks default,{name}" in line, line
+
+    def table(networks):
+        reproduction = Reproduction(default_settings("text", True), tmp_path / "work", tmp_path / "report",
+                                    TextCorpus(**files, networks=networks), code={})
+        reproduction.corpus = reproduction.load_corpus()
+        return {row.id for row in reproduction.table_rows()}
+
+    assert table(("default", name)) == table(None) | {row.id for row in rows_beyond_2003((name,))} > table((name,))
+    assert table(("default",)) == table(None)
