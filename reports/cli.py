@@ -89,11 +89,11 @@ def register(subparsers) -> None:
                              "with interpolated KN 5; text: none, its networks are --networks'")
     parser.add_argument("--networks", type=comma_list(NETWORK_IDS), default=None,
                         help=f"the networks to train, of {','.join(NETWORK_IDS)} (default: those the table runs "
-                             f"when none is named); {DEFAULT}: those, so that {DEFAULT},NAME adds NAME to them (text: a "
-                             "family beyond 2003 that is not compared by default, say); brown, ap: the table's other "
-                             "network rows and their mixtures are listed as not run (a family beyond 2003 named here "
-                             "adds its row group), e.g. --networks gru for one more row beside a committed report on "
-                             "the same corpus")
+                             f"when none is named); {DEFAULT}: those, so that {DEFAULT},NAME adds NAME to them "
+                             "(text: a family beyond 2003 that is not compared by default, say); brown, ap: the "
+                             "table's other network rows and their mixtures are listed as not run (a family beyond "
+                             "2003 named here adds its row group), e.g. --networks gru for one more row beside a "
+                             "committed report on the same corpus")
     parser.add_argument("--threads", type=integer(1, THREADS_MAX), default=None,
                         help="CPU threads of the network rows (default: OMP_NUM_THREADS when set, else the cores "
                              "not busy at the start, docs/parallel.md; e.g. 1 to share the machine with another "

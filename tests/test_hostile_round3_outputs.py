@@ -27,7 +27,8 @@ import pytest
 from lmbench.files import atomic_write_text, folder_held, replaced_folder
 from tests.helpers import corpus_args, write_splits, zipf_text
 from tests.test_faults import error_line
-from tests.test_hostile_classes import ALL, OUTPUTS, kind, of_kind, options, place, with_value  # noqa: F401 (place: a fixture)
+from tests.test_hostile_classes import (ALL, OUTPUTS, kind, of_kind, options, place,  # noqa: F401 (place: a fixture)
+                                        with_value)
 from lmbench_cli import main
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,9 +1,18 @@
 """Hostile inputs, fourth round (issue 59, items 17-19): a contributor's path. A contributor's family is one
 file; the acid test drops a log-bilinear window family (tests/data/log_bilinear.py, one shared word table
 and an option of its own, --diagonal) among the family files, where the registry's discovery finds it, and
-checks that what follows the registry sees it, no other file edited.
+checks that what follows the registry sees it, no other file edited. 9 tests:
 
-CASES
+- 17, the tests that listed every family by hand (2): the resume tests classify and refuse the family's
+  --diagonal (its shape's fields are its options); the sampled-update test takes its one shared table from
+  the network's WORD_TABLES (2 sampled objectives, and its distribution checked).
+- 18, what chooses among the families (2): bench/nplm_bench.py --families lists and times it (every family
+  but the NPLM); the claims' "best feed-forward network" is picked among every window family's rows (2 picks).
+- 19, docs and messages (5): docs/networks.md and docs/architecture.md say what adding a family takes as the
+  code does (2 pages); docs/development.md states no count of tests; train's --out and --dropout help and a
+  user corpus's report title name no family (3 texts); `train --resume` takes the network from the run's
+  checkpoint; `reproduce text --extra NAME` names `--networks default,NAME`, which adds NAME to the default
+  networks (1 refusal, 2 tables).
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ import pytest
 import torch
 
 from lmbench_cli import main
+from reports.claims import beyond_2003  # (before a family is contributed: reports.experiments reads the registry once)
 from tests import test_hostile_round3_outputs as resume_tests, test_nplm_families as family_tests
 from tests.test_faults import error_line
 from tests.test_hostile_round3_outputs import paused  # noqa: F401 (a fixture: a tiny NPLM run paused after 2 updates)
@@ -98,7 +108,6 @@ def test_the_best_feed_forward_network_is_picked_among_every_window_family(contr
     """The claims' "best feed-forward network", a stream network's rival, was picked among the NPLM's rows:
     a window family better on valid was never compared. It is picked among every window family's rows alone,
     on valid."""
-    from reports.claims import beyond_2003
     rows = {"mlp1": {"family": "nplm", "valid_ppl": 300.0, "test_ppl": 290.0},
             "mlp1-del-int": {"family": None, "mix": "0.5/0.5", "valid_ppl": 240.0, "test_ppl": 230.0},
             "energy1": {"family": "energy", "valid_ppl": 280.0, "test_ppl": 270.0},
