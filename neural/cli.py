@@ -421,8 +421,8 @@ def _require_run(run_dir: str) -> None:
     """Refuse a run directory without a trained model before any corpus is prepared."""
     from neural.training.checkpoint import BEST
     if not (Path(run_dir) / BEST).exists():
-        raise LMBenchError(f"no trained model in {run_dir} (no {BEST}): train there first (lmbench nplm "
-                           f"train --out {run_dir}), or let the run finish one epoch")
+        raise LMBenchError(f"no trained model in {run_dir} (no {BEST}): train there first (lmbench train --out "
+                           f"{run_dir}), or let the run finish one epoch")
 
 
 def run_eval(args: argparse.Namespace) -> dict | None:

@@ -1,16 +1,17 @@
 """Hostile inputs, fourth round (issue 59, items 17-19): a contributor's path. A contributor's family is one
 file; the acid test drops a log-bilinear window family (tests/data/log_bilinear.py, one shared word table
 and an option of its own, --diagonal) among the family files, where the registry's discovery finds it, and
-checks that what follows the registry sees it, no other file edited. 9 tests:
+checks that what follows the registry sees it, no other file edited. 10 tests:
 
 - 17, the tests that listed every family by hand (2): the resume tests classify and refuse the family's
   --diagonal (its shape's fields are its options); the sampled-update test takes its one shared table from
   the network's WORD_TABLES (2 sampled objectives, and its distribution checked).
 - 18, what chooses among the families (2): bench/nplm_bench.py --families lists and times it (every family
   but the NPLM); the claims' "best feed-forward network" is picked among every window family's rows (2 picks).
-- 19, docs and messages (5): docs/networks.md and docs/architecture.md say what adding a family takes as the
+- 19, docs and messages (6): docs/networks.md and docs/architecture.md say what adding a family takes as the
   code does (2 pages); docs/development.md states no count of tests; train's --out and --dropout help and a
-  user corpus's report title name no family (3 texts); `train --resume` takes the network from the run's
+  user corpus's report title name no family (3 texts), nor do the energy network's refusal of --dropout and
+  eval's of a folder without a model (2 lines); `train --resume` takes the network from the run's
   checkpoint; `reproduce text --extra NAME` names `--networks default,NAME`, which adds NAME to the default
   networks (1 refusal, 2 tables).
 """
@@ -151,6 +152,18 @@ def test_trains_help_and_a_user_corpus_report_title_assume_no_family():
     assert "SHAPE" in helps["--out"] and "n5-m60" not in helps["--out"]
     assert "NPLM" not in helps["--dropout"] and "NPLM" not in helps["--out"]
     assert "NPLM" not in _headings({"corpus": "text", "name": "mine"})["title"]
+
+
+def test_the_refusals_of_a_family_or_a_run_name_no_other_family(tmp_path, capsys):
+    """The energy network refused --dropout as acting "on the NPLM's [tanh(d + Hx), x]"; `eval` of a folder
+    without a model said to train there with `lmbench nplm train`."""
+    from lmbench.errors import LMBenchError
+    from neural.config import RunConfig
+    with pytest.raises(LMBenchError, match="--dropout") as refused:
+        RunConfig(model="energy", dropout=0.1)
+    assert "NPLM" not in str(refused.value)
+    line = error_line(capsys, ["eval", str(tmp_path), "--device", "cpu"])
+    assert f"lmbench train --out {tmp_path}" in line and "nplm" not in line, line
 
 
 def test_a_resume_takes_the_network_from_the_runs_record(tmp_path):
