@@ -3,9 +3,10 @@ neighbors`: train a network of any registered family, score a split with a train
 the vocabulary as <unk> or initialised from their context, `neural.oov`), list a word's nearest
 neighbours in the feature table C. A run folder records its corpus (corpus.json,
 `corpora.cli.write_record`, once the run holds its folder): eval and neighbors load it from there
-unless corpus options are given; train --resume loads it, and refuses a corpus option or a training
-option other than the run's (the run's record would say it trained so from its start). No output of
-eval lands on a file of its run or a corpus file its record names."""
+unless corpus options are given; train --resume loads it, takes the run's network (family and shape)
+from its checkpoint when --model is not given, and refuses a corpus option or a training option other
+than the run's (the run's record would say it trained so from its start). No output of eval lands on a
+file of its run or a corpus file its record names."""
 
 from __future__ import annotations
 
