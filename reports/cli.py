@@ -86,7 +86,7 @@ def register(subparsers) -> None:
                              "section 5.1's energy network in MLP1's shape, alone and mixed (about 20 minutes "
                              "more on 2 cores); brown, ap: " + ", ".join(NETWORKS_BEYOND_2003) + " add our network "
                              "of that family (" + ", ".join(NETWORKS_BEYOND_2003.values()) + "), alone and mixed "
-                             "with interpolated KN 5; text: none, its networks are --networks'")
+                             "with interpolated KN 5; text: none (its networks are chosen with --networks)")
     parser.add_argument("--networks", type=comma_list(NETWORK_IDS), default=None,
                         help=f"the networks to train, of {','.join(NETWORK_IDS)} (default: those the table runs "
                              f"when none is named); {DEFAULT}: those, so that {DEFAULT},NAME adds NAME to them "

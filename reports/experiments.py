@@ -192,7 +192,7 @@ def ap_rows(corpus=None) -> list[Row]:
 
 
 OURS = "ours"  # the id of NPLM (ours) among the networks a user's comparison can choose
-DEFAULT = "default"  # among the networks `--networks` names: those that run when it names none (default,gru: and gru)
+DEFAULT = "default"  # among the networks `--networks` names: those run when it names none (default,gru: and gru)
 
 
 def every_default(networks: tuple[str, ...] | None) -> bool:
