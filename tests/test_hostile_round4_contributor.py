@@ -31,8 +31,9 @@ import torch
 from lmbench_cli import main
 from reports.claims import beyond_2003  # (before a family is contributed: reports.experiments reads the registry once)
 from tests import test_hostile_round3_outputs as resume_tests, test_nplm_families as family_tests
+from tests.helpers import corpus_args
 from tests.test_faults import error_line
-from tests.test_hostile_round3_outputs import paused  # noqa: F401 (a fixture: a tiny NPLM run paused after 2 updates)
+from tests.test_hostile_round3_outputs import TINY, paused, tiny_corpus  # noqa: F401 (paused: a fixture, a tiny run)
 
 ROOT = Path(__file__).resolve().parents[1]
 FAMILY_FILE = ROOT / "tests" / "data" / "log_bilinear.py"
@@ -141,7 +142,7 @@ def test_the_development_page_states_no_count_of_tests():
     assert not re.search(r"\b\d[\d,]* (fast |slow )?tests\b(?![/_.])", text)  # (not -n 0 tests/FILE)
 
 
-def test_trains_help_and_a_user_corpus_report_title_assume_no_family():
+def test_train_help_and_a_user_corpus_report_title_assume_no_family():
     """`--out`'s default was written as the NPLM's (n5-m60-h50-direct), `--dropout`'s help as the NPLM's
     features, the title of a report on a user's corpus "n-gram models and the NPLM"."""
     from lmbench_cli import build_parser
@@ -169,8 +170,6 @@ def test_the_refusals_of_a_family_or_a_run_name_no_other_family(tmp_path, capsys
 def test_a_resume_takes_the_network_from_the_runs_record(tmp_path):
     """`train --out RUN --resume` of an energy network was refused ("--model nplm: the run was trained with
     --model energy") unless --model and the shape options were given again: the run's record holds them."""
-    from tests.helpers import corpus_args
-    from tests.test_hostile_round3_outputs import TINY, tiny_corpus
     files, run = tiny_corpus(tmp_path / "corpus"), tmp_path / "run"
     assert main(["train", "--model", "energy", *corpus_args(files), *TINY, "--epochs", "1", "--max-steps", "2",
                  "--out", str(run)]) == 0
@@ -186,12 +185,11 @@ def test_a_user_corpus_takes_the_default_networks_and_one_more(tmp_path, capsys)
     from neural.families import FAMILIES
     from reports.experiments import rows_beyond_2003
     from reports.pipeline import Reproduction, TextCorpus, default_settings
-    from tests.test_hostile_round3_outputs import tiny_corpus
     files = tiny_corpus(tmp_path / "corpus")
     name = next(name for name, entry in FAMILIES.items() if entry.beyond_2003 and not entry.compared)
-    line = error_line(capsys, ["reproduce", "text", *(f"--{split}={path}" for split, path in files.items()), "--quick",
-                               "--extra", name,
-                               "--work-dir", str(tmp_path / "work"), "--report-dir", str(tmp_path / "report")])
+    line = error_line(capsys, ["reproduce", "text", *(f"--{split}={path}" for split, path in files.items()),
+                               "--quick", "--extra", name, "--work-dir", str(tmp_path / "work"),
+                               "--report-dir", str(tmp_path / "report")])
     assert f"--networks default,{name}" in line, line
 
     def table(networks):
