@@ -96,7 +96,7 @@ reproduce-ap: install
 # by lines, make compare CORPUS=all.txt [SPLIT=0.8,0.1,0.1]; [NAME=mine] [NETWORKS=mlp1,mlp9] [ONLY=ngram]
 # [MIN_COUNT=2: the default, 1 where train has <unk>] [VOCAB_SIZE=10000] [QUICK=1] [SEEDS=3] [SEEDS_FOR=lstm]
 # [THREADS=1] [JOBS=3: rows at once, on an embedded Ray] [CLUSTER=HOST:6379: a Ray cluster's] [MEMORY=4G] [TMP_DIR=DIR] [SKIP=network] [PRECISION=auto: bf16 products where native, neural/precision.py]
-# [EXTRA=...: the text table has no optional group yet]
+# [EXTRA=...: the text table has no optional group; NETWORKS=default,rnn adds a network to the default ones]
 # [BUDGET=20m: the whole run's wall time, shared among the network rows by BUDGET_RULE (default none: every
 # recipe to its end); results/NAME/results.json: the updates it recorded] [BUDGET_FLOPS=1e15: FLOPs per network row]
 # [BUDGET_RULE=complete: the default, as many networks to their recipe's end as fit, the quickest first, the others

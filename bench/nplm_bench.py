@@ -1,4 +1,4 @@
-"""Speed of the NPLM's training per objective and of its exact evaluation, against the matmul peak.
+"""Speed of the networks' training per objective and of their exact evaluation, against the matmul peak.
 
 Prints, for the MLP1 (n=5, m=60, h=50, direct) and MLP9 (n=5, m=30, h=100, no direct) shapes at
 Brown's vocabulary size, training tokens/s of each objective (full softmax in fp32 and bf16,
@@ -10,11 +10,13 @@ achieved GFLOP/s, and the evaluation's (exact log-probabilities, fp32), beside t
 large torch.mm measured in the same run. Random ids drawn from a Zipf unigram: no corpus needed. Timings are wall-clock and
 noisy on a shared machine: run it when `uptime` shows the cores idle.
 
-The stream networks (`--families lstm transformer`, default both): training tokens/s of the recipe's
-update (`neural.training.trainer`: lanes x steps positions, AdamW, clipping) with the full softmax (fp32 and
-bf16) and importance sampling, and the exact scoring's tokens/s (`score_stream`: the LSTM in lanes
-warmed on the tokens before them, the Transformer's sliding window), for the default shapes of
-`neural.networks.lstm.LSTMShape` and `neural.networks.transformer.TransformerShape`.
+The other families (`--families`, default every registered family but the NPLM), each in its default
+shape: a window network (the energy network, ...) with the sgd recipe's update for each of `--objectives`
+it takes (its output layers; a bf16 variant unless its shape refuses bf16) and its exact evaluation; a
+stream network (`--families lstm transformer`) with its recipe's update (`neural.training.trainer`:
+lanes x steps positions, AdamW, clipping) with the full softmax (fp32, and bf16 on CUDA) and importance
+sampling, and its exact scoring (`score_stream`: the LSTM in lanes warmed on the tokens before them, the
+Transformer's sliding window).
 
 FLOPs counted per token for the full softmax: the output layer 2 V K (K = h + (n-1)m with direct
 connections, else h) and the hidden layer 2 h (n-1)m forward; three times that for training (forward,
@@ -35,10 +37,10 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from lmbench.errors import LMBenchError  # noqa: E402
 from neural.outputs.classes import frequency_classes  # noqa: E402
 from neural.config import OBJECTIVES, RunConfig  # noqa: E402
 from neural.scoring import score_stream  # noqa: E402
-from neural.networks.nplm import NPLM  # noqa: E402
 from neural.outputs.objectives import make_objective  # noqa: E402
 from neural.training.recipe import make_optimizer  # noqa: E402
 from neural.training.trainer import TrainState  # noqa: E402
@@ -47,12 +49,16 @@ from neural.families import FAMILIES  # noqa: E402
 from neural.training.batches import steps_of  # noqa: E402
 from neural.training.team import build_network  # noqa: E402
 
-STREAM_FAMILIES = [name for name, entry in FAMILIES.items() if entry.context == "stream"]
-
 VARIANTS = {"softmax": ("softmax", False), "softmax-bf16": ("softmax", True), "importance": ("importance", False),
             "nce": ("nce", False), "class": ("class", False), "tree": ("tree", False)}  # objective, bf16
 SHAPES = {"MLP1": dict(n=5, m=60, h=50, direct=True), "MLP9": dict(n=5, m=30, h=100, direct=False),
           "AP": dict(n=6, m=100, h=60, direct=True)}  # AP: the paper's AP News network (Table 2)
+
+
+def label(variant: str) -> str:
+    """A variant as the figures name it: its objective, "bf16" after it where it runs so."""
+    objective, bf16 = VARIANTS[variant]
+    return objective + (" bf16" if bf16 else "")
 
 
 def flops_per_token(vocab: int, n: int, m: int, h: int, direct: bool) -> float:
@@ -103,11 +109,12 @@ def peak_gflops(device: torch.device, dtype: torch.dtype, size: int, seconds: fl
 
 
 def train_step(variant, config, args, structures, unigram, contexts, targets, device):
-    """One sgd update of a fresh network with the variant's (objective, bf16): forward, backward, the
-    sparse SGD step and the weight decay every `decay_every` updates."""
+    """One sgd update of a fresh window network of `config` with the variant's (objective, bf16): forward,
+    backward, the sparse SGD step and the weight decay every `decay_every` updates."""
     objective_name, bf16 = variant
     output = OBJECTIVES[objective_name].output
-    net = NPLM(config.shape, args.vocab, output=output, structure=structures.get(output)).to(device)
+    net = build_network(FAMILIES[config.model], config.shape, args.vocab, output=output,
+                        structure=structures.get(output)).to(device)
     optimizer = make_optimizer(net, config)
     objective = make_objective(objective_name, unigram, args.samples, torch.Generator(device=device))
     state = TrainState()  # the run's state that the optimizer's coupled decay counts in
@@ -120,7 +127,9 @@ def train_step(variant, config, args, structures, unigram, contexts, targets, de
     return step
 
 
-def main() -> None:
+def arguments() -> argparse.Namespace:
+    """The command line's options; `--families` offers every registered family but the NPLM."""
+    others = [name for name in FAMILIES if name != "nplm"]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vocab", type=int, default=17907, help="|V| (default Brown's 17,907)")
     parser.add_argument("--batch", type=int, default=RunConfig().batch, help="training minibatch")
@@ -133,13 +142,18 @@ def main() -> None:
     parser.add_argument("--objectives", nargs="+", default=list(VARIANTS), choices=list(VARIANTS),
                         help="the training variants to time (default: all)")
     parser.add_argument("--steps", type=int, default=None, help="calls per measurement instead of --seconds")
-    parser.add_argument("--families", nargs="*", default=STREAM_FAMILIES, choices=STREAM_FAMILIES,
-                        help="stream networks to time (default all; none: --families with no name)")
-    parser.add_argument("--eval-tokens", type=int, default=8192, help="tokens scored by a stream network's timing")
+    parser.add_argument("--families", nargs="*", default=others, choices=others,
+                        help="the other families to time, window or stream (default all; none: --families with "
+                             "no name)")
+    parser.add_argument("--eval-tokens", type=int, default=8192, help="tokens scored by another family's timing")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     parser.add_argument("--tiny", action="store_true", help="a seconds-long run (|V| 300, 2 calls a measurement, "
-                        "the first shape and the first two stream families, their quick shapes): the test suite's")
-    args = parser.parse_args()
+                        "the first shape and the first two other families, their quick shapes): the test suite's")
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = arguments()
     if args.tiny:
         args.vocab, args.steps, args.seconds, args.eval_batch, args.eval_tokens, args.samples = 300, 2, 0.05, 256, 512, 20
         args.batch, args.shapes, args.families = 16, args.shapes[:1], args.families[:2]
@@ -169,25 +183,21 @@ def main() -> None:
         steps = [train_step(VARIANTS[variant], config, args, structures, unigram, contexts, targets, device)
                  for variant in args.objectives]
         for variant, seconds in zip(args.objectives, timed_in_turn(steps, args.seconds)):
-            objective_name, bf16 = VARIANTS[variant]
             tokens_per_s = args.batch / seconds
-            run = {"shape": name, "objective": objective_name + (" bf16" if bf16 else ""),
-                   "train_tokens_per_s": tokens_per_s}
-            if objective_name == "softmax":
+            run = {"shape": name, "objective": label(variant), "train_tokens_per_s": tokens_per_s}
+            if variant == "softmax":
                 run["train_gflops"] = tokens_per_s * 3 * per_token / 1e9
                 run["train_pct_of_fp32_peak"] = 100 * run["train_gflops"] / figures["peak_fp32_gflops"]
             figures["runs"].append(run)
-        stream = torch.randint(0, args.vocab, (args.eval_batch * 4,)).numpy()
-        plain = NPLM(config.shape, args.vocab).to(device)  # the exact full softmax over all |V| words
-        calls, elapsed = timed(lambda: score_stream(plain, stream, 0, batch_size=args.eval_batch), args.seconds)
-        eval_tokens_per_s = calls * len(stream) / elapsed
+        eval_tokens_per_s = evaluation_speed(config, args, device)
         figures["runs"].append({"shape": name, "objective": "evaluation (exact)",
                                 "eval_tokens_per_s": eval_tokens_per_s,
                                 "eval_gflops": eval_tokens_per_s * per_token / 1e9,
                                 "eval_pct_of_fp32_peak": 100 * eval_tokens_per_s * per_token / 1e9
                                 / figures["peak_fp32_gflops"]})
     for family in args.families:
-        figures["runs"].extend(stream_runs(family, args, unigram, device))
+        runs = stream_runs if FAMILIES[family].context == "stream" else window_runs
+        figures["runs"].extend(runs(family, args, unigram, structures, device))
     if args.json:
         print(json.dumps(figures, indent=1))
         return
@@ -211,8 +221,46 @@ def main() -> None:
             print(f"{shape}: tree / class training speed {speed['tree'] / speed['class']:.2f}")
 
 
-def stream_runs(family: str, args, unigram: torch.Tensor, device: torch.device) -> list[dict]:
-    """Training tokens/s of one stream network's update per objective, and its exact scoring's."""
+def evaluation_speed(config, args, device: torch.device) -> float:
+    """Tokens/s of the exact scoring (its full distribution over all |V| words) of a window network of
+    `config` over a stream of random ids."""
+    stream = torch.randint(0, args.vocab, (args.eval_batch * 4,)).numpy()
+    plain = build_network(FAMILIES[config.model], config.shape, args.vocab).to(device)
+    calls, elapsed = timed(lambda: score_stream(plain, stream, 0, batch_size=args.eval_batch), args.seconds)
+    return calls * len(stream) / elapsed
+
+
+def takes(family: str, shape, variant: str) -> bool:
+    """Whether a window network of `family` in `shape` trains with the variant (objective, bf16): its
+    output layers have the objective's, and its shape does not refuse the precision."""
+    objective, bf16 = VARIANTS[variant]
+    try:
+        RunConfig(model=family, shape=shape, objective=objective, precision="bf16" if bf16 else "fp32")
+    except LMBenchError:
+        return False
+    return True
+
+
+def window_runs(family: str, args, unigram: torch.Tensor, structures: dict, device: torch.device) -> list[dict]:
+    """Training tokens/s of one window network's sgd update for each of `--objectives` it takes, and its
+    exact scoring's."""
+    entry = FAMILIES[family]
+    config = RunConfig(model=family, shape=entry.shape(**entry.quick) if args.tiny else entry.shape())
+    history = build_network(entry, config.shape, args.vocab).history
+    contexts = torch.multinomial(unigram, args.batch * history, replacement=True).view(args.batch, history)
+    targets = torch.multinomial(unigram, args.batch, replacement=True)
+    variants = [variant for variant in args.objectives if takes(family, config.shape, variant)]
+    steps = [train_step(VARIANTS[variant], config, args, structures, unigram, contexts, targets, device)
+             for variant in variants]
+    runs = [{"shape": family, "objective": label(variant), "train_tokens_per_s": args.batch / seconds}
+            for variant, seconds in zip(variants, timed_in_turn(steps, args.seconds))]
+    return runs + [{"shape": family, "objective": "evaluation (exact)",
+                    "eval_tokens_per_s": evaluation_speed(config, args, device)}]
+
+
+def stream_runs(family: str, args, unigram: torch.Tensor, structures: dict, device: torch.device) -> list[dict]:
+    """Training tokens/s of one stream network's update per objective, and its exact scoring's (`structures`:
+    none of its output layers has one)."""
     runs = []
     config = RunConfig(model=family, samples=args.samples,  # the family's own recipe (--tiny: 4 lanes of 8 steps)
                        **({"batch_size": 4, "steps": 8} if args.tiny else {}))

@@ -3,9 +3,10 @@ neighbors`: train a network of any registered family, score a split with a train
 the vocabulary as <unk> or initialised from their context, `neural.oov`), list a word's nearest
 neighbours in the feature table C. A run folder records its corpus (corpus.json,
 `corpora.cli.write_record`, once the run holds its folder): eval and neighbors load it from there
-unless corpus options are given; train --resume loads it, and refuses a corpus option or a training
-option other than the run's (the run's record would say it trained so from its start). No output of
-eval lands on a file of its run or a corpus file its record names."""
+unless corpus options are given; train --resume loads it, takes the run's network (family and shape)
+from its checkpoint when --model is not given, and refuses a corpus option or a training option other
+than the run's (the run's record would say it trained so from its start). No output of eval lands on a
+file of its run or a corpus file its record names."""
 
 from __future__ import annotations
 
@@ -82,8 +83,9 @@ def add_train(commands) -> None:
                            help=f"on the weights and C, not the biases (default {defaults.weight_decay}, the paper's "
                                 f"for Brown; AP: 1e-5; {_stream_default('weight_decay')})")
     run_group.add_argument("--dropout", type=number(0, 1), default=None,
-                           help="dropout on the features while training (NPLM: [tanh(d + Hx), x]; not in the "
-                                f"paper; default {defaults.dropout}; {_stream_default('dropout')}); 0: none")
+                           help="dropout on the network's features while training, where its family has a place "
+                                "for it (docs/networks.md says where; a family without one refuses it); not in the "
+                                f"paper; default {defaults.dropout}; {_stream_default('dropout')}; 0: none")
     run_group.add_argument("--patience", type=integer(1, 10**6), default=None,
                            help="paper recipe: early-stopping patience in epochs")
     run_group.add_argument("--max-steps", type=integer(1), default=None,
@@ -108,7 +110,8 @@ def add_train(commands) -> None:
     run_group.add_argument("--checkpoint-minutes", type=number(0, 1e6), default=defaults.checkpoint_minutes)
     run_group.add_argument("--seed", type=integer(0, 2**32 - 1), default=defaults.seed)
     run_group.add_argument("--out", type=output_directory, default=None,
-                           help="run directory (default runs/MODEL-CORPUS-n5-m60-h50-direct-RECIPE-OBJECTIVE-sSEED)")
+                           help="run directory (default runs/MODEL-CORPUS-SHAPE-RECIPE-OBJECTIVE-sSEED, SHAPE the "
+                                "family's shape options in order, each NAMEVALUE, a flag NAME or no-NAME)")
     run_group.add_argument("--resume", action="store_true",
                            help="continue the run in --out (on the corpus its corpus.json records, unless named)")
     _device_options(train)
@@ -158,11 +161,12 @@ SHAPE_MAX = {"layers": 1024}  # built one by one: a count the memory check would
 
 def _network_options(group, default_model: str) -> None:
     """--model and the options of every family's shape (`neural.families`): each field once, its
-    default left to the family (argparse's None: not given)."""
+    default left to the family (argparse's None: not given), the family's to the run resumed (`_network`)."""
     from dataclasses import fields
     from neural.families import FAMILIES
-    group.add_argument("--model", choices=tuple(FAMILIES), default=default_model,
-                       help="; ".join(f"{name}: {entry.summary}" for name, entry in FAMILIES.items()))
+    group.add_argument("--model", choices=tuple(FAMILIES), default=None,
+                       help="; ".join(f"{name}: {entry.summary}" for name, entry in FAMILIES.items())
+                            + f" (default {default_model}; --resume: the run's)")
     seen = {}
     for entry in FAMILIES.values():
         for f in fields(entry.shape):
@@ -235,16 +239,18 @@ def run_train(args: argparse.Namespace) -> dict | None:
         return launch(args)
     run_options = {f.name: getattr(args, f.name) for f in fields(RunConfig)[2:]
                    if getattr(args, f.name, None) is not None}  # not given: the config's (or the family's) default
-    config = RunConfig(model=args.model, **_shape_options(args), **run_options)
+    saved = _saved_run(args)
+    model, shape = _network(args, saved)
+    config = RunConfig(model=model, shape=shape, **_shape_options(args), **run_options)
     _check_launch(args)
-    if args.resume and args.out is not None:
-        _check_resume(args, args.out, config)
+    if saved is not None:
+        _check_resume(args, args.out, config, saved)
     options = corpus_options(args, args.out if args.resume and args.out else None)
     refuse_overwriting(args, {}, _recorded_files(options), folders={"--out": args.out})
     corpus = load_options(options, use_cache=not args.no_cache)
     shape = "-".join((k if v else f"no-{k}") if isinstance(v, bool) else f"{k}{v}"
                      for k, v in asdict(config.shape).items())
-    out = args.out or f"runs/{args.model}-{corpus.name}-{shape}-{config.recipe}-{config.objective}-s{args.seed}"
+    out = args.out or f"runs/{config.model}-{corpus.name}-{shape}-{config.recipe}-{config.objective}-s{args.seed}"
     if args.out is None:
         refuse_overwriting(args, {}, folders={"--out (its default)": Path(out)})
         if args.resume:
@@ -283,23 +289,49 @@ def busy(out: str | Path) -> str:
 RESUMED_AS_GIVEN = ("device", "threads", "backend", "parallel", "checkpoint_minutes", "max_steps")
 
 
-def _check_resume(args: argparse.Namespace, out: str | Path, config) -> None:
-    """--resume: refused in one line when `out` holds no run to resume (a mistyped folder would start a
-    new run), or when an option or a corpus option given differs from the run's (its checkpoint's
-    configuration, its corpus.json): the run's record would say it trained so from its start. Under
-    --parallel only rank 0's disk need hold the run (its trainer refuses another network there)."""
-    from dataclasses import asdict
-    from neural.config import RunConfig
+def _saved_run(args: argparse.Namespace) -> dict | None:
+    """The configuration of the run that `--resume --out RUN` resumes (its checkpoint's), refused in one
+    line when RUN holds none (`_check_resume`); None without --resume or --out, or under --parallel, where
+    only rank 0's disk need hold the run (its trainer refuses another network there)."""
+    if not (args.resume and args.out is not None) or args.parallel:
+        return None
+    return _resumed_config(args.out)
+
+
+def _resumed_config(out: str | Path) -> dict:
+    """The configuration of the run in `out` (its checkpoint's), refused in one line when there is none (a
+    mistyped folder would start a new run) or another process trains there."""
     from neural.training.checkpoint import CHECKPOINT, saved_config
-    if args.parallel:
-        return
     with folder_held(out, busy(out)) if Path(out).is_dir() else nullcontext():
         pass  # (another process training there: that first)
     path = Path(out) / CHECKPOINT
     if not path.exists():
         raise LMBenchError(f"--resume: no run to resume in {out} (no {CHECKPOINT}): check the folder's name, or "
                            "drop --resume to start a run there")
-    saved, asked = saved_config(path), asdict(config)
+    return saved_config(path)
+
+
+def _network(args: argparse.Namespace, saved: dict | None) -> tuple[str, dict | None]:
+    """The family of the run to train and the shape its options not given take (None: the family's
+    defaults): --model's, else a resumed run's own (`saved`, its configuration) and its shape, which the
+    run's record holds (a family given that is not the run's is refused by `_check_resume`)."""
+    from neural.config import RunConfig
+    if saved is None:
+        return args.model or RunConfig.model, None
+    model = args.model or saved["model"]
+    return model, saved["shape"] if model == saved["model"] else None
+
+
+def _check_resume(args: argparse.Namespace, out: str | Path, config, saved: dict | None = None) -> None:
+    """--resume: refused in one line when `out` holds no run to resume, or when an option or a corpus option
+    given differs from the run's (`saved`, its checkpoint's configuration, read when not given; its
+    corpus.json): the run's record would say it trained so from its start. Under --parallel only rank 0's
+    disk need hold the run (its trainer refuses another network there)."""
+    from dataclasses import asdict
+    from neural.config import RunConfig
+    if args.parallel:
+        return
+    saved, asked = saved or _resumed_config(out), asdict(config)
     free = ("shape", "lr", *RESUMED_AS_GIVEN, "batch_size",  # (the trainer names another batch: its layout)
             *(("epochs",) if config.schedule == "halving" else ()))
     compared = [key for key in saved if key in asked and key not in free]
@@ -390,8 +422,8 @@ def _require_run(run_dir: str) -> None:
     """Refuse a run directory without a trained model before any corpus is prepared."""
     from neural.training.checkpoint import BEST
     if not (Path(run_dir) / BEST).exists():
-        raise LMBenchError(f"no trained model in {run_dir} (no {BEST}): train there first (lmbench nplm "
-                           f"train --out {run_dir}), or let the run finish one epoch")
+        raise LMBenchError(f"no trained model in {run_dir} (no {BEST}): train there first (lmbench train --out "
+                           f"{run_dir}), or let the run finish one epoch")
 
 
 def run_eval(args: argparse.Namespace) -> dict | None:

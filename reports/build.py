@@ -122,7 +122,7 @@ def _headings(results: dict) -> dict:
                     "claims": "The paper's claims on our data", "note": TABLE_NOTE + NO_UNK_NOTE}
     else:
         name = results.get("name", corpus)
-        headings = {"title": f"n-gram models and the NPLM on {name}: perplexities",
+        headings = {"title": f"n-gram models and neural networks on {name}: perplexities",
                     "table": f"Perplexities on {name}", "note": OURS_NOTE + NO_UNK_NOTE,
                     "claims": f"The paper's questions asked of {name}"}
     if summary.is_quick(results):

@@ -19,10 +19,10 @@ from lmbench.errors import LMBenchError
 from lmbench.options import (NAME_BYTES, THREADS_MAX, examined_path, existing_file, integer, number, output_directory,
                              refuse_overwriting, split_fractions, write_refusal)
 from neural.precision import CHOICES as PRECISION_CHOICES
-from reports.experiments import EXTRA_ROWS, KINDS, NETWORKS_BEYOND_2003, OURS, ROWS, TABLE1_NETWORKS
+from reports.experiments import DEFAULT, EXTRA_ROWS, KINDS, NETWORKS_BEYOND_2003, OURS, ROWS, TABLE1_NETWORKS
 
 CORPORA = sorted(ROWS) + ["text"]
-NETWORK_IDS = [name.lower() for name in TABLE1_NETWORKS] + [OURS, *NETWORKS_BEYOND_2003]
+NETWORK_IDS = [DEFAULT] + [name.lower() for name in TABLE1_NETWORKS] + [OURS, *NETWORKS_BEYOND_2003]
 SAMPLE_MAX = 100_000  # words one `lmbench generate` draws at most
 EXTRA_GROUPS = sorted({name for groups in EXTRA_ROWS.values() for name in groups})
 
@@ -86,9 +86,11 @@ def register(subparsers) -> None:
                              "section 5.1's energy network in MLP1's shape, alone and mixed (about 20 minutes "
                              "more on 2 cores); brown, ap: " + ", ".join(NETWORKS_BEYOND_2003) + " add our network "
                              "of that family (" + ", ".join(NETWORKS_BEYOND_2003.values()) + "), alone and mixed "
-                             "with interpolated KN 5")
+                             "with interpolated KN 5; text: none (its networks are chosen with --networks)")
     parser.add_argument("--networks", type=comma_list(NETWORK_IDS), default=None,
-                        help=f"the networks to train, of {','.join(NETWORK_IDS)} (default: all); brown, ap: the "
+                        help=f"the networks to train, of {','.join(NETWORK_IDS)} (default: those the table runs "
+                             f"when none is named); {DEFAULT}: those, so that {DEFAULT},NAME adds NAME to them "
+                             "(text: a family beyond 2003 that is not compared by default, say); brown, ap: the "
                              "table's other network rows and their mixtures are listed as not run (a family beyond "
                              "2003 named here adds its row group), e.g. --networks gru for one more row beside a "
                              "committed report on the same corpus")

@@ -192,6 +192,12 @@ def ap_rows(corpus=None) -> list[Row]:
 
 
 OURS = "ours"  # the id of NPLM (ours) among the networks a user's comparison can choose
+DEFAULT = "default"  # among the networks `--networks` names: those run when it names none (default,gru: and gru)
+
+
+def every_default(networks: tuple[str, ...] | None) -> bool:
+    """Whether the networks named (None: none named) take in every network that runs by default."""
+    return networks is None or DEFAULT in networks
 
 
 def ours_rows(corpus) -> list[Row]:
@@ -219,8 +225,9 @@ def text_rows(vocab_size: int, networks: tuple[str, ...] | None = None, only: st
     5, class-based trigrams scaled to |V|, the networks of Table 1, each mixed with the deleted-
     interpolation trigram three ways and with interpolated KN 5 by EM, then our networks beyond 2003
     (`rows_beyond_2003`; NPLM (ours) is added by the pipeline, `ours_rows`, its shape following the corpus).
-    `networks`: a subset of the network ids (e.g. ("mlp1", "lstm")); `only`: "ngram" (no network) or
-    "nplm" (the networks, their mixtures and the n-gram models they mix with: Del. Int., KN 5, ∞-gram)."""
+    `networks`: a subset of the network ids (e.g. ("mlp1", "lstm"); DEFAULT among them: those of a run that
+    names none, and the others named); `only`: "ngram" (no network) or "nplm" (the networks, their mixtures
+    and the n-gram models they mix with: Del. Int., KN 5, ∞-gram)."""
     trigram = Row("del-int", "ngram", "Del. Int.", n=3, method="deleted-interpolation")
     interpolated = [Row(f"kn-interp-{n}", "ngram", "Kneser-Ney interpolated", n=n, method="kneser-ney")
                     for n in (3, 4, 5)]
@@ -228,7 +235,8 @@ def text_rows(vocab_size: int, networks: tuple[str, ...] | None = None, only: st
     ngrams += [infini_gram_row(), Row("katz-3", "ngram", "Katz back-off", n=3, method="katz")]
     ngrams += [Row(f"class-3-{c}", "ngram", "class-based back-off", n=3, classes=c, method="class",
                    min_ngram_count=SRILM_CUTOFF, cluster_passes=CLUSTER_PASSES) for c in class_counts(vocab_size)]
-    chosen = [name for name in TABLE1_NETWORKS if networks is None or name.lower() in networks]
+    named = networks or ()
+    chosen = [name for name in TABLE1_NETWORKS if every_default(networks) or name.lower() in named]
     neural = []
     for name in chosen:
         label = f"NPLM, {name} shape"
@@ -237,7 +245,7 @@ def text_rows(vocab_size: int, networks: tuple[str, ...] | None = None, only: st
                    for suffix, how in (("", "0.5/0.5"), ("-em", "EM"), ("-bucketed", "EM per bucket"))]
     neural += kn5_mixtures(neural)
     neural += rows_beyond_2003(tuple(name for name in NETWORKS_BEYOND_2003
-                                if (FAMILIES[name].compared if networks is None else name in networks)))
+                                if (FAMILIES[name].compared and every_default(networks)) or name in named))
     if only == "ngram":
         return ngrams
     if only == "nplm":

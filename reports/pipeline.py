@@ -48,7 +48,8 @@ from lmbench.schema import check
 from mixing import saved
 from reports import pace
 from reports.estimate import CostModel, RunProgress, committed_results
-from reports.experiments import EXTRA_ROWS, OURS, QUICK_CLASSES, ROWS, WITH_COUNTS, Row, ours_rows, text_rows
+from reports.experiments import (DEFAULT, EXTRA_ROWS, NETWORK_CHOICES, OURS, QUICK_CLASSES, ROWS, WITH_COUNTS, Row,
+                                 every_default, ours_rows, text_rows)
 from reports.provenance import checked_state, code_state
 from reports.records import grouped, seeds_centre
 
@@ -176,7 +177,7 @@ class Reproduction:
         NPLM (ours) unless --only ngram or a --networks list without it leaves it out."""
         if self.text is not None:
             rows = text_rows(len(self.corpus.vocab), self.text.networks, self.text.only)
-            if self.text.only == "ngram" or (self.text.networks is not None and OURS not in self.text.networks):
+            if self.text.only == "ngram" or not (every_default(self.text.networks) or OURS in self.text.networks):
                 return rows
             return rows + ours_rows(self.corpus)
         groups = EXTRA_ROWS.get(self.settings.corpus, {})
@@ -186,7 +187,8 @@ class Reproduction:
 
     def chosen(self, row: Row) -> bool:
         """Whether a network row is one `networks` names (every one when it names none)."""
-        return self.networks is None or row.id in self.networks or (row.id == "nplm-ours" and OURS in self.networks)
+        return (every_default(self.networks) or row.id in self.networks
+                or (row.id == "nplm-ours" and OURS in self.networks))
 
     def _scaled(self, row: Row) -> Row:
         if self.settings.quick and row.classes:
@@ -322,7 +324,7 @@ class Reproduction:
         table = self.table_rows()
         self.left_out = {row.id for row in table if row.family and not self.chosen(row)}
         trained = tuple(row.id for row in table if row.family and row.id not in self.left_out)
-        unknown = [name for name in self.networks or () if name != OURS and name not in trained]
+        unknown = [name for name in self.networks or () if name not in (OURS, DEFAULT) and name not in trained]
         if unknown or (self.networks is not None and not trained):
             raise LMBenchError(f"--networks {','.join(unknown or self.networks)}: no network row of that id in the "
                                f"{self.settings.corpus} table; its networks: "
@@ -803,6 +805,9 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
                            "--train, --valid and --test")
     groups = EXTRA_ROWS.get(corpus, {})
     for name in extra:
+        if corpus == "text" and name in NETWORK_CHOICES:
+            raise LMBenchError(f"--extra {name}: a text corpus's networks are chosen with --networks: give "
+                               f"--networks {DEFAULT},{name} (the default networks and {name}) instead")
         if name not in groups:
             having = [table for table, named in EXTRA_ROWS.items() if name in named]
             raise LMBenchError(f"--extra {name}: the {corpus} table has no such row group (it is "

@@ -27,7 +27,8 @@ import pytest
 from lmbench.files import atomic_write_text, folder_held, replaced_folder
 from tests.helpers import corpus_args, write_splits, zipf_text
 from tests.test_faults import error_line
-from tests.test_hostile_classes import ALL, OUTPUTS, kind, of_kind, place, with_value  # noqa: F401 (place: a fixture)
+from tests.test_hostile_classes import (ALL, OUTPUTS, kind, of_kind, options, place,  # noqa: F401 (place: a fixture)
+                                        with_value)
 from lmbench_cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -256,20 +257,39 @@ def paused(tmp_path_factory):
     return run, files, other, whole, root
 
 
-# Each run option of `train` with a value other than the paused run's (nplm, sgd, importance, halving);
-# "trained with": refused by the check of a resume; else refused before it, naming the option (an option of
-# another family, one the run's recipe or objective has no use for).
-OTHER_VALUES = {"--model": ["energy"], "--n": ["4"], "--m": ["5"], "--h": ["6"], "--no-direct": [],
-                "--recipe": ["paper"], "--objective": ["softmax"], "--samples": ["7"], "--lr": ["0.5"],
-                "--min-gain": ["0.01"], "--anneal-gain": ["0.5"], "--schedule": ["linear"], "--weight-decay": ["0.01"],
-                "--dropout": ["0.1"], "--patience": ["3"], "--valid-tokens": ["5"], "--seed": ["1"], "--precision": ["bf16"],
-                "--budget-updates": ["3"], "--batch-size": ["7"], "--classes": ["4"], "--class-source": ["exchange"],
-                "--bag": ["2"], "--layers": ["2"], "--no-tied": [], "--d": ["8"], "--heads": ["2"], "--ff": ["8"],
-                "--length": ["8"], "--positions": ["rotary"], "--steps": ["5"], "--warmup-steps": ["5"],
+# Each run option of `train` (neural.config.RunConfig's) with a value other than the paused run's (nplm, sgd,
+# importance, halving); "trained with": refused by the check of a resume; else refused before it, naming the
+# option (one the run's recipe or objective has no use for). The families' options: `shape_options`.
+OTHER_VALUES = {"--model": ["energy"], "--recipe": ["paper"], "--objective": ["softmax"], "--samples": ["7"],
+                "--lr": ["0.5"], "--min-gain": ["0.01"], "--anneal-gain": ["0.5"], "--schedule": ["linear"],
+                "--weight-decay": ["0.01"], "--dropout": ["0.1"], "--patience": ["3"], "--valid-tokens": ["5"],
+                "--seed": ["1"], "--precision": ["bf16"], "--budget-updates": ["3"], "--batch-size": ["7"],
+                "--classes": ["4"], "--class-source": ["exchange"], "--steps": ["5"], "--warmup-steps": ["5"],
                 "--clip": ["0.5"], "--final-lr-fraction": ["0.5"]}
-CHECKED = {"--model", "--n", "--m", "--h", "--no-direct", "--recipe", "--objective", "--samples", "--lr", "--min-gain",
-           "--anneal-gain", "--schedule", "--weight-decay", "--dropout", "--patience", "--valid-tokens", "--seed",
-           "--precision"}
+CHECKED = {"--model", "--recipe", "--objective", "--samples", "--lr", "--min-gain", "--anneal-gain", "--schedule",
+           "--weight-decay", "--dropout", "--patience", "--valid-tokens", "--seed", "--precision"}
+
+
+def shape_options(*names: str) -> dict[str, list[str]]:
+    """The options of the registered families `names` (default: every one), the fields of their shapes (what
+    the network is: a resume compares the shape whole), each under the name `train` gives it (a flag's last
+    spelling, --no-NAME) with the words that give it a value other than the paused run's (an NPLM in TINY's
+    shape); an option of another family is refused whatever its value."""
+    from dataclasses import fields
+    from neural.config import RunConfig
+    from neural.families import FAMILIES, option_name
+    run = RunConfig(n=3, m=4, h=5).shape
+    given = {}
+    for entry in (FAMILIES[name] for name in names or FAMILIES):
+        for f in fields(entry.shape):
+            value, flag = getattr(run, f.name, f.default), "--" + option_name(f.name)
+            if isinstance(value, bool):
+                given[f"--no-{flag[2:]}"] = [f"--no-{flag[2:]}" if value else flag]
+            else:
+                given[flag] = [flag, str(value + 1 if isinstance(value, int) else value)]
+    return given
+
+
 # How a resumed run goes on, not what it trains: may differ (--epochs: "at most", under the halving rule)
 MAY_DIFFER = {"--epochs", "--max-steps", "--checkpoint-minutes", "--device", "--threads", "--parallel", "--backend",
               "--nproc-per-node", "--nnodes", "--rdzv-endpoint", "--json", "--no-cache", "--out", "--resume"}
@@ -284,8 +304,8 @@ def corpus_other_values(files, other, whole) -> dict[str, list[str]]:
 
 def test_every_option_of_train_is_classified_for_resume(paused):
     corpus = corpus_other_values(*paused[1:4])
-    unknown = [name for command, name, _ in ALL if command == "train"
-               and name not in {*OTHER_VALUES, *MAY_DIFFER, *corpus}]
+    unknown = [name for command, name, _ in options() if command == "train"
+               and name not in {*OTHER_VALUES, *shape_options(), *MAY_DIFFER, *corpus}]
     assert not unknown, f"classify these options of train for --resume (tests/test_hostile_round3_outputs.py): {unknown}"
 
 
@@ -297,12 +317,16 @@ def test_a_resume_with_another_option_than_the_runs_is_refused(paused, capsys, c
     before = snapshot(run)
     base = [*command.split(), "--n", "3", "--m", "4", "--h", "5", "--device", "cpu", "--threads", "1", "--epochs", "1",
             "--out", str(run), "--resume"]
-    for option, value in OTHER_VALUES.items():
-        shape = {"--n": "3", "--m": "4", "--h": "5"}
-        words = [word for word in base if word not in (option, shape.get(option))] if option in shape else base
-        line = error_line(capsys, [*words, *corpus_args(files), option, *value])
+    checked = CHECKED | set(shape_options("nplm"))  # the run's family's options: "trained with"
+    for option, value in {**{option: [option, *value] for option, value in OTHER_VALUES.items()},
+                          **shape_options()}.items():
+        words = list(base)
+        if value[0] in words:  # (TINY's --n 3: the other value instead)
+            at = words.index(value[0])
+            del words[at: at + 2]
+        line = error_line(capsys, [*words, *corpus_args(files), *value])
         assert option.replace("--no-", "--") in line, (option, line)  # (--no-tied: --tied)
-        assert option not in CHECKED or "trained with" in line, (option, line)
+        assert option not in checked or "trained with" in line, (option, line)
     for option, value in corpus_other_values(files, other, whole).items():
         if option in ("--train", "--valid", "--test"):
             words = [*base, *corpus_args({**files, option[2:]: value[0]})]

@@ -23,9 +23,13 @@ from tests.lm_checks import assert_normalised, assert_scores_match_distribution
 from tests.test_nplm_train import CORPUS, tiny
 
 V = len(CORPUS.vocab)
-# the families that read windows; the stream families (LSTM, Transformer) pass the same checks through
-# their own trainer and scorer in tests/test_stream_networks.py
-WINDOW_FAMILIES = [name for name, entry in FAMILIES.items() if entry.context == "window"]
+
+
+def window_families() -> list[str]:
+    """The registered families that read windows, as the registry has them now; the stream families
+    (LSTM, Transformer) pass the same checks through their own trainer and scorer in
+    tests/test_stream_networks.py."""
+    return [name for name, entry in FAMILIES.items() if entry.context == "window"]
 
 
 def supports(family: str, objective: str) -> bool:
@@ -36,7 +40,7 @@ def supports(family: str, objective: str) -> bool:
 def cases(sampled: bool | None = None) -> list[tuple[str, str]]:
     """(family, objective) pairs of every registered family with every objective it trains with; the
     exact objectives are the output layers."""
-    return [(family, name) for family in WINDOW_FAMILIES for name, objective in OBJECTIVES.items()
+    return [(family, name) for family in window_families() for name, objective in OBJECTIVES.items()
             if supports(family, name) and (sampled is None or objective.sampled == sampled)]
 
 
@@ -83,7 +87,7 @@ def test_unigram_start_gives_the_unigram_in_every_context(family, objective):
     torch.testing.assert_close(log_p, unigram.log().expand(3, V), rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("family", [f for f in WINDOW_FAMILIES if supports(f, "importance")])
+@pytest.mark.parametrize("family", [f for f in window_families() if supports(f, "importance")])
 def test_importance_sampling_with_every_word_is_the_exact_gradient(family):
     """With a uniform proposal and every word drawn once, the importance-sampling loss is the exact
     log-likelihood: the hook scores what the full softmax scores."""
@@ -101,8 +105,9 @@ def test_importance_sampling_with_every_word_is_the_exact_gradient(family):
 
 @pytest.mark.parametrize("family,objective", SAMPLED)
 def test_sampled_update_touches_only_the_rows_it_uses(family, objective):
-    """Every gradient of a parameter with one row per word is zero outside the contexts, the targets
-    and the sample, and those of the output rows are sparse."""
+    """Every gradient of a parameter with one row per word (the network's WORD_TABLES) is zero outside the
+    contexts, the targets and the sample, and that of each table with a row of features per word (a
+    matrix, not a bias vector: the NPLM's C and [U, W], a log-bilinear model's one shared table) is sparse."""
     net = network(family, objective, dtype=torch.float64, seed=6)
     context, target = torch.randint(0, V, (6, 2)), torch.randint(0, V, (6,))
     unigram = torch.full((V,), 1.0 / V, dtype=torch.float64)
@@ -111,12 +116,12 @@ def test_sampled_update_touches_only_the_rows_it_uses(family, objective):
     sample = torch.multinomial(unigram, 3, replacement=True, generator=torch.Generator().manual_seed(5))
     used = set(context.flatten().tolist()) | set(target.tolist()) | set(sample.tolist())
     tables = {name: p for name, p in net.named_parameters() if name in net.WORD_TABLES}
-    assert len(tables) >= 2
+    assert tables
     for name, p in tables.items():
         grad = p.grad.coalesce() if p.grad.is_sparse else p.grad.to_sparse(1).coalesce()
         rows = set(grad.indices()[0].tolist())
         assert rows <= used and rows, name
-    assert sum(p.grad.is_sparse for p in tables.values()) >= 2  # C and the output rows
+        assert p.grad.is_sparse or p.dim() == 1, name
 
 
 @pytest.mark.parametrize("family,objective", cases())

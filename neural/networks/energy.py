@@ -79,7 +79,7 @@ class EnergyShape(NetworkShape):
 
     def refuse(self, run) -> str | None:
         if run.dropout:
-            return "--dropout acts on the NPLM's [tanh(d + Hx), x]: drop it for --model energy"
+            return "--model energy has no place for dropout: drop --dropout"
         if run.precision == "bf16":
             return ("--precision bf16 runs a network's products in bfloat16; the energy network's scores are "
                     "elementwise sums, no products: drop it (or give auto, which trains it in fp32)")
