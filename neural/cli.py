@@ -116,9 +116,9 @@ def add_train(commands) -> None:
                            help="continue the run in --out (on the corpus its corpus.json records, unless named)")
     _device_options(train)
     run_group.add_argument("--precision", choices=CHOICES, default=defaults.precision,
-                           help="the training products: fp32 (default), bf16 (bfloat16 products, fp32 weights, "
-                                "gradients and optimizer state), auto (bf16 where the device computes it natively "
-                                "and the family trains faster for it, else fp32); scoring is always fp32 "
+                           help="the training products: auto (default: bf16 where the device computes it natively "
+                                "and the family trains faster for it, else fp32), fp32, bf16 (bfloat16 products, fp32 "
+                                "weights, gradients and optimizer state); scoring is always fp32 "
                                 "(neural/precision.py)")
     _parallel_options(train, PARALLEL, BACKENDS)
     train.set_defaults(run=run_train)

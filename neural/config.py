@@ -91,7 +91,7 @@ class RunConfig:
     dropout: float = 0.0  # dropout on the features while training (not in the paper; NPLM: [tanh(d + Hx), x])
     seed: int = 0
     device: str = "auto"  # "auto" (cuda when present, else cpu), "cpu", "cuda", "cuda:1", ...
-    precision: str = "fp32"  # the training products: "fp32", "bf16" (mixed) or "auto", resolved (neural.precision)
+    precision: str = "auto"  # the training products: "auto" (bf16 where native and faster, else fp32), "fp32" or "bf16" (mixed), resolved (neural.precision)
     threads: int | None = None  # cpu threads; None: OMP_NUM_THREADS when set, else the free cores (lmbench.threads)
     checkpoint_minutes: float = 5.0  # also checkpoint mid-epoch this often
     max_steps: int | None = None  # pause (with a checkpoint; --resume carries on) after this many updates in all
@@ -137,8 +137,8 @@ class RunConfig:
         or an earlier version: a field since removed is dropped, a stream family's recipe, which its trainer
         never read before the one trainer (saved as "sgd"), is the adamw it trained with."""
         values = {f.name: saved[f.name] for f in fields(cls) if f.name in saved}
-        if saved.get("bf16"):  # (saved before --precision: its products in bfloat16)
-            values["precision"] = "bf16"
+        if "precision" not in saved:  # (saved before --precision: fp32, or --bf16's products in bfloat16)
+            values["precision"] = "bf16" if saved.get("bf16") else "fp32"
         model, shape = values.pop("model", "nplm"), values.pop("shape", None)
         if family(model).context == "stream":
             values["recipe"] = "adamw"

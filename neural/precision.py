@@ -1,12 +1,12 @@
 """The precision a network trains in (`RunConfig.precision`, `lmbench train --precision`, `reproduce --precision`).
 
-- fp32 (the default): every product in float32.
+- fp32: every product in float32.
 - bf16: mixed precision, as language models are trained on GPUs and TPUs: the forward pass's products
   (the features, the recurrences and attention, the output layer's |V|-sized GEMMs) in bfloat16 under
   torch's autocast, the weights, their gradients and the optimizer's state in float32 (autocast casts
   copies; the backward pass accumulates into the fp32 weights' gradients, the update is applied in fp32).
   No loss scaling: bfloat16 has float32's exponent range.
-- auto: bf16 where the device computes bfloat16 natively (a CPU with AVX512_BF16 or AMX, torch's oneDNN
+- auto (the default): bf16 where the device computes bfloat16 natively (a CPU with AVX512_BF16 or AMX, torch's oneDNN
   path; a GPU torch says supports it) and the family is measured faster for it (its registration's
   `mixed_precision`, from bench/train_speed.py --precision), else fp32. It is resolved when the run's
   configuration is made, so that the configuration, its cache key and its record name what ran.

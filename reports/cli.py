@@ -98,10 +98,10 @@ def register(subparsers) -> None:
                         help="CPU threads of the network rows (default: OMP_NUM_THREADS when set, else the cores "
                              "not busy at the start, docs/parallel.md; e.g. 1 to share the machine with another "
                              "run): how fast, not what, so not part of a row's cache key")
-    parser.add_argument("--precision", choices=PRECISION_CHOICES, default="fp32",
-                        help="the network rows' training products: fp32 (default), bf16 (bfloat16 products, fp32 "
-                             "weights and optimizer state), auto (bf16 for the families measured faster for it where "
-                             "the device computes it natively, else fp32); scoring is fp32 either way; recorded in "
+    parser.add_argument("--precision", choices=PRECISION_CHOICES, default="auto",
+                        help="the network rows' training products: auto (default: bf16 for the families measured "
+                             "faster for it where the device computes it natively, else fp32), fp32, bf16 (bfloat16 "
+                             "products, fp32 weights and optimizer state); scoring is fp32 either way; recorded in "
                              "each row and its cache key (neural/precision.py)")
     parser.add_argument("--jobs", type=integer(1, 64), default=1,
                         help="rows run at once, as tasks of an embedded Ray on this machine (the CPU threads shared "

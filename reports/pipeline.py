@@ -136,7 +136,7 @@ class Reproduction:
                  extra: tuple[str, ...] = (), code: dict | None = None, threads: int | None = None, seeds: int = 1,
                  seeds_for: tuple[str, ...] = (), budget: str | None = None, budget_flops: float | None = None,
                  budget_rule: str = "complete", networks: tuple[str, ...] | None = None, jobs: int = 1,
-                 precision: str = "fp32", cluster: str | None = None):
+                 precision: str = "auto", cluster: str | None = None):
         self.jobs = jobs  # rows at once on an embedded Ray of this machine (reports.cluster; 1: one after the other)
         self.cluster = cluster  # the address of a running Ray cluster that runs the rows (reports.cluster; None: none)
         self.settings = settings
@@ -780,7 +780,7 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
               allow_dirty: bool = False, threads: int | None = None, seeds: int = 1,
               seeds_for: tuple[str, ...] = (), budget: str | None = None, budget_flops: float | None = None,
               results_dir: Path | None = None, budget_rule: str = "complete",
-              networks: tuple[str, ...] | None = None, jobs: int = 1, precision: str = "fp32",
+              networks: tuple[str, ...] | None = None, jobs: int = 1, precision: str = "auto",
               cluster: str | None = None) -> dict:
     """Run (or resume) the whole table and build the report; returns the report's summary.
     `skip`: kinds of rows (keys of RUNNERS) to leave out; `text`: the user's corpus when `corpus` is

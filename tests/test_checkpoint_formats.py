@@ -39,7 +39,7 @@ def test_saved_files_are_of_the_older_format():
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_an_older_best_model_loads_and_an_older_checkpoint_resumes_to_the_same_network(name, tmp_path):
     data = corpus()
-    config = RunConfig(**RUNS[name], epochs=2, seed=3, device="cpu", threads=1)
+    config = RunConfig(**RUNS[name], epochs=2, seed=3, device="cpu", threads=1, precision="fp32")  # (as they were saved)
     train_network(data, config, tmp_path / "now", progress=False, evaluate=False)
     now = load_network(tmp_path / "now", data, device="cpu").score(*data.stream_for("test"))
     shutil.copytree(SAVED / name, tmp_path / "old")

@@ -72,7 +72,7 @@ def scores(case: str, out: Path) -> list[float]:
     from neural.training.trainer import train_network
 
     data = corpus()
-    config = RunConfig(**CASES[case], epochs=2, seed=3, device="cpu", threads=1)
+    config = RunConfig(**CASES[case], epochs=2, seed=3, device="cpu", threads=1, precision="fp32")  # (pinned in fp32)
     train_network(data, config, out, progress=False, evaluate=False)
     model = load_network(out, data, device="cpu")
     return [float(x) for x in model.score(*data.stream_for("test"))[:TOKENS]]
