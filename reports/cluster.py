@@ -81,7 +81,9 @@ def start_ray(reproduction, slots: int, per_row: int, store_bytes: int) -> None:
     `per_row` threads each; one line naming the address where no Ray answers there."""
     quiet = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
     if reproduction.cluster is None:
-        ray.init(num_cpus=slots * per_row, object_store_memory=store_bytes, **quiet)
+        # address "local": a Ray of this run's own, even where another runs here (ray.init() would join
+        # the one /tmp/ray/ray_current_cluster or RAY_ADDRESS names)
+        ray.init(address="local", num_cpus=slots * per_row, object_store_memory=store_bytes, **quiet)
         return
     address = reproduction.cluster
     check_address(address)

@@ -104,6 +104,17 @@ def test_jobs_2_runs_rows_on_an_embedded_ray_with_the_sequential_figures_and_res
     assert_sequential_figures(rows_of(tmp_path / "resumed"), sequential)
 
 
+def test_jobs_starts_its_own_ray_beside_a_cluster_running_on_this_machine(files, cluster, tmp_path):
+    """--jobs 2 while a Ray cluster runs here (a user's own, or another test's: CI saw `ray.init()` join it
+    through /tmp/ray/ray_current_cluster and fail, "num_cpus ... must not be provided"): the run starts its
+    own embedded Ray, none of its rows runs on that cluster's nodes, and the cluster is left running."""
+    assert main(argv(files, tmp_path, "--jobs", "2", "--only", "ngram")) == 0
+    head, workers = cluster
+    theirs = {head.head_node.node_id, *(worker.node_id for worker in workers)}
+    ours = {row["node"]["ray_node"] for row in rows_of(tmp_path).values() if "ray_node" in row["node"]}
+    assert ours and not ours & theirs
+
+
 @pytest.mark.slow
 def test_rows_run_on_several_nodes_with_the_sequential_runs_figures(files, sequential, cluster, tmp_path):
     """Every row that ran is recorded with its node; they ran on more than one of the three; every
