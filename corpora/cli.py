@@ -66,10 +66,10 @@ def corpus_options(args: argparse.Namespace, run: str | Path | None = None) -> d
     record = read_record(run) if run is not None else None
     options = given
     if record is not None and given.get("corpus", record["corpus"]) == record["corpus"]:
+        if any(name in given for name in FILES):  # the files given replace the record's, which are not checked
+            record = {k: v for k, v in record.items() if k not in (*FILES, "files", "corpus_split")}  # (a moved corpus)
         recorded = recorded_options(record, Path(run))  # (an option its corpus ignored, recorded before it
         recorded = {k: v for k, v in recorded.items() if k == "corpus" or k in TAKES[record["corpus"]]}  # was refused)
-        if any(name in given for name in FILES):
-            recorded = {k: v for k, v in recorded.items() if k not in (*FILES, "corpus_split")}
         options = {**recorded, **given}
     if "corpus" not in options:
         options["corpus"] = "text" if any(name in options for name in FILES) else "brown"

@@ -121,11 +121,18 @@ def write_failure(path: Path, err: BaseException, written: int = 0, fix: str = "
     if no_room is not None:
         missing, reason = no_room
         folder = next((p for p in [path.parent, *path.parents] if p.exists()), path.parent)
-        try:
-            free = f", {_size(shutil.disk_usage(folder).free)} free there"
-        except OSError:
-            free = ""
         need = f"at least {_size(written + missing)}" if missing else f"more than the {_size(written)} written"
+        try:
+            room = shutil.disk_usage(folder).free
+        except OSError:
+            room = None
+        if room is None:
+            free = ""
+        elif room > 100 * max(written + missing, 2**20):  # (room for a hundred such files: not its free space)
+            free = (f"; the disk there shows {_size(room)} free, so a quota, a limit on a file's size or a "
+                    "filesystem out of inodes may be what refused it")
+        else:
+            free = f", {_size(room)} free there"
         return WriteFailed(f"no room to write {path} ({reason}, after {_size(written)}): it needs {need}"
                            f"{free}; nothing of it was kept: "
                            f"{fix or 'free space there or write to another folder'}")

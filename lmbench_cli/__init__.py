@@ -99,6 +99,12 @@ def _main(argv: list[str] | None) -> int:
         print("lmbench: error: standard output is closed, and the figures go there: give it a file or a "
               "terminal (> figures.txt)", file=sys.stderr)
         return 2
+    try:  # (a folder deleted under the shell: relative paths mean nothing, and torch's libraries fail to load
+        os.getcwd()  # with "Intel oneMKL FATAL ERROR")
+    except FileNotFoundError:
+        print("lmbench: error: the working directory was deleted: cd to a folder that exists and run it again",
+              file=sys.stderr)
+        return 2
     for stream in (sys.stdout, sys.stderr):  # the C locale without Python's UTF-8 coercion: words as UTF-8, as
         if stream is not None and codecs.lookup(stream.encoding or "ascii").name == "ascii":  # coerced Pythons
             stream.reconfigure(encoding="utf-8")                                               # write them

@@ -358,22 +358,25 @@ def _as_given(key: str, value, negatable: bool) -> str:
 def _check_resumed_corpus(args: argparse.Namespace, out: Path) -> None:
     """A corpus option given to --resume that differs from the run's corpus.json (a file of other content,
     another threshold): refused in one line naming it."""
-    from corpora.cli import FILES, OPTIONS, read_record, recorded_options
+    from corpora.cli import FILES, OPTIONS, read_record
     from corpora.text import file_digest
     record = read_record(out)
     if record is None:  # (a run from before the records: the checkpoint's vocabulary is checked)
         return
-    recorded = recorded_options(record, out)
+    entries = {**record.get("files", {}), **{name: record[name] for name in FILES if name in record}}
     for name in OPTIONS:
         value = getattr(args, name, None)
         if value in (None, False):
             continue
-        have = recorded.get(name)
-        if name in FILES:
-            same = have is not None and file_digest(Path(value)) == file_digest(Path(have))
+        if name in FILES:  # (compared with the digest recorded: the run's file may have moved, this its new place)
+            entry = entries.get(name)
+            have = entry and entry["path"]
+            same = entry is not None and file_digest(Path(value)) == entry["sha256"]
         elif name == "ap_dir":
+            have = record.get(name)
             same = have is not None and Path(value).resolve() == Path(have).resolve()
         else:
+            have = record.get(name)
             same = have is not None and (list(value) if name == "corpus_split" else value) == have
         if not same:
             option = "--" + name.replace("_", "-")

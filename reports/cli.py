@@ -47,7 +47,8 @@ def row_ids(text: str) -> tuple[str, ...]:
 
 def folder_name(text: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", text):
-        raise argparse.ArgumentTypeError(f"{text!r}: a folder name of letters, digits, '.', '_' or '-'")
+        raise argparse.ArgumentTypeError(f"{text!r}: a folder name of ASCII letters and digits, '.', '_' or '-' "
+                                         "(no accents or spaces)")
     if len(text) > NAME_BYTES:  # (the folders runs/NAME, runs/reports/NAME-quick and the names made from them)
         raise argparse.ArgumentTypeError(f"{text[:60]!r}... has {len(text)} characters: give a name of at most "
                                          f"{NAME_BYTES}")

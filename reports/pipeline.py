@@ -515,12 +515,16 @@ class Reproduction:
 
     def _run_network(self, row: Row) -> RowRun:
         from neural.scoring import score_split
-        from neural.training.checkpoint import load_network
+        from neural.training.checkpoint import Advice, load_network
         from neural.training.trainer import train_network
         config = self.training_config(row)
         out = self.work / "nplm" / f"{row.id}-{self.fingerprint(row)}"  # a changed row trains afresh
         started = time.perf_counter()
-        summary = train_network(self.corpus, config, out, resume=True, evaluate=False)  # scored below
+        advice = Advice(resume="run the same command again: the rows finished are cached, and this network "
+                               "continues from its last good checkpoint",
+                        diverged=f"row {row.id} diverged on this corpus: leave it out (--networks naming the others)"
+                                 + (", or train it in fp32 (--precision fp32)" if config.precision != "fp32" else ""))
+        summary = train_network(self.corpus, config, out, resume=True, evaluate=False, advice=advice)  # scored below
         trained_here = time.perf_counter() - started  # (0 for a run finished before: resumed, or trained apart)
         model = load_network(out, self.corpus, threads=self.threads, progress=True)  # the exact scoring's bar
         splits = SPLITS if row.paper_model else ("valid", "test")  # our extra rows: no train column

@@ -143,7 +143,7 @@ def test_bounded_memory_gives_the_same_rows(corpus_files, tmp_path, capsys, monk
     (["reproduce", "text"], "reproduce text needs --train, --valid, --test"),
     (["reproduce", "brown", "--only", "ngram"], "--only: only for `lmbench reproduce text`"),
     (["reproduce", "text", "--networks", "mlp2"], "give a comma-separated list of default, mlp1"),
-    (["reproduce", "text", "--name", "../x"], "a folder name of letters"),
+    (["reproduce", "text", "--name", "../x"], "a folder name of ASCII letters"),
     (["reproduce", "text", "--corpus-file", "pyproject.toml", "--train", "pyproject.toml"],
      "--corpus-file is cut into train, valid and test: drop --train"),
     (["reproduce", "text", "--split", "0.8,0.1,0.1"], "--split cuts the one file of --corpus-file"),

@@ -32,11 +32,20 @@ LOGPROBS = "logprobs.npz"  # the best model's per-token log-probabilities of val
 FORMAT = 2  # family, network and config at the top of every file (1: the two trainers' formats)
 
 
-def atomic_save(obj, path: Path) -> None:
+@dataclasses.dataclass(frozen=True)
+class Advice:
+    """What the line of a run stopped by a failed write or a divergence tells its user to do, in the words
+    of the command that trains it (`lmbench train`'s here; a comparison's row gives its own)."""
+    resume: str = "run again with --resume (it continues from the last good checkpoint)"
+    diverged: str = ("lower the learning rate (--lr) and start again (a resumed run keeps its options: another "
+                     "--out, or delete this run)")
+
+
+def atomic_save(obj, path: Path, advice: Advice = Advice()) -> None:
     """torch.save, atomically: a reader never sees half a checkpoint, and a failed write (a full disk: one
-    line) keeps the last good one, from which --resume continues."""
+    line) keeps the last good one, from which the run continues when started again."""
     atomic_write_file(path, lambda out: torch.save(obj, out), fix=f"free space under {Path(path).parent} and "
-                      "run again with --resume (it continues from the last good checkpoint)")
+                      f"{advice.resume}")
 
 
 def saved_file(net, config: RunConfig, fingerprint: str, **more) -> dict:
@@ -164,12 +173,11 @@ def load_network(out_dir: str | Path, corpus, *, device: str | torch.device = "a
 
 
 def nan_error(step: int, checkpoint_path: Path, value: float | None = None,
-              quantity: str = "the training loss") -> LMBenchError:
+              quantity: str = "the training loss", advice: Advice = Advice()) -> LMBenchError:
     what = f"{quantity} became {value}" if value is not None else "a parameter became NaN or inf"
     kept = (f"; the last good checkpoint {checkpoint_path} is kept" if checkpoint_path.exists()
             else "; no checkpoint was written yet")
-    return LMBenchError(f"{what} at update {step}: lower the learning rate (--lr) and start again (a resumed "
-                        f"run keeps its options: another --out, or delete this run){kept}")
+    return LMBenchError(f"{what} at update {step}: {advice.diverged}{kept}")
 
 
 def check_finite(result: dict, out: Path) -> None:

@@ -51,8 +51,8 @@ from neural.outputs.objectives import make_objective
 from neural.precision import autocast
 from neural.scoring import score_split
 from neural.training.batches import batches_for
-from neural.training.checkpoint import (BEST, CHECKPOINT, LOG, LOGPROBS, RESULT, atomic_save, check_finite,
-                                        load_network, nan_error, read_checkpoint, saved_file)
+from neural.training.checkpoint import (BEST, CHECKPOINT, LOG, LOGPROBS, RESULT, Advice, atomic_save,
+                                        check_finite, load_network, nan_error, read_checkpoint, saved_file)
 from neural.training.loop import RunState, run_epochs, write_log
 from neural.training.recipe import learning_rate, make_optimizer, next_epoch_rate, resolve_device
 from neural.training.team import Team
@@ -84,14 +84,17 @@ def join(mode: str | None, vocab_size: int, *, device: str = "auto", backend: st
 
 
 def train_network(corpus, config: RunConfig, out_dir: str | Path, *, resume: bool = False,
-                  progress: bool = True, evaluate: bool = True, team: Team | None = None) -> dict:
+                  progress: bool = True, evaluate: bool = True, team: Team | None = None,
+                  advice: Advice = Advice()) -> dict:
     """Train on corpus.train, validate on corpus.valid, write the run into out_dir and return the figures:
     train/valid/test perplexity of the best model (when `evaluate`; a caller that scores the splits itself
     passes False), tokens/s, seconds, epochs, why it stopped. `team`: the processes of a parallel run
-    (default: those config.parallel asks for, joined here)."""
+    (default: those config.parallel asks for, joined here); `advice`: what a stopped run's line tells its
+    user to do, in the words of the command that trains it."""
     team = team or join(config.parallel, len(corpus.vocab), device=config.device, backend=config.backend,
                         threads=config.threads)
-    run = Trainer(corpus, config, Path(out_dir), team, resume=resume, progress=progress and team.writer)
+    run = Trainer(corpus, config, Path(out_dir), team, resume=resume, progress=progress and team.writer,
+                  advice=advice)
     budget = config.budget_updates  # (an epoch has at least one update: as many epochs as updates are enough)
     run_epochs(run, epochs=config.epochs if budget is None else budget, max_steps=config.max_steps,
                checkpoint_minutes=config.checkpoint_minutes, progress=run.progress, desc=f"{config.model} epoch",
@@ -104,9 +107,10 @@ class Trainer:
     batches of `config`, resumed from out/checkpoint.pt when `resume`, and the hooks of
     `neural.training.loop.run_epochs`."""
 
-    def __init__(self, corpus, config: RunConfig, out: Path, team: Team, *, resume: bool, progress: bool):
+    def __init__(self, corpus, config: RunConfig, out: Path, team: Team, *, resume: bool, progress: bool,
+                 advice: Advice = Advice()):
         out.mkdir(parents=True, exist_ok=True)
-        self.config, self.out, self.team, self.progress = config, out, team, progress
+        self.config, self.out, self.team, self.progress, self.advice = config, out, team, progress, advice
         self.checkpoint_path = out / CHECKPOINT
         self.fingerprint = corpus.vocab.fingerprint()
         vocab_size = len(corpus.vocab)
@@ -187,7 +191,7 @@ class Trainer:
 
         def write() -> None:
             if not all(torch.isfinite(t).all() for t in model.values()):
-                raise nan_error(self.state.step, self.checkpoint_path)
+                raise nan_error(self.state.step, self.checkpoint_path, advice=self.advice)
             atomic_save(saved_file(self.net, self.config, self.fingerprint, model=model,
                                    optimizer=self.optimizer.optimizer.state_dict(), torch_rng=torch.get_rng_state(),
                                    cuda_rng=torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
@@ -195,7 +199,7 @@ class Trainer:
                                    state=self.state.saved(),
                                    carried=None if carried is None else tuple(s.cpu() for s in carried),
                                    batch=self.batches.batch, steps=getattr(self.batches, "steps", None)),
-                        self.checkpoint_path)
+                        self.checkpoint_path, self.advice)
         self.team.from_rank0(write)
 
     # -- the loop's hooks -----------------------------------------------------------------------------
@@ -219,7 +223,7 @@ class Trainer:
 
     def diverged(self, step: int, loss: float) -> LMBenchError:
         """Update `step`'s loss was NaN or inf: the run stops in one line, its last good checkpoint kept."""
-        return nan_error(step, self.checkpoint_path, loss)
+        return nan_error(step, self.checkpoint_path, loss, advice=self.advice)
 
     def forward_backward(self) -> tuple[torch.Tensor, int, float]:
         """The next minibatch's loss, its gradients accumulated into the network's (its training FLOPs,
@@ -246,7 +250,8 @@ class Trainer:
         valid_ppl = perplexity(team.score_stream(net, self.valid_stream, self.valid_start,
                                                  batch_size=config.eval_batch))
         if not math.isfinite(valid_ppl) or not math.isfinite(state.loss_sum):  # diverged, not yet NaN
-            raise nan_error(state.step, self.checkpoint_path, valid_ppl, "the validation perplexity")
+            raise nan_error(state.step, self.checkpoint_path, valid_ppl, "the validation perplexity",
+                            advice=self.advice)
         train_tokens = state.tokens
         record = state.record(self.rate(), valid_ppl, len(self.valid_stream) - self.valid_start,
                               not OBJECTIVES[config.objective].sampled)
@@ -261,7 +266,7 @@ class Trainer:
             model = team.state_dict(net)
             if team.writer:
                 atomic_save(saved_file(net, config, self.fingerprint, model=model, epoch=record["epoch"],
-                                       valid_perplexity=valid_ppl), self.out / BEST)
+                                       valid_perplexity=valid_ppl), self.out / BEST, self.advice)
         else:
             state.bad_epochs += 1
         if config.recipe == "paper":
