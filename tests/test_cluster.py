@@ -148,12 +148,30 @@ for _ in range(300):
 """
 
 
+@pytest.fixture(scope="module")
+def longer(files, tmp_path_factory):
+    """A train split of 20,000 tokens: LONG_ROWS' networks train there long enough to be caught training."""
+    return write_splits(tmp_path_factory.mktemp("longer"), train=chain_text(20000, 1),
+                        valid=files["valid"].read_text(), test=files["test"].read_text())
+
+
+def wait_for_training(folder, driver: subprocess.Popen, networks: int = 3) -> None:
+    """Until each of the run's `networks` network rows has its training folder (its task is training)."""
+    while len(list((folder / "work" / "nplm").glob("*"))) < networks:
+        assert driver.poll() is None, driver.stderr.read()
+        time.sleep(0.05)
+
+
 @pytest.mark.slow
-def test_ctrl_c_stops_the_runs_tasks_on_the_cluster_and_keeps_its_finished_rows(files, cluster, tmp_path):
-    """SIGINT to the driver while rows train: it ends with one line, the cluster's CPUs are all free again
-    (no task of the run left), and the rows finished are in the row cache."""
-    driver = start_driver(files, tmp_path, cluster[0].address)
+def test_ctrl_c_stops_the_runs_tasks_on_the_cluster_and_keeps_its_finished_rows(longer, cluster, tmp_path):
+    """SIGINT to the driver while rows train (its n-gram rows finished, its three networks training: caught
+    there, not after the quick rows of a --quick run, which CI once saw all finish before the signal): it
+    ends with one line, the cluster's CPUs are all free again (no task of the run left), and the rows
+    finished are in the row cache."""
+    rows = ("--budget-flops", "1e12", "--networks", "transformer,lstm,gru", "--skip", "mix")
+    driver = start_driver(longer, tmp_path, cluster[0].address, *rows, quick=False)
     wait_for_rows(tmp_path, 2, driver)
+    wait_for_training(tmp_path, driver)
     driver.send_signal(signal.SIGINT)
     _, errors = driver.communicate(timeout=120)
     assert driver.returncode != 0 and "Traceback" not in errors, errors
@@ -193,13 +211,11 @@ def busy_worker(cluster, driver: subprocess.Popen, folder):
 
 
 @pytest.mark.slow
-def test_a_node_removed_while_rows_train_and_the_run_finishes_with_the_same_figures(files, cluster, tmp_path,
+def test_a_node_removed_while_rows_train_and_the_run_finishes_with_the_same_figures(longer, cluster, tmp_path,
                                                                                       tmp_path_factory):
     """(Last of the cluster's tests: it takes a node away.) A worker node is removed while a row's task runs
     on it: the task runs again on the nodes left (Ray's retries), and the run gives the same figures (with
     no retries, reports.cluster.RETRIES = 0, the run fails here: "row gru: its task was lost 1 times")."""
-    longer = write_splits(tmp_path_factory.mktemp("longer"), train=chain_text(20000, 1), valid=files["valid"].read_text(),
-                          test=files["test"].read_text())
     folder = tmp_path_factory.mktemp("long-sequential")
     assert main(argv(longer, folder, *LONG_ROWS, quick=False)) == 0
     sequential = rows_of(folder)
