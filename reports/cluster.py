@@ -25,8 +25,11 @@ from __future__ import annotations
 import logging
 import os
 import platform
+import signal
 import socket
 import tempfile
+import threading
+from contextlib import contextmanager
 from copy import copy
 from pathlib import Path
 
@@ -47,6 +50,7 @@ NETWORK_GPU_SHARE = 0.5  # a network row's share of a GPU where the cluster has 
 WORKER_BYTES = 600 * 2**20
 NGRAM_BYTES_PER_TOKEN = 400
 CONNECT_SECONDS = 10  # to reach a cluster's address
+WAIT_SECONDS = 0.5  # the driver's wait for a task between two looks at Ctrl-C
 OBJECT_STORE_BYTES = 100 * 2**20  # an embedded Ray's object store at least (the corpus, the rows' log-probabilities)
 
 
@@ -198,30 +202,54 @@ def run_on_ray(reproduction, skip: frozenset[str], results: dict, progress: RunP
         pending = {run_row_task.options(**options[row.id]).remote(sent_ref, corpus_ref, row): row for row in to_run}
         log.info("reproduce: %d rows as Ray tasks on %d node(s), %d CPU thread(s) each, %d at once here at most",
                  len(to_run), sum(bool(node.get("Alive")) for node in ray.nodes()), per_row, slots)
+
+        def take(ref) -> None:
+            row = pending.pop(ref)
+            try:
+                result, logprobs = ray.get(ref)
+            except ray.exceptions.RayTaskError as error:  # the row's own error, as one process would raise it
+                raise error.cause if isinstance(error.cause, BaseException) else error from None
+            except ray.exceptions.RayError as error:  # its worker or node lost more times than it is retried
+                detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+                raise LMBenchError(f"row {row.id}: its task was lost {RETRIES + 1} times ({type(error).__name__}: "
+                                   f"{detail.split('. ')[0]}); the rows finished are cached: run the same "
+                                   "command again") from None
+            results[row.id] = reproduction.store_row(row, result, logprobs)
+            progress.ran(row.id)
+            log.info("row %s: ran on %s (%.0f s): valid %.1f test %.1f", row.id, result["node"]["host"],
+                     result["seconds"], result["valid_ppl"], result["test_ppl"])
+            run_ready_mixtures(reproduction, mixtures, skip, results, progress)
+
         try:
-            while pending:
-                done, _ = ray.wait(list(pending), num_returns=1)
-                row = pending.pop(done[0])
-                try:
-                    result, logprobs = ray.get(done[0])
-                except ray.exceptions.RayTaskError as error:  # the row's own error, as one process would raise it
-                    raise error.cause if isinstance(error.cause, BaseException) else error from None
-                except ray.exceptions.RayError as error:  # its worker or node lost more times than it is retried
-                    detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-                    raise LMBenchError(f"row {row.id}: its task was lost {RETRIES + 1} times ({type(error).__name__}: "
-                                       f"{detail.split('. ')[0]}); the rows finished are cached: run the same "
-                                       "command again") from None
-                results[row.id] = reproduction.store_row(row, result, logprobs)
-                progress.ran(row.id)
-                log.info("row %s: ran on %s (%.0f s): valid %.1f test %.1f", row.id, result["node"]["host"],
-                         result["seconds"], result["valid_ppl"], result["test_ppl"])
-                run_ready_mixtures(reproduction, mixtures, skip, results, progress)
+            with interrupt_noted() as interrupted:
+                while pending:
+                    if interrupted:
+                        raise KeyboardInterrupt
+                    done, _ = ray.wait(list(pending), num_returns=1, timeout=WAIT_SECONDS)
+                    if done:
+                        take(done[0])
         except BaseException:  # Ctrl-C, a row that failed: this run's other tasks stop
             for ref in pending:
                 ray.cancel(ref, force=True)
             raise
     finally:
         ray.shutdown()
+
+
+@contextmanager
+def interrupt_noted():
+    """Ctrl-C noted in a list while the driver waits on Ray (`ray.wait` may take the signal itself and let
+    the wait go on: CI saw a run interrupted so finish with exit 0), the loop raising KeyboardInterrupt at
+    its next look; outside the main thread (where no handler can be set), a list never filled."""
+    noted: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield noted
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
+    try:
+        yield noted
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def run_ready_mixtures(reproduction, mixtures: list[Row], skip: frozenset[str], results: dict,
