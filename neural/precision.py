@@ -42,8 +42,27 @@ def resolve(precision: str, family, device: str) -> str:
 
 
 def autocast(device_type: str, precision: str):
-    """The context of a training update's forward pass: bfloat16 autocast under bf16, nothing under fp32."""
-    if precision != "bf16":
-        return contextlib.nullcontext()
+    """The context of a training update's forward pass: bfloat16 products under bf16 (`bf16_products`),
+    nothing under fp32."""
+    return bf16_products(device_type, precision == "bf16")
+
+
+@contextlib.contextmanager
+def bf16_products(device_type: str, enabled: bool = True):
+    """Products in bfloat16 (torch's autocast) when `enabled`, also on a CPU that computes none natively,
+    where torch's oneDNN path creates no bfloat16 LSTM primitive (a RuntimeError): there oneDNN is set
+    aside inside the context and torch's own kernels compute instead, emulating bfloat16 (slower; the
+    LSTM's recurrence in float32). `--precision auto` never asks for it there; `--precision bf16` may."""
+    if not enabled:
+        yield
+        return
     import torch
-    return torch.autocast(device_type, dtype=torch.bfloat16)
+    emulated = device_type == "cpu" and not native_bf16("cpu")
+    before = torch.backends.mkldnn.enabled
+    if emulated:
+        torch.backends.mkldnn.enabled = False
+    try:
+        with torch.autocast(device_type, dtype=torch.bfloat16):
+            yield
+    finally:
+        torch.backends.mkldnn.enabled = before

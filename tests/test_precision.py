@@ -102,3 +102,19 @@ def test_train_says_and_records_its_precision(tmp_path, capsys):
     assert main(["train", *corpus_args(files), "--model", "lstm", "--m", "4", "--h", "4", "--layers", "1",
                  "--epochs", "1", "--threads", "1", "--precision", "bf16", "--out", str(out), "--json"]) == 0
     assert json.loads((out / "result.json").read_text())["config"]["precision"] == "bf16"
+
+
+@pytest.mark.parametrize("model", ["lstm", "gru", "transformer"])
+def test_bf16_asked_where_the_cpu_computes_none_natively_trains_and_scores(tmp_path, monkeypatch, model):
+    # --precision bf16 on a CPU without AVX512_BF16 or AMX: oneDNN creates no bf16 LSTM primitive there (a
+    # RuntimeError on such a machine); it trains with bfloat16 emulated, and oneDNN is back on afterwards
+    monkeypatch.setattr(precisions, "native_bf16", lambda device: False)
+    shape = dict(layers=1, d=8, heads=2, ff=16, length=8) if model == "transformer" else dict(layers=1, m=6, h=6)
+    config = RunConfig(model=model, **shape, precision="bf16", epochs=1, batch_size=4, warmup_steps=2, threads=1,
+                       device="cpu")
+    result = train_network(CORPUS, config, tmp_path / model, progress=False)
+    assert result["config"]["precision"] == "bf16" and math.isfinite(result["test_perplexity"])
+    assert torch.backends.mkldnn.enabled
+    with precisions.bf16_products("cpu"):  # (inside: torch's own kernels, autocast on)
+        assert not torch.backends.mkldnn.enabled and torch.is_autocast_enabled('cpu')
+    assert torch.backends.mkldnn.enabled and not torch.is_autocast_enabled('cpu')

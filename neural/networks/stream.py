@@ -40,6 +40,7 @@ from neural.families import NetworkShape, check_numbers, option_name
 from neural.networks.nplm import PAD_ID
 from neural.outputs.flops import output_flops
 from neural.outputs.layers import SoftmaxNLL, at_least_fp32, softmax_parts
+from neural.precision import bf16_products
 
 
 # The registration keywords of a stream family: its context, and a row of ours in comparisons.
@@ -304,7 +305,7 @@ class RecurrentNetwork(StreamNetwork):
         state = None
         for lo in chunks:
             hi = min(lo + EVAL_CHUNK, width)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            with bf16_products(device.type, bf16):
                 z, state = self.encode(rows_t[:, lo:hi], state)  # (lanes, c, h)
             mask = scored_t[:, lo:hi]
             if mask.any():

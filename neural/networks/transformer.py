@@ -47,6 +47,7 @@ from neural.networks.nplm import PAD_ID
 from neural.families import Family, check_numbers, register
 from neural.networks.stream import STREAM, StreamNetwork, StreamShape, padded_inputs
 from neural.outputs.flops import output_flops
+from neural.precision import bf16_products
 
 
 @dataclass(frozen=True)
@@ -203,7 +204,7 @@ class TransformerNetwork(StreamNetwork):
                 rows[i, : v - u] = inputs[u:v]
             scored = ((position >= np.maximum(ends - stride, start)[:, None]) & (position < ends[:, None])
                       & (position < len(stream)))
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            with bf16_products(device.type, bf16):
                 z, _ = self.encode(torch.from_numpy(rows).to(device))  # (W, L, d)
             mask = torch.from_numpy(scored).to(device)
             picked = torch.from_numpy(targets_all[position[scored]]).to(device)

@@ -24,6 +24,7 @@ import torch
 
 from lmbench.errors import LMBenchError
 from neural.networks.stream import padded_inputs
+from neural.precision import bf16_products
 from neural.scoring import StreamWindows
 
 STEPS = 35  # inputs per lane per update of a recurrent network that names no --steps (Zaremba et al.)
@@ -84,7 +85,7 @@ class LaneBatches:
         lo = position * self.steps
         width = min(self.steps, self.lane - lo)
         index = self.starts[:, None] + lo + torch.arange(width, device=self.device)[None, :]  # (B, width)
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=bf16):
+        with bf16_products(self.device.type, bf16):
             z, self.pending = net.encode(self.inputs[index], self.carried)  # (B, width, K)
         return z.reshape(-1, z.shape[-1]).to(net.out.dtype), self.targets[index].reshape(-1), index.numel(), 1.0
 
