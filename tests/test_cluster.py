@@ -52,8 +52,14 @@ def sequential(files, tmp_path_factory):
     """The one-process run (no Ray): the figures every placement must give."""
     folder = tmp_path_factory.mktemp("sequential")
     assert main(argv(files, folder)) == 0
-    assert "ray" not in sys.modules  # a default run imports nothing of Ray
     return rows_of(folder)
+
+
+def test_a_run_without_jobs_or_cluster_imports_nothing_of_ray(files, tmp_path):
+    # (a process of its own: another test of this test process may have imported Ray)
+    run = (f"import sys; from lmbench_cli import main; code = main({argv(files, tmp_path, '--only', 'ngram')!r}); "
+           "sys.exit(3 if 'ray' in sys.modules else code)")
+    assert subprocess.run([sys.executable, "-c", run], capture_output=True).returncode == 0
 
 
 @pytest.fixture(scope="module")
