@@ -35,7 +35,6 @@ from pathlib import Path
 
 import ray
 
-from lmbench import threads as machine_threads
 from lmbench.errors import LMBenchError
 from reports.estimate import RunProgress
 from reports.experiments import Row
@@ -68,16 +67,6 @@ def available_memory() -> int:
 def row_memory(row: Row, train_tokens: int) -> int:
     """The bytes a row's task is expected to hold: `WORKER_BYTES`, and an n-gram row's counts."""
     return WORKER_BYTES + (NGRAM_BYTES_PER_TOKEN * train_tokens if row.kind == "ngram" else 0)
-
-
-def row_threads(reproduction) -> int:
-    """Each row task's CPU threads: --threads, else (--jobs K) this machine's cores shared among the K
-    rows, else (a cluster, whose nodes may differ) one."""
-    if reproduction.threads:
-        return reproduction.threads
-    if reproduction.cluster is None:
-        return max(1, machine_threads.cores() // reproduction.jobs)
-    return 1
 
 
 def start_ray(reproduction, slots: int, per_row: int, store_bytes: int) -> None:
@@ -178,7 +167,7 @@ def run_on_ray(reproduction, skip: frozenset[str], results: dict, progress: RunP
         return
     expected = reproduction.estimate.get("rows", {})
     to_run.sort(key=lambda r: -(expected.get(r.id) or 0.0))  # the longest first: the run ends soonest
-    per_row = row_threads(reproduction)
+    per_row = reproduction.row_threads()
     train_tokens = len(reproduction.corpus.train)
     slots = min(reproduction.jobs, len(to_run))  # never more rows at once than rows to run
     if reproduction.cluster is None:

@@ -105,6 +105,17 @@ def committed_results(folder: Path = RESULTS) -> list[dict]:
     return found
 
 
+def wall_seconds(costs: list[float], lanes: int = 1) -> float:
+    """The seconds `costs` (each row's) take run `lanes` at a time, the longest first, each to the lane
+    that frees soonest (as `reproduce --jobs K` sends them: reports.cluster); one lane: their sum."""
+    if lanes <= 1:
+        return float(sum(costs))
+    ends = [0.0] * min(lanes, len(costs) or 1)
+    for cost in sorted(costs, reverse=True):
+        ends[ends.index(min(ends))] += cost
+    return max(ends)
+
+
 def duration(seconds: float) -> str:
     """3 h 05 min, 12 min, 40 s."""
     minutes = round(seconds / 60)
@@ -120,15 +131,18 @@ class RunProgress:
     counted instead. `cached`: the rows the row cache holds at the start; `not_run`: those the run lists as
     not run; `measured`: whether the networks' seconds come from their pace measured here (reports.pace)
     rather than the committed runs'; `overhead`: the run's seconds besides its rows', in the line said at
-    the start (`summary`) but not in the bar."""
+    the start (`summary`) but not in the bar; `wall`: the rows' seconds of wall time where they run several at
+    once (`wall_seconds`; None: one after the other, the bar's total)."""
 
     def __init__(self, costs: dict[str, float | None], desc: str, cached: set[str] = frozenset(),
-                 measured: bool = False, not_run: set[str] = frozenset(), overhead: float = 0.0):
+                 measured: bool = False, not_run: set[str] = frozenset(), overhead: float = 0.0,
+                 wall: float | None = None):
         from lmbench.progress import progress_bar
         estimated = all(cost is not None for cost in costs.values())
         self.costs = costs if estimated else {row_id: 0.0 if row_id in cached | not_run else 1.0 for row_id in costs}
         self.estimated, self.cached, self.measured, self.not_run = estimated, cached, measured, not_run
         self.overhead = overhead  # seconds of the run besides its rows' (spent before the bar, the report after)
+        self.wall = wall
         self.bar = progress_bar(total=sum(self.costs.values()), desc=desc, unit="s" if estimated else "row",
                                 bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]{postfix}"
                                 if estimated else None)
@@ -142,7 +156,7 @@ class RunProgress:
             return f"{rows} rows{cached}; no committed results (results/*/results.json) to estimate their time from"
         pace = ("the networks at their pace measured here (reports/pace.py), the other rows at the committed "
                 "results'" if self.measured else "at the pace of the committed results, 2 cores")
-        return (f"{rows} rows{cached}, about {duration(self.bar.total + self.overhead)} in all ({pace}: "
+        return (f"{rows} rows{cached}, about {duration((self.bar.total if self.wall is None else self.wall) + self.overhead)} in all ({pace}: "
                 "reports/estimate.py)")
 
     def running(self, row_id: str) -> None:

@@ -47,7 +47,7 @@ from lmbench.model import perplexity, split_perplexity
 from lmbench.schema import check
 from mixing import saved
 from reports import pace
-from reports.estimate import CostModel, RunProgress, committed_results
+from reports.estimate import CostModel, RunProgress, committed_results, wall_seconds
 from reports.experiments import (DEFAULT, EXTRA_ROWS, NETWORK_CHOICES, OURS, QUICK_CLASSES, ROWS, WITH_COUNTS, Row,
                                  every_default, ours_rows, text_rows)
 from reports.provenance import checked_state, code_state
@@ -405,14 +405,29 @@ class Reproduction:
         write_checked(self._row_path(row), lambda path: path.write_text(text, encoding="utf-8"))
         return result
 
+    def row_threads(self) -> int | None:
+        """Each row's CPU threads: --threads; under --jobs K this machine's cores shared among the K rows; on a
+        cluster (whose nodes may differ) one; else None (lmbench.threads.default_threads)."""
+        if self.threads or (self.jobs <= 1 and self.cluster is None):
+            return self.threads
+        if self.cluster is None:
+            return max(1, threads.cores() // self.jobs)
+        return 1
+
+    def lanes(self) -> int:
+        """The rows that run at once on this machine: --jobs K (one where the rows run on a cluster, whose
+        nodes this process cannot time)."""
+        return self.jobs if self.cluster is None else 1
+
     def speed(self, row: Row) -> pace.Speed:
-        """A network row's pace on this machine at the run's thread count (reports.pace), measured once a run
-        (a seed copy's is its row's)."""
+        """A network row's pace on this machine at the threads each row takes (reports.pace), measured once a
+        run (a seed copy's is its row's)."""
         original = self.original.get(row.id, row.id)
         if original not in self._speeds:
             log.info("measuring %s's pace here", original)
             by_id = {r.id: r for r in self.rows}
-            self._speeds[original] = pace.measure(self.corpus, self.training_config(by_id[original], budgeted=False))
+            config = replace(self.training_config(by_id[original], budgeted=False), threads=self.row_threads())
+            self._speeds[original] = pace.measure(self.corpus, config)
         return self._speeds[original]
 
     def expected_seconds(self, row: Row, model: CostModel) -> float | None:
@@ -446,14 +461,19 @@ class Reproduction:
         absent = self.not_run(skip)
         cached = {row.id for row in self.rows if row.id not in absent and self.cache_holds(row)}
         costs = {row.id: 0.0 if row.id in cached | absent else self.expected_seconds(row, model) for row in self.rows}
-        to_run = [cost for row_id, cost in costs.items() if row_id not in cached | absent]
+        kinds = {row.id: row.kind for row in self.rows}
+        to_run = {row_id: cost for row_id, cost in costs.items() if row_id not in cached | absent}
+        wall = None
+        if None not in to_run.values():  # the mixtures run in this process, beside the rows' tasks (reports.cluster)
+            wall = (wall_seconds([cost for row_id, cost in to_run.items() if kinds[row_id] != "mix"], self.lanes())
+                    + sum(cost for row_id, cost in to_run.items() if kinds[row_id] == "mix"))
         spent = time.time() - self.started  # the corpus loaded (and the paces measured): in the wall time too
-        self.estimate = {"seconds": round(spent + sum(to_run) + pace.REPORT_SECONDS, 1) if None not in to_run else None,
+        self.estimate = {"seconds": round(spent + wall + pace.REPORT_SECONDS, 1) if wall is not None else None,
                          "networks": "committed runs' pace" if self.settings.quick else "pace measured here",
-                         "rows": {row_id: round(cost, 1) for row_id, cost in costs.items()
-                                  if row_id not in cached | absent and cost is not None}}
+                         "rows": {row_id: round(cost, 1) for row_id, cost in to_run.items() if cost is not None},
+                         **({"rows_at_once": self.lanes()} if self.lanes() > 1 else {})}
         return RunProgress(costs, f"reproduce {self.settings.corpus}", cached, measured=not self.settings.quick,
-                           not_run=absent, overhead=spent + pace.REPORT_SECONDS)
+                           not_run=absent, overhead=spent + pace.REPORT_SECONDS, wall=wall)
 
     def cache_holds(self, row: Row) -> bool:
         """Whether the row cache has an entry of the row's fingerprint (read again, whole, when the row's turn

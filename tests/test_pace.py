@@ -10,7 +10,7 @@ import logging
 import pytest
 
 from reports import pace
-from reports.estimate import CostModel, committed_results
+from reports.estimate import CostModel, committed_results, duration
 
 FAKE = pace.Speed(update_seconds=0.5, update_tokens=128.0, epoch_updates=10, score_seconds=1e-4)
 
@@ -99,4 +99,34 @@ def test_rows_the_run_leaves_out_are_not_in_its_estimate(tmp_path, monkeypatch):
     assert set(reproduction.estimate["rows"]) == {"small"}
     assert progress.bar.total == pytest.approx(reproduction.estimate["rows"]["small"], abs=0.05)  # (rounded)
     assert "3 rows (2 not run), about " in progress.summary(3)
+    progress.close()
+
+
+def test_rows_run_k_at_a_time_take_the_longest_first_to_the_lane_that_frees_soonest():
+    from reports.estimate import wall_seconds
+    assert wall_seconds([3, 5, 3, 4, 3], 1) == 18  # one after the other: their sum
+    # by hand: 5 -> A, 4 -> B, 3 -> B (7), 3 -> A (8), 3 -> B (10)
+    assert wall_seconds([3, 5, 3, 4, 3], 2) == 10
+    assert wall_seconds([3, 5, 3, 4, 3], 8) == 5  # more lanes than rows: the longest row
+    assert wall_seconds([], 2) == 0
+
+
+def test_under_jobs_k_the_pace_is_timed_at_each_rows_threads_and_the_estimate_counts_k_rows_at_once(
+        tmp_path, monkeypatch):
+    from lmbench import threads
+    timed = []
+    monkeypatch.setattr(pace, "measure", lambda corpus, config: timed.append(config.threads) or FAKE)
+    monkeypatch.setattr(threads, "cores", lambda: 2)
+    alone = prepared(small_reproduction(tmp_path, monkeypatch))
+    alone.progress(frozenset({"ngram"})).close()
+    both = prepared(small_reproduction(tmp_path, monkeypatch))
+    both.threads, both.jobs = None, 2  # (reproduce --jobs 2: each row a core of the two)
+    progress = both.progress(frozenset({"ngram"}))
+    assert timed == [1, 1, 1, 1]  # (--threads 1, then the two cores shared by two rows)
+    rows = both.estimate["rows"]
+    assert rows == alone.estimate["rows"] and both.estimate["rows_at_once"] == 2
+    assert "rows_at_once" not in alone.estimate
+    apart = alone.estimate["seconds"] - sum(rows.values())  # the corpus's loading and the report
+    assert both.estimate["seconds"] - apart == pytest.approx(max(rows.values()), abs=0.5)  # two rows, two lanes
+    assert f"about {duration(max(rows.values()) + apart)} in all" in progress.summary(3)
     progress.close()
