@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from reports import pace  # noqa: E402
 from reports.pipeline import Reproduction, TextCorpus, default_settings  # noqa: E402
 
-STEADY_WARMUP = 20  # updates run before the steady pace is timed
+STEADY_WARMUP = 10  # updates run before the steady pace is timed
 
 
 def steady_update_seconds(corpus, config, seconds: float) -> tuple[float, int]:

@@ -130,3 +130,49 @@ def test_under_jobs_k_the_pace_is_timed_at_each_rows_threads_and_the_estimate_co
     assert both.estimate["seconds"] - apart == pytest.approx(max(rows.values()), abs=0.5)  # two rows, two lanes
     assert f"about {duration(max(rows.values()) + apart)} in all" in progress.summary(3)
     progress.close()
+
+
+def test_the_pace_is_the_steady_one_past_the_cold_first_updates_over_a_window_of_seconds(monkeypatch):
+    # a network whose first two updates are cold (0.1 s) and whose steady updates alternate 2 and 6 ms: the
+    # pace measured is 4 ms (a window of 4 updates after 1 gave 28 ms); a fake clock, nothing timed for real
+    import numpy as np
+
+    from neural.training import trainer as trainers
+    clock = [0.0]
+    monkeypatch.setattr(pace.time, "perf_counter", lambda: clock[0])
+
+    class Network:
+        history = 0
+
+    class Batches:
+        updates_per_epoch = 10_000
+
+    class Trainer:
+        def __init__(self, corpus, config, folder, team, resume, progress):
+            self.state, self.net, self.batches, self.done = type("State", (), {"position": 0})(), Network(), Batches(), 0
+
+        def begin_epoch(self):
+            return self.batches.updates_per_epoch
+
+        def update(self):
+            clock[0] += 0.1 if self.done < 2 else (0.002, 0.006)[self.done % 2]
+            self.done += 1
+            return None, 128
+
+    class Team:
+        def score_stream(self, net, stream, start, batch_size):
+            clock[0] += 1e-5 * (len(stream) - start)
+
+    class Corpus:
+        vocab = range(10)
+
+        def stream_for(self, split, history):
+            return np.zeros(50_000, dtype=np.int64), 0
+
+    monkeypatch.setattr(trainers, "Trainer", Trainer)
+    monkeypatch.setattr(trainers, "join", lambda *args, **kwargs: Team())
+    config = type("Config", (), {"device": "cpu", "threads": 1, "eval_batch": 64})()
+    speed = pace.measure(Corpus(), config)
+    assert speed.update_seconds == pytest.approx(0.004, rel=0.01)
+    assert speed.update_tokens == 128 and speed.epoch_updates == 10_000
+    assert speed.score_seconds == pytest.approx(1e-5)
