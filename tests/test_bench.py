@@ -47,6 +47,8 @@ TINY = {  # script: (its tiny command's arguments, extra environment); "{tiny}":
     "nplm_bench.py": (["--tiny", "--device", "cpu"], {}),
     "parallel_bench.py": (["--vocab", "300", "--batch", "16", "--seconds", "0.2", "--processes", "2",
                            "--schemes", "data"], {}),
+    "pace_check.py": (["--train", "{tiny}/train.txt", "--valid", "{tiny}/valid.txt", "--test", "{tiny}/test.txt",
+                       "--networks", "mlp9,gru", "--threads", "1", "--seconds", "0.2"], {}),
     "pipeline_bench.py": (["--tiny"], {}),
     "ray_start.py": (["--runs", "1", "--cpus", "1"], {}),
     "scale_bench.py": (["--tiny"], {}),
