@@ -63,13 +63,17 @@ def drawn_once(directory: Path, name: str, inputs, code: tuple[Path, ...],
 
 
 def save_figure(fig, directory: Path, name: str, tight: bool = True) -> Path:
-    """Write the figure as PNG and SVG (`tight`: lay it out first) and close it; returns the PNG."""
+    """Write the figure as PNG and SVG (`tight`: lay it out first) and close it; returns the PNG. The SVG is
+    the same bytes for the same figure (no date, its element ids salted by `name`), so that a report
+    rebuilt from unchanged results changes no committed file."""
     directory.mkdir(parents=True, exist_ok=True)
     try:
         if tight:
             fig.tight_layout()
         for suffix in ("png", "svg"):  # through the atomic writer: a full disk leaves no truncated figure
-            atomic_write_file(directory / f"{name}.{suffix}", lambda out: fig.savefig(out, format=suffix, dpi=110))
+            with plt.rc_context({"svg.hashsalt": name}):
+                atomic_write_file(directory / f"{name}.{suffix}", lambda out: fig.savefig(
+                    out, format=suffix, dpi=110, metadata={"Date": None} if suffix == "svg" else None))
     finally:
         plt.close(fig)
     return directory / f"{name}.png"

@@ -297,3 +297,18 @@ def test_a_backend_named_by_the_shell_does_not_stop_the_figures(monkeypatch):
                           capture_output=True, text=True, timeout=120, env={**os.environ, "MPLBACKEND": "bogus"},
                           cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 0 and done.stdout.strip().lower() == "agg", done.stderr[-1500:]
+
+
+def test_a_figure_drawn_twice_is_the_same_svg_file(tmp_path):
+    # (results/summary.svg changed on every `lmbench report summary` though no figure did: its date, its ids)
+    import matplotlib.pyplot as plt
+
+    from reports.figures import save_figure
+    files = []
+    for copy in ("a", "b"):
+        fig, ax = plt.subplots()
+        ax.plot([1, 2, 3], [3, 1, 2], label="KN 5")
+        ax.legend()
+        save_figure(fig, tmp_path / copy, "curve")
+        files.append((tmp_path / copy / "curve.svg").read_bytes())
+    assert files[0] == files[1]
