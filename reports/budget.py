@@ -31,7 +31,10 @@ scoring's seconds per token; and by the cost model of the committed results for 
 R, the seconds of everything but the networks' updates (the time already spent loading the corpus and
 measuring, those rows, every network's exact scoring of its splits and the validation after each of its
 epochs, and the report), comes off T first. A budget that leaves a row less than one update is refused,
-naming the smallest that works.
+naming the smallest that works. Under `--jobs K` the rows train K at once: T is then their wall time in K
+lanes, each row sent, the longest first, to the lane that frees soonest (`reports.estimate.wall_seconds`, the
+estimate's own count), so that K rows at once get about K times the updates of one after the other; the
+budget says so wherever it is named (`asked`).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from pathlib import Path
 
 from lmbench.errors import LMBenchError
 from lmbench.files import READ_ERRORS, atomic_write_text
+from reports.estimate import wall_seconds
 from reports.pace import REPORT_SECONDS, Speed, expected_seconds, network_seconds_apart, recipe_updates
 
 log = logging.getLogger(__name__)
@@ -82,6 +86,12 @@ def flops_per_update(config, vocab_size: int, speed: Speed) -> float:
     return config.shape.training_flops(vocab_size, config) * speed.update_tokens
 
 
+def asked(budget: dict) -> str:
+    """The budget as it was asked, and the rows at once it was shared among: "20m", "20m, 2 rows at once"."""
+    at_once = budget.get("rows_at_once", 1)
+    return budget["asked"] + (f", {at_once} rows at once" if at_once > 1 else "")
+
+
 def terms(budget: dict) -> str:
     """A recorded budget as a reader takes it in: "20m: the same share of every network's recipe, 21% of
     each"; "10m: as many networks as fit trained to their recipe's end, the quickest first (4 of 9, the
@@ -90,11 +100,11 @@ def terms(budget: dict) -> str:
     complete = [r for r, row in rows.items() if row.get("complete")]
     if budget.get("rule_name") == "complete":
         others = len(rows) - len(complete)
-        return (f"{budget['asked']}: {budget['rule']} ({len(complete)} of {len(rows)}"
+        return (f"{asked(budget)}: {budget['rule']} ({len(complete)} of {len(rows)}"
                 + (f", the others {100 * budget['share']:.0f}% of theirs)" if others else ")"))
     if budget.get("share") is not None:
-        return f"{budget['asked']}: {budget['rule']}, {100 * budget['share']:.0f}% of each"
-    return f"{budget['asked']}: {budget['rule']}, {budget['flops_per_row']:.2g} each, or all its recipe where that is less"
+        return f"{asked(budget)}: {budget['rule']}, {100 * budget['share']:.0f}% of each"
+    return f"{asked(budget)}: {budget['rule']}, {budget['flops_per_row']:.2g} each, or all its recipe where that is less"
 
 
 def still_falling(row: dict) -> bool | None:
@@ -115,16 +125,21 @@ def row_terms(budget: dict, row: dict) -> str | None:
              else budget.get("share"))
     falling = {True: ", valid still falling", False: ", valid no longer falling",
                None: ", one validation (whether it still fell: not known)"}[still_falling(row)]
-    return f"at {budget['asked']}" + (f", {100 * share:.0f}% of its recipe" if share is not None else "") + falling
+    return f"at {asked(budget)}" + (f", {100 * share:.0f}% of its recipe" if share is not None else "") + falling
 
 
 def fill(weights: dict[str, float], update_seconds: dict[str, float], full: dict[str, int], seconds: float,
-         apart) -> tuple[float, dict[str, int]]:
+         apart, lanes: int = 1, beside: tuple[float, ...] = ()) -> tuple[float, dict[str, int]]:
     """(x, updates per row) for `seconds` of training and scoring: row r trains min(full_r, floor(x w_r))
     updates (`weights` w_r, `update_seconds` s_r, `full` its recipe's updates), x as large as fits. A row that
     x brings to its recipe's end takes no more, and what it leaves goes to the others (x grows until the time
     is spent or every recipe is complete); `apart(row, updates)`: a row's seconds besides its updates (its
-    scoring and the validation of its epochs), counted from the updates of the previous guess of x."""
+    scoring and the validation of its epochs), counted from the updates of the previous guess of x.
+    `beside`: the seconds of rows that run too (complete_first's complete rows); `lanes` > 1: the rows run
+    that many at once (`in_lanes`)."""
+    if lanes > 1:
+        return in_lanes(weights, update_seconds, full, seconds, apart, lanes, beside)
+    seconds -= sum(beside)
     updates = {r: 1 for r in weights}
     x = 0.0
     for _ in range(2):  # the second pass counts the validation of the epochs the first gives
@@ -145,27 +160,46 @@ def fill(weights: dict[str, float], update_seconds: dict[str, float], full: dict
     return x, updates
 
 
+def in_lanes(weights: dict[str, float], update_seconds: dict[str, float], full: dict[str, int], seconds: float,
+             apart, lanes: int, beside: tuple[float, ...] = ()) -> tuple[float, dict[str, int]]:
+    """`fill` for rows run `lanes` at once: x the largest (to a part in 2**-60 of the x that completes every
+    recipe, by bisection) whose rows, with those `beside`, take at most `seconds` of wall time in the lanes,
+    the longest first (`wall_seconds`); each row's seconds its updates' and `apart`'s at that x."""
+    def at(x: float) -> tuple[dict[str, int], float]:
+        updates = {r: max(0, min(full[r], math.floor(x * weights[r]))) for r in weights}
+        taken = [updates[r] * update_seconds[r] + apart(r, updates[r]) for r in weights]
+        return updates, wall_seconds(taken + list(beside), lanes)
+    low, high = 0.0, max((full[r] / weights[r] for r in weights), default=0.0)
+    if at(high)[1] <= seconds:
+        return high, at(high)[0]
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if at(middle)[1] <= seconds else (low, middle)
+    return low, at(low)[0]
+
+
 def complete_first(costs: dict[str, float], update_seconds: dict[str, float], full: dict[str, int],
-                   seconds: float, apart) -> tuple[list[str], float, dict[str, int]]:
+                   seconds: float, apart, lanes: int = 1) -> tuple[list[str], float, dict[str, int]]:
     """The `complete` rule: as many rows as fit in `seconds` trained to their recipe's end, the cheapest
     first (`costs`: a row's seconds to its end, scoring included), which gives the most rows of the
     converged answer a budget can buy; the other rows the same share x < 1 of their recipes in what is
     left (`fill`). Where that share leaves one of them less than an update, the dearest complete row gives
-    its time back. Returns (the complete rows, x, updates per row)."""
+    its time back. `lanes`: the rows run at once (their wall time `wall_seconds`). Returns (the complete
+    rows, x, updates per row)."""
     order = sorted(costs, key=lambda r: (costs[r], r))
-    complete, spent = [], 0.0
+    complete: list[str] = []
     for r in order:
-        if spent + costs[r] > seconds:
+        if wall_seconds([costs[c] for c in complete] + [costs[r]], lanes) > seconds:
             break
         complete.append(r)
-        spent += costs[r]
     while True:
         rest = [r for r in order if r not in complete]
-        x, updates = (fill({r: float(full[r]) for r in rest}, update_seconds, full, seconds - spent, apart)
+        x, updates = (fill({r: float(full[r]) for r in rest}, update_seconds, full, seconds, apart, lanes,
+                           tuple(costs[c] for c in complete))
                       if rest else (1.0, {}))
         if not complete or all(updates[r] >= 1 for r in rest):
             return complete, x, {**{r: full[r] for r in complete}, **updates}
-        spent -= costs[complete.pop()]
+        complete.pop()
 
 
 def resolve(reproduction, asked: str | None, flops_budget: float | None, rule: str = "complete") -> dict | None:
@@ -184,7 +218,9 @@ def resolve(reproduction, asked: str | None, flops_budget: float | None, rule: s
     if isinstance(spec, str):  # a recorded budget: the same updates per row, wherever it runs
         return recorded_budget(Path(spec), reproduction, networks)
     kept = reproduction.work / FILE
-    key = {"asked": asked, "flops_per_row": flops_budget, "rule": rule, "rows": sorted(row.id for row in networks)}
+    lanes = reproduction.lanes()  # (a flops budget is the same however the rows are placed)
+    key = {"asked": asked, "flops_per_row": flops_budget, "rule": rule, "rows": sorted(row.id for row in networks),
+           **({"rows_at_once": lanes} if lanes > 1 and flops_budget is None else {})}
     record = _kept(kept, networks)
     if record is not None and record["key"] == key:
         log.info("budget: the updates per row of %s (%s)", kept, asked or f"{flops_budget:g} FLOPs")
@@ -214,10 +250,10 @@ def resolve(reproduction, asked: str | None, flops_budget: float | None, rule: s
         paces = {r: speeds[r].update_seconds * copies[r] for r in flops}
         if rule == "complete":
             costs = {r: full[r] * paces[r] + apart(r, full[r]) for r in flops}
-            _, each, updates = complete_first(costs, paces, full, left, apart)
+            _, each, updates = complete_first(costs, paces, full, left, apart, lanes)
         else:
             weights = {r: 1 / flops[r] for r in flops} if rule == "flops" else {r: float(full[r]) for r in flops}
-            each, updates = fill(weights, paces, full, left, apart)
+            each, updates = fill(weights, paces, full, left, apart, lanes)
     short = [r for r, u in updates.items() if u < 1]
     if short:
         need = max(flops[r] for r in flops)
@@ -234,6 +270,7 @@ def resolve(reproduction, asked: str | None, flops_budget: float | None, rule: s
               "rule": RULES[rule], "rule_name": rule,
               "flops_per_row": each if rule == "flops" else None,
               "share": min(1.0, each) if rule != "flops" else None, "seconds": seconds,
+              **({"rows_at_once": lanes} if lanes > 1 and seconds is not None else {}),
               "rows": {r: {"updates": updates[r], "recipe_updates": full[r], "complete": updates[r] >= full[r],
                            "flops": updates[r] * flops[r], "flops_per_update": flops[r],
                            **{k: v for k, v in asdict(speeds[r]).items()},

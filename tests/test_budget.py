@@ -218,6 +218,58 @@ def test_the_complete_rule_gives_the_time_back_where_a_shared_row_would_get_no_u
 
 
 
+def test_rows_run_two_at_once_share_a_wall_budget_as_their_wall_time_in_two_lanes():
+    """Under --jobs 2 the budget is the rows' wall time in two lanes (reports.estimate.wall_seconds), not their
+    sum. By hand: a (10 updates a second of x) and b (20 at 0.5 s) each in its own lane fill the 80 s at x
+    near 8: 80 and 160 updates, twice one after the other's 40 and 80; b's 161st update would take it to
+    80.5 s. The complete rule: three 50 s rows and a slow one (10 s an update), 100 s in two lanes: a, b and
+    c complete (50 + 50 in one lane, 50 in the other), the slow row 5 updates beside the lone 50 s; one after
+    the other only two fit, then b gives its time back so that c and the slow row share a's remaining 50 s."""
+    from reports.budget import complete_first, fill
+    no_scoring = lambda r, u: 0.0  # noqa: E731
+    x, updates = fill({"a": 10.0, "b": 20.0}, {"a": 1.0, "b": 0.5}, {"a": 1000, "b": 1000}, 80.0, no_scoring, lanes=2)
+    assert updates == {"a": 80, "b": 160} and 8.0 <= x < 8.05
+    x, updates = fill({"a": 10.0, "b": 20.0}, {"a": 1.0, "b": 0.5}, {"a": 10, "b": 20}, 80.0, no_scoring, lanes=2)
+    assert updates == {"a": 10, "b": 20}  # never more than the whole recipe
+    paces = {"a": (50.0, 100), "b": (50.0, 100), "c": (50.0, 100), "slow": (1000.0, 100)}
+    full = {r: n for r, (_, n) in paces.items()}
+    pace = {r: t / n for r, (t, n) in paces.items()}
+    costs = {r: t for r, (t, _) in paces.items()}
+    complete, _, updates = complete_first(costs, pace, full, 100.0, no_scoring, lanes=2)
+    assert complete == ["a", "b", "c"] and updates == {"a": 100, "b": 100, "c": 100, "slow": 5}
+    complete, _, updates = complete_first(costs, pace, full, 100.0, no_scoring)
+    assert complete == ["a"] and updates == {"a": 100, "b": 4, "c": 4, "slow": 4}  # x (0.5 + 0.5 + 10) = 50
+
+
+def test_a_wall_budget_under_jobs_2_trains_each_row_about_twice_as_long_and_says_so(tmp_path, monkeypatch):
+    """A run's budget under --jobs 2 on 2 cores (each row a thread, its pace timed at that thread): more
+    updates for every cut row than one after the other, the record's rows_at_once 2, its kept key apart from
+    the sequential one's, and every verdict's words naming it."""
+    from lmbench import threads
+    from reports import pace
+    from reports.budget import resolve, row_terms, terms
+    monkeypatch.setattr(pace, "measure", lambda corpus, config: pace.Speed(
+        update_seconds=0.2, update_tokens=128.0, epoch_updates=10, score_seconds=1e-5))
+    monkeypatch.setattr(threads, "cores", lambda: 2)
+    planned = {}
+    for jobs in (1, 2):
+        reproduction = budgeted_reproduction(tmp_path / str(jobs), monkeypatch, budget="80s")
+        reproduction.corpus, reproduction.rows = reproduction.load_corpus(), reproduction.table_rows()
+        reproduction.threads, reproduction.jobs = (1, 1) if jobs == 1 else (None, 2)
+        monkeypatch.setattr(type(reproduction), "seconds_without_networks", lambda self: 5.0)
+        reproduction.started = __import__("time").time()
+        planned[jobs] = resolve(reproduction, "80s", None, "recipe")  # 15 s for the networks
+    one, two = planned[1], planned[2]
+    assert "rows_at_once" not in one and two["rows_at_once"] == 2
+    for row in ("small", "wide"):
+        assert 1.8 * one["rows"][row]["updates"] <= two["rows"][row]["updates"] < two["rows"][row]["recipe_updates"]
+    assert terms(two).startswith("80s, 2 rows at once: the same share") and terms(one).startswith("80s: ")
+    cut = {"id": "small", "stopped": "budget", "curve": []}
+    assert row_terms(two, cut).startswith("at 80s, 2 rows at once, ")
+    kept = json.loads((tmp_path / "2" / "work" / "budget.json").read_text())
+    assert kept["key"]["rows_at_once"] == 2
+
+
 def test_a_budgeted_verdict_names_its_budget_and_whether_validation_still_fell():
     """The words a verdict on a budgeted row carries: the budget asked, the row's share of its recipe, and
     whether its last validation was below the one before; none for a row trained to its recipe's end."""
