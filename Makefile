@@ -82,15 +82,19 @@ bench-infinigram: install
 # networks' CPU threads (default: the cores not busy at the start, docs/parallel.md); NETWORKS=gru trains only
 # the named network rows (the table's others listed as not run; a family beyond 2003 named adds its group: a
 # sibling of a committed report, docs/reproducing.md); BUDGET=80m (BUDGET_FLOPS=, BUDGET_RULE=) trains them under
-# a compute budget as `make compare` does (default: none, every recipe to its end). The report goes to
-# runs/reports/brown (ignored by git); REPORT_DIR=results/brown rebuilds the committed one.
+# a compute budget as `make compare` does (default: none, every recipe to its end); JOBS=2 runs rows at once
+# on an embedded Ray (CLUSTER=HOST:6379: a Ray cluster's, docs/parallel.md); PRECISION=auto (bf16 products where
+# native, neural/precision.py). The report goes to runs/reports/brown (ignored by git); REPORT_DIR=results/brown
+# rebuilds the committed one.
 reproduce-brown: install
 	$(PY) -m lmbench_cli reproduce brown $(if $(QUICK),--quick) $(if $(REPORT_DIR),--report-dir $(call quote,REPORT_DIR)) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA)) $(if $(SEEDS),--seeds $(SEEDS))$(if $(SEEDS_FOR), --seeds-for $(SEEDS_FOR)) $(if $(THREADS),--threads $(THREADS)) \
-		$(if $(NETWORKS),--networks $(NETWORKS)) $(if $(BUDGET),--budget $(BUDGET)) $(if $(BUDGET_FLOPS),--budget-flops $(BUDGET_FLOPS)) $(if $(BUDGET_RULE),--budget-rule $(BUDGET_RULE))
+		$(if $(NETWORKS),--networks $(NETWORKS)) $(if $(BUDGET),--budget $(BUDGET)) $(if $(BUDGET_FLOPS),--budget-flops $(BUDGET_FLOPS)) $(if $(BUDGET_RULE),--budget-rule $(BUDGET_RULE)) \
+		$(if $(JOBS),--jobs $(JOBS)) $(if $(CLUSTER),--cluster $(CLUSTER)) $(if $(PRECISION),--precision $(PRECISION))
 
 reproduce-ap: install
 	$(PY) -m lmbench_cli reproduce ap $(if $(QUICK),--quick) $(if $(REPORT_DIR),--report-dir $(call quote,REPORT_DIR)) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA)) $(if $(SEEDS),--seeds $(SEEDS))$(if $(SEEDS_FOR), --seeds-for $(SEEDS_FOR)) $(if $(THREADS),--threads $(THREADS)) \
-		$(if $(NETWORKS),--networks $(NETWORKS)) $(if $(BUDGET),--budget $(BUDGET)) $(if $(BUDGET_FLOPS),--budget-flops $(BUDGET_FLOPS)) $(if $(BUDGET_RULE),--budget-rule $(BUDGET_RULE))
+		$(if $(NETWORKS),--networks $(NETWORKS)) $(if $(BUDGET),--budget $(BUDGET)) $(if $(BUDGET_FLOPS),--budget-flops $(BUDGET_FLOPS)) $(if $(BUDGET_RULE),--budget-rule $(BUDGET_RULE)) \
+		$(if $(JOBS),--jobs $(JOBS)) $(if $(CLUSTER),--cluster $(CLUSTER)) $(if $(PRECISION),--precision $(PRECISION))
 
 # The same comparison on your own corpus: make compare TRAIN=a.txt VALID=b.txt TEST=c.txt, or one file cut
 # by lines, make compare CORPUS=all.txt [SPLIT=0.8,0.1,0.1]; [NAME=mine] [NETWORKS=mlp1,mlp9] [ONLY=ngram]

@@ -42,7 +42,7 @@ def documented(target: str) -> list[str]:
 @pytest.mark.parametrize("target", ["compare", "reproduce-brown", "reproduce-ap"])
 def test_every_documented_variable_reaches_the_command(target, tmp_path):
     variables = documented(target)
-    assert {"REPORT_DIR", "SKIP", "EXTRA", "QUICK", "THREADS"} <= set(variables)
+    assert {"REPORT_DIR", "SKIP", "EXTRA", "QUICK", "THREADS", "JOBS", "CLUSTER", "PRECISION"} <= set(variables)
     for variable in variables:
         assert variable in OPTIONS, f"{variable}: documented for {target}, and no option known for it here"
         value = VALUES.get(variable, f"/tmp/{variable.lower()}")
