@@ -424,7 +424,9 @@ def cost_block(reports: dict[str, dict]) -> str:
             return ["rebuilt from the row cache", "", ""]  # (a run that computed its rows takes at least their time)
         trained = trained or meta
         said = (trained.get("estimate") or {}).get("seconds")
-        return [duration(trained["wall_seconds"]), duration(said) if said is not None else "",
+        at_once = (trained.get("estimate") or {}).get("rows_at_once", 1)
+        return [duration(trained["wall_seconds"]) + (f", {at_once} rows at once" if at_once > 1 else ""),
+                duration(said) if said is not None else "",
                 f"{trained['peak_memory_gb']:.1f} GB" if trained.get("peak_memory_gb") is not None else ""]
     frame = pd.DataFrame([[name, duration(meta["rows_seconds"]) if meta.get("rows_seconds") is not None else "",
                            *training_run(meta), budget(results), meta["commit"], meta["machine"]]
@@ -436,7 +438,8 @@ def cost_block(reports: dict[str, dict]) -> str:
     return "\n".join([narrow_markdown(frame), "", textwrap.fill(
         "Its rows' time: the sum of every row's own time as it was first computed (a row the last run took from "
         "the row cache counts its first run's; a run beside other work stretches it); the training run's wall "
-        "time: the run that computed the rows, and its peak memory (blank: not recorded before 2026-12-04; a "
+        "time: the run that computed the rows (K rows at once: under --jobs K), and its peak memory (blank: not "
+        "recorded before 2026-12-04; a "
         "report whose every row came from the row cache keeps the figures of the run it replaced, or says it was "
         "rebuilt); estimate: what its start said (blank: before 2026-12-06); the networks' budget: each one's "
         "share of its recipe (none: to its end).", WRAP,

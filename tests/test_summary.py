@@ -247,3 +247,19 @@ def test_a_budgeted_only_best_is_labelled_so_in_every_table():
                            & families["row"].str.startswith(LABELS["paper"])]["row"]
         assert "budgeted only†" in label and short_name(line["paper"]["model"]) in label, label
         assert "budgeted only†" in answer_frame([line])[LABELS["paper"]].iloc[0]
+
+
+def test_the_cost_table_says_when_a_run_trained_its_rows_k_at_once():
+    """A run under --jobs 2 (its estimate's rows_at_once) and its budget shared in two lanes: the cost table's
+    wall time and budget say so; a run one row after the other says nothing of it."""
+    from reports.summary import cost_block
+    meta = {"rows_seconds": 9862.0, "wall_seconds": 5156.1, "commit": "3d41ab0", "machine": "x86_64, 2 CPUs",
+            "trained": {"wall_seconds": 5156.1, "peak_memory_gb": 1.26, "commit": "3d41ab0",
+                        "estimate": {"seconds": 5050.6, "rows": {}, "rows_at_once": 2}}}
+    budget = {"asked": "20m", "rule_name": "recipe", "share": 0.43, "rows_at_once": 2, "rows": {}}
+    table = cost_block({"two": {"meta": meta}, "cut": {"meta": meta, "budget": budget},
+                        "alone": {"meta": {**meta, "trained": {**meta["trained"], "estimate": {"seconds": 1.0}}}}})
+    lines = {line.split(" | ")[0].strip("| "): line for line in table.splitlines() if line.startswith("| ")}
+    assert "| 1 h 26 min, 2 rows at once | 1 h 24 min | 1.3 GB | none |" in lines["two"]
+    assert "| 20m, 2 rows at once, 43% of each recipe |" in lines["cut"]
+    assert "rows at once" not in lines["alone"]
