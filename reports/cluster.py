@@ -34,6 +34,7 @@ from copy import copy
 from pathlib import Path
 
 import ray
+from ray.util.queue import Queue
 
 from lmbench.errors import LMBenchError
 from reports.estimate import RunProgress
@@ -135,8 +136,10 @@ def check_resources(rows: list[Row], options: dict[str, dict], where: str) -> No
 
 
 @ray.remote
-def run_row_task(reproduction, corpus, row: Row) -> tuple[dict, dict]:
-    """A row run on a node of the cluster: `Reproduction.run_row`, the corpus from the object store."""
+def run_row_task(reproduction, corpus, row: Row, starts) -> tuple[dict, dict]:
+    """A row run on a node of the cluster: `Reproduction.run_row`, the corpus from the object store; its
+    start told to the driver through `starts` (a ray.util.queue.Queue: the row's id and this host)."""
+    starts.put((row.id, platform.node()))
     reproduction.corpus = corpus
     if not Path(reproduction.work).is_dir():  # not this node's to see: its own temporary space
         reproduction.work = Path(tempfile.gettempdir()) / "lmbench-rows" / reproduction.digest
@@ -188,7 +191,9 @@ def run_on_ray(reproduction, skip: frozenset[str], results: dict, progress: RunP
         sent = copy(reproduction)  # what a task needs of the run, the corpus apart (in the object store)
         sent.corpus, sent.threads = None, per_row
         corpus_ref, sent_ref = ray.put(reproduction.corpus), ray.put(sent)
-        pending = {run_row_task.options(**options[row.id]).remote(sent_ref, corpus_ref, row): row for row in to_run}
+        starts = Queue(actor_options={"num_cpus": 0})  # (an actor holding no CPU a row's task would need)
+        pending = {run_row_task.options(**options[row.id]).remote(sent_ref, corpus_ref, row, starts): row
+                   for row in to_run}
         log.info("reproduce: %d rows as Ray tasks on %d node(s), %d CPU thread(s) each, %d at once here at most",
                  len(to_run), sum(bool(node.get("Alive")) for node in ray.nodes()), per_row, slots)
 
@@ -215,6 +220,10 @@ def run_on_ray(reproduction, skip: frozenset[str], results: dict, progress: RunP
                     if interrupted:
                         raise KeyboardInterrupt
                     done, _ = ray.wait(list(pending), num_returns=1, timeout=WAIT_SECONDS)
+                    for row_id, host in starts.get_nowait_batch(starts.qsize()):
+                        progress.started(row_id)
+                        log.info("row %s: started on %s", row_id, host)
+                    progress.tick()
                     if done:
                         take(done[0])
         except BaseException:  # Ctrl-C, a row that failed: this run's other tasks stop

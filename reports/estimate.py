@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import time
 from pathlib import Path
 
 from lmbench.files import READ_ERRORS
@@ -132,7 +133,11 @@ class RunProgress:
     not run; `measured`: whether the networks' seconds come from their pace measured here (reports.pace)
     rather than the committed runs'; `overhead`: the run's seconds besides its rows', in the line said at
     the start (`summary`) but not in the bar; `wall`: the rows' seconds of wall time where they run several at
-    once (`wall_seconds`; None: one after the other, the bar's total)."""
+    once (`wall_seconds`; None: one after the other, the bar's total). Rows run elsewhere (Ray's tasks,
+    whose own bars this process does not see) are `started` and the bar `tick`s: each running row adds its
+    seconds so far, at most `RUNNING_SHARE` of its expected ones, until it has run."""
+
+    RUNNING_SHARE = 0.95  # of a running row's expected seconds the bar shows before the row is in
 
     def __init__(self, costs: dict[str, float | None], desc: str, cached: set[str] = frozenset(),
                  measured: bool = False, not_run: set[str] = frozenset(), overhead: float = 0.0,
@@ -143,6 +148,8 @@ class RunProgress:
         self.estimated, self.cached, self.measured, self.not_run = estimated, cached, measured, not_run
         self.overhead = overhead  # seconds of the run besides its rows' (spent before the bar, the report after)
         self.wall = wall
+        self.done = 0.0  # the expected seconds of the rows that have run
+        self.since: dict[str, float] = {}  # a row started elsewhere and not yet in: when (time.monotonic)
         self.bar = progress_bar(total=sum(self.costs.values()), desc=desc, unit="s" if estimated else "row",
                                 bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]{postfix}"
                                 if estimated else None)
@@ -163,7 +170,20 @@ class RunProgress:
         self.bar.set_postfix(row=row_id)
 
     def ran(self, row_id: str) -> None:
-        self.bar.update(self.costs[row_id])
+        self.since.pop(row_id, None)
+        self.done += self.costs[row_id]
+        self.tick()
+
+    def started(self, row_id: str) -> None:
+        """A row that began to run elsewhere (again, where its task was retried: counted from now)."""
+        self.since[row_id] = time.monotonic()
+        self.bar.set_postfix(running=len(self.since))
+
+    def tick(self) -> None:
+        """The bar at the rows that have run and the running rows' seconds so far."""
+        now = time.monotonic()
+        running = sum(min(now - since, self.RUNNING_SHARE * self.costs[row_id]) for row_id, since in self.since.items())
+        self.bar.update(self.done + running - self.bar.n)
 
     def passed(self, row_id: str) -> None:
         """A row cached or not run: its work is off the total."""

@@ -5,6 +5,7 @@ run's figures, a node removed while rows train costs nothing but time, a driver 
 finished rows to the next run, Ctrl-C stops the run's tasks; what cannot run is refused before any row."""
 
 import json
+import logging
 import re
 import signal
 import subprocess
@@ -95,13 +96,19 @@ def wait_for_rows(folder, count: int, driver: subprocess.Popen) -> None:
 
 @pytest.mark.slow
 def test_jobs_2_runs_rows_on_an_embedded_ray_with_the_sequential_figures_and_resumes_without_training_again(
-        files, sequential, tmp_path):
+        files, sequential, tmp_path, caplog):
     """--jobs 2: every row that ran is recorded with the Ray node that ran it, with the one-process run's
-    figures; a run stopped after its n-gram rows and resumed with --jobs 2 trains none of them again."""
-    assert main(argv(files, tmp_path / "beside", "--jobs", "2")) == 0
+    figures, its start said when its task began (the bar moves from there); a run stopped after its n-gram
+    rows and resumed with --jobs 2 trains none of them again."""
+    with caplog.at_level(logging.INFO, logger="reports.cluster"):
+        assert main(argv(files, tmp_path / "beside", "--jobs", "2")) == 0
     rows = rows_of(tmp_path / "beside")
     assert_sequential_figures(rows, sequential)
     assert all(row["node"]["ray_node"] for row in rows.values() if row["kind"] != "mix")
+    said = [record.getMessage() for record in caplog.records]
+    for row in rows.values():
+        if row["kind"] != "mix" and row.get("status") != "not run":
+            assert f"row {row['id']}: started on {row['node']['host']}" in said, row["id"]
     assert all("ray_node" not in row["node"] for row in sequential.values())  # (one process: its host only)
     assert main(argv(files, tmp_path / "resumed", "--only", "ngram")) == 0
     finished = cached_rows(tmp_path / "resumed")

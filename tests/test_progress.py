@@ -114,6 +114,36 @@ def test_the_run_bar_takes_cached_rows_off_its_total(caplog):
     assert unknown.bar.total == 2 and "no committed results" in unknown.summary(2)
 
 
+def test_the_run_bar_moves_while_rows_run_elsewhere_each_up_to_its_share_of_its_estimate(monkeypatch):
+    """Rows run as Ray tasks (no bar of theirs here): each started row adds its seconds so far, at most 95% of
+    its expected ones, until it has run; one run again counts from its new start. A clock of the test's own:
+    a at 0 (100 s expected), b at 10 (50 s)."""
+    from reports import estimate
+    now = [0.0]
+    monkeypatch.setattr(estimate.time, "monotonic", lambda: now[0])
+    progress = RunProgress({"a": 100.0, "b": 50.0}, "reproduce x")
+    progress.started("a")
+    now[0] = 10.0
+    progress.tick()
+    assert progress.bar.n == pytest.approx(10.0)
+    progress.started("b")
+    now[0] = 70.0
+    progress.tick()
+    assert progress.bar.n == pytest.approx(70.0 + 47.5)  # b held at 95% of its 50 s
+    progress.ran("b")
+    assert progress.bar.n == pytest.approx(50.0 + 70.0)
+    progress.started("a")  # (its task lost, run again)
+    now[0] = 80.0
+    progress.tick()
+    assert progress.bar.n == pytest.approx(50.0 + 10.0)
+    now[0] = 500.0
+    progress.tick()
+    assert progress.bar.n == pytest.approx(50.0 + 95.0)
+    progress.ran("a")
+    assert progress.bar.n == pytest.approx(progress.bar.total) == 150.0
+    progress.close()
+
+
 def test_a_reproduction_says_its_estimate_and_its_progress_in_plain_lines(tmp_path, monkeypatch, caplog):
     from reports import pipeline
     from reports.experiments import Row
