@@ -415,9 +415,12 @@ class Reproduction:
         return 1
 
     def lanes(self) -> int:
-        """The rows that run at once on this machine: --jobs K (one where the rows run on a cluster, whose
-        nodes this process cannot time)."""
-        return self.jobs if self.cluster is None else 1
+        """The rows that run at once on this machine at their pace timed alone: --jobs K, at most as many as
+        this machine's cores hold at each row's threads (K rows beyond them share the cores, each the slower);
+        one where the rows run on a cluster, whose nodes this process cannot time."""
+        if self.cluster is not None:
+            return 1
+        return max(1, min(self.jobs, threads.cores() // (self.row_threads() or threads.cores())))
 
     def speed(self, row: Row) -> pace.Speed:
         """A network row's pace on this machine at the threads each row takes (reports.pace), measured once a

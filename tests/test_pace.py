@@ -141,6 +141,18 @@ def test_under_jobs_k_the_pace_is_timed_at_each_rows_threads_and_the_estimate_co
     progress.close()
 
 
+@pytest.mark.parametrize("threads_asked, jobs, lanes", [(None, 2, 2), (None, 4, 2), (2, 2, 1), (1, 3, 2), (None, 1, 1)])
+def test_rows_beyond_what_the_cores_hold_at_their_threads_are_not_counted_as_more_lanes(
+        tmp_path, monkeypatch, threads_asked, jobs, lanes):
+    """On 2 cores, --jobs 4 runs four rows at once at half their pace each: the estimate (and a budget) count
+    two lanes at the pace timed alone, not four; --threads 2 --jobs 2 is one lane; --jobs 1 one."""
+    from lmbench import threads
+    monkeypatch.setattr(threads, "cores", lambda: 2)
+    reproduction = small_reproduction(tmp_path, monkeypatch)
+    reproduction.threads, reproduction.jobs = threads_asked, jobs
+    assert reproduction.lanes() == lanes
+
+
 def test_the_pace_is_the_steady_one_past_the_cold_first_updates_over_a_window_of_seconds(monkeypatch):
     # a network whose first two updates are cold (0.1 s) and whose steady updates alternate 2 and 6 ms: the
     # pace measured is 4 ms (a window of 4 updates after 1 gave 28 ms); a fake clock, nothing timed for real
