@@ -438,8 +438,7 @@ def cost_block(reports: dict[str, dict]) -> str:
     return "\n".join([narrow_markdown(frame), "", textwrap.fill(
         "Its rows' time: the sum of every row's own time as it was first computed (a row the last run took from "
         "the row cache counts its first run's; a run beside other work stretches it); the training run's wall "
-        "time: the run that computed the rows (K rows at once: under --jobs K), and its peak memory (blank: not "
-        "recorded before 2026-12-04; a "
+        "time: the run that computed the rows, and its peak memory (blank: not recorded before 2026-12-04; a "
         "report whose every row came from the row cache keeps the figures of the run it replaced, or says it was "
         "rebuilt); estimate: what its start said (blank: before 2026-12-06); the networks' budget: each one's "
         "share of its recipe (none: to its end).", WRAP,
