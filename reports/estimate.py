@@ -133,7 +133,7 @@ class RunProgress:
     not run; `measured`: whether the networks' seconds come from their pace measured here (reports.pace)
     rather than the committed runs'; `overhead`: the run's seconds besides its rows', in the line said at
     the start (`summary`) but not in the bar; `wall`: the rows' seconds of wall time where they run several at
-    once (`wall_seconds`; None: one after the other, the bar's total). Rows run elsewhere (Ray's tasks,
+    once (`wall_seconds`; None: one after the other, the bar's total), `at_once` of them. Rows run elsewhere (Ray's tasks,
     whose own bars this process does not see) are `started` and the bar `tick`s: each running row adds its
     seconds so far, at most `RUNNING_SHARE` of its expected ones, until it has run."""
 
@@ -141,13 +141,13 @@ class RunProgress:
 
     def __init__(self, costs: dict[str, float | None], desc: str, cached: set[str] = frozenset(),
                  measured: bool = False, not_run: set[str] = frozenset(), overhead: float = 0.0,
-                 wall: float | None = None):
+                 wall: float | None = None, at_once: int = 1):
         from lmbench.progress import progress_bar
         estimated = all(cost is not None for cost in costs.values())
         self.costs = costs if estimated else {row_id: 0.0 if row_id in cached | not_run else 1.0 for row_id in costs}
         self.estimated, self.cached, self.measured, self.not_run = estimated, cached, measured, not_run
         self.overhead = overhead  # seconds of the run besides its rows' (spent before the bar, the report after)
-        self.wall = wall
+        self.wall, self.at_once = wall, at_once
         self.done = 0.0  # the expected seconds of the rows that have run
         self.since: dict[str, float] = {}  # a row started elsewhere and not yet in: when (time.monotonic)
         self.bar = progress_bar(total=sum(self.costs.values()), desc=desc, unit="s" if estimated else "row",
@@ -163,7 +163,8 @@ class RunProgress:
             return f"{rows} rows{cached}; no committed results (results/*/results.json) to estimate their time from"
         pace = ("the networks at their pace measured here (reports/pace.py), the other rows at the committed "
                 "results'" if self.measured else "at the pace of the committed results, 2 cores")
-        return (f"{rows} rows{cached}, about {duration((self.bar.total if self.wall is None else self.wall) + self.overhead)} in all ({pace}: "
+        at_once = f"{self.at_once} rows at once; " if self.at_once > 1 else ""
+        return (f"{rows} rows{cached}, about {duration((self.bar.total if self.wall is None else self.wall) + self.overhead)} in all ({at_once}{pace}: "
                 "reports/estimate.py)")
 
     def running(self, row_id: str) -> None:

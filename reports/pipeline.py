@@ -476,7 +476,7 @@ class Reproduction:
                          "rows": {row_id: round(cost, 1) for row_id, cost in to_run.items() if cost is not None},
                          **({"rows_at_once": self.lanes()} if self.lanes() > 1 else {})}
         return RunProgress(costs, f"reproduce {self.settings.corpus}", cached, measured=not self.settings.quick,
-                           not_run=absent, overhead=spent + pace.REPORT_SECONDS, wall=wall)
+                           not_run=absent, overhead=spent + pace.REPORT_SECONDS, wall=wall, at_once=self.lanes())
 
     def cache_holds(self, row: Row) -> bool:
         """Whether the row cache has an entry of the row's fingerprint (read again, whole, when the row's turn

@@ -137,7 +137,7 @@ def test_under_jobs_k_the_pace_is_timed_at_each_rows_threads_and_the_estimate_co
     apart = 7.0 + pace.REPORT_SECONDS  # the corpus's loading and the report
     assert alone.estimate["seconds"] == pytest.approx(sum(rows.values()) + apart, abs=0.05)  # one lane
     assert both.estimate["seconds"] == pytest.approx(max(rows.values()) + apart, abs=0.05)  # two rows, two lanes
-    assert f"about {duration(max(rows.values()) + apart)} in all" in progress.summary(3)
+    assert f"about {duration(max(rows.values()) + apart)} in all (2 rows at once; the networks" in progress.summary(3)
     progress.close()
 
 
