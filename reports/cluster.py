@@ -35,6 +35,7 @@ from pathlib import Path
 
 import ray
 from ray.util.queue import Queue
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from lmbench.errors import LMBenchError
 from reports.estimate import RunProgress
@@ -139,7 +140,10 @@ def check_resources(rows: list[Row], options: dict[str, dict], where: str) -> No
 def run_row_task(reproduction, corpus, row: Row, starts) -> tuple[dict, dict]:
     """A row run on a node of the cluster: `Reproduction.run_row`, the corpus from the object store; its
     start told to the driver through `starts` (a ray.util.queue.Queue: the row's id and this host)."""
-    starts.put((row.id, platform.node()))
+    try:
+        starts.put((row.id, platform.node()))
+    except ray.exceptions.RayError:  # (the driver's queue gone: the bar is an aid, never a row's failure)
+        pass
     reproduction.corpus = corpus
     if not Path(reproduction.work).is_dir():  # not this node's to see: its own temporary space
         reproduction.work = Path(tempfile.gettempdir()) / "lmbench-rows" / reproduction.digest
@@ -191,7 +195,10 @@ def run_on_ray(reproduction, skip: frozenset[str], results: dict, progress: RunP
         sent = copy(reproduction)  # what a task needs of the run, the corpus apart (in the object store)
         sent.corpus, sent.threads = None, per_row
         corpus_ref, sent_ref = ray.put(reproduction.corpus), ray.put(sent)
-        starts = Queue(actor_options={"num_cpus": 0})  # (an actor holding no CPU a row's task would need)
+        # the rows' starts, for the bar: an actor on this process's node (a node removed takes none of it),
+        # holding no CPU a row's task would need
+        starts = Queue(actor_options={"num_cpus": 0, "scheduling_strategy": NodeAffinitySchedulingStrategy(
+            ray.get_runtime_context().get_node_id(), soft=True)})
         pending = {run_row_task.options(**options[row.id]).remote(sent_ref, corpus_ref, row, starts): row
                    for row in to_run}
         log.info("reproduce: %d rows as Ray tasks on %d node(s), %d CPU thread(s) each, %d at once here at most",
@@ -220,7 +227,7 @@ def run_on_ray(reproduction, skip: frozenset[str], results: dict, progress: RunP
                     if interrupted:
                         raise KeyboardInterrupt
                     done, _ = ray.wait(list(pending), num_returns=1, timeout=WAIT_SECONDS)
-                    for row_id, host in starts.get_nowait_batch(starts.qsize()):
+                    for row_id, host in started_rows(starts):
                         progress.started(row_id)
                         log.info("row %s: started on %s", row_id, host)
                     progress.tick()
@@ -232,6 +239,15 @@ def run_on_ray(reproduction, skip: frozenset[str], results: dict, progress: RunP
             raise
     finally:
         ray.shutdown()
+
+
+def started_rows(starts) -> list[tuple[str, str]]:
+    """The (row, host) pairs the tasks put into `starts` since the last look; none where the queue is
+    gone (its node lost: the bar then moves as rows finish)."""
+    try:
+        return starts.get_nowait_batch(starts.qsize())
+    except ray.exceptions.RayError:
+        return []
 
 
 @contextmanager
