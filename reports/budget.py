@@ -34,7 +34,7 @@ epochs, and the report), comes off T first. A budget that leaves a row less than
 naming the smallest that works. Under `--jobs K` the rows train K at once: T is then their wall time in K
 lanes, each row sent, the longest first, to the lane that frees soonest (`reports.estimate.wall_seconds`, the
 estimate's own count), so that K rows at once get about K times the updates of one after the other; the
-budget says so wherever it is named (`asked`).
+budget says so wherever it is named (`budget_asked`).
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def flops_per_update(config, vocab_size: int, speed: Speed) -> float:
     return config.shape.training_flops(vocab_size, config) * speed.update_tokens
 
 
-def asked(budget: dict) -> str:
+def budget_asked(budget: dict) -> str:
     """The budget as it was asked, and the rows at once it was shared among: "20m", "20m, 2 rows at once"."""
     at_once = budget.get("rows_at_once", 1)
     return budget["asked"] + (f", {at_once} rows at once" if at_once > 1 else "")
@@ -100,11 +100,11 @@ def terms(budget: dict) -> str:
     complete = [r for r, row in rows.items() if row.get("complete")]
     if budget.get("rule_name") == "complete":
         others = len(rows) - len(complete)
-        return (f"{asked(budget)}: {budget['rule']} ({len(complete)} of {len(rows)}"
+        return (f"{budget_asked(budget)}: {budget['rule']} ({len(complete)} of {len(rows)}"
                 + (f", the others {100 * budget['share']:.0f}% of theirs)" if others else ")"))
     if budget.get("share") is not None:
-        return f"{asked(budget)}: {budget['rule']}, {100 * budget['share']:.0f}% of each"
-    return f"{asked(budget)}: {budget['rule']}, {budget['flops_per_row']:.2g} each, or all its recipe where that is less"
+        return f"{budget_asked(budget)}: {budget['rule']}, {100 * budget['share']:.0f}% of each"
+    return f"{budget_asked(budget)}: {budget['rule']}, {budget['flops_per_row']:.2g} each, or all its recipe where that is less"
 
 
 def still_falling(row: dict) -> bool | None:
@@ -125,7 +125,7 @@ def row_terms(budget: dict, row: dict) -> str | None:
              else budget.get("share"))
     falling = {True: ", valid still falling", False: ", valid no longer falling",
                None: ", one validation (whether it still fell: not known)"}[still_falling(row)]
-    return f"at {asked(budget)}" + (f", {100 * share:.0f}% of its recipe" if share is not None else "") + falling
+    return f"at {budget_asked(budget)}" + (f", {100 * share:.0f}% of its recipe" if share is not None else "") + falling
 
 
 def fill(weights: dict[str, float], update_seconds: dict[str, float], full: dict[str, int], seconds: float,
@@ -170,8 +170,9 @@ def in_lanes(weights: dict[str, float], update_seconds: dict[str, float], full: 
         taken = [updates[r] * update_seconds[r] + apart(r, updates[r]) for r in weights]
         return updates, wall_seconds(taken + list(beside), lanes)
     low, high = 0.0, max((full[r] / weights[r] for r in weights), default=0.0)
-    if at(high)[1] <= seconds:
-        return high, at(high)[0]
+    updates, wall = at(high)
+    if wall <= seconds:
+        return high, updates
     for _ in range(60):
         middle = (low + high) / 2
         low, high = (middle, high) if at(middle)[1] <= seconds else (low, middle)

@@ -39,7 +39,7 @@ from lmbench.bootstrap import paired_splits
 from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write_text, read_checked
 
-from reports.budget import asked, terms
+from reports.budget import budget_asked, terms
 
 from reports.experiments import NETWORKS_BEYOND_2003
 from reports.records import by_id, load_results, network_of, paper_network
@@ -412,11 +412,11 @@ def cost_block(reports: dict[str, dict]) -> str:
             return "none"
         if spent.get("rule_name") == "complete":
             ends = sum(bool(row.get("complete")) for row in spent["rows"].values())
-            return (f"{asked(spent)}, {ends} of {len(spent['rows'])} to their recipe's end"
+            return (f"{budget_asked(spent)}, {ends} of {len(spent['rows'])} to their recipe's end"
                     + (f", the others {100 * spent['share']:.0f}%" if ends < len(spent["rows"]) else ""))
         if spent.get("share") is not None:
-            return f"{asked(spent)}, {100 * spent['share']:.0f}% of each recipe"
-        return f"{asked(spent)}, {spent['flops_per_row']:.2g} FLOPs each"
+            return f"{budget_asked(spent)}, {100 * spent['share']:.0f}% of each recipe"
+        return f"{budget_asked(spent)}, {spent['flops_per_row']:.2g} FLOPs each"
 
     def training_run(meta: dict) -> list[str]:  # its wall time, the estimate its start said, its peak memory
         trained = meta.get("trained")
