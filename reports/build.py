@@ -399,3 +399,36 @@ def _build(stage: Path, report_dir: Path, code: dict, results_dir: Path, corpus:
             "figures": [moved(p) for p in [across_figure, *figures] if p],
             "report": str(report_dir / "report.md"), "html": str(report_dir / "report.html"),
             "claims": claims, "quick": summary.is_quick(results)}
+
+
+def _summary_lines(report_md: str) -> list[str]:
+    """The lines of a report.md after its cross-corpus heading, the summary figure's line left out (the
+    figure is drawn from the same lines); [] where it has no such heading."""
+    lines = report_md.splitlines()
+    heading = f"## {summary.HEADING}"
+    after = lines[lines.index(heading) + 1:] if heading in lines else []
+    return [line for line in after if not line.startswith("![summary](")]
+
+
+def stale_tops(results_dir: Path = summary.RESULTS) -> list[Path]:
+    """The reports of `results_dir` (each folder holding a report.md and its results.json, listed in its
+    index.txt or not) whose cross-corpus section is not the summary of the listed reports as they are now:
+    a report listed, added or re-run since it was built. A folder whose results.json is refused is
+    passed over with a warning when it is not listed (the summary never reads it), and refused when it is."""
+    listed = {folder for folders in summary.listed_reports(results_dir) for folder in folders}
+    found = sorted(folder for folder in Path(results_dir).iterdir() if (folder / "report.md").is_file())
+    stale = []
+    for folder in [folder for folder in found if (folder / "results.json").exists()]:
+        try:
+            results = upgrade(current_format(read_results(folder)))
+        except LMBenchError as err:
+            if folder in listed:
+                raise
+            log.warning("the report at %s is left as it is: %s", folder, err)
+            continue
+        across = summary.gather(folder, results, results_dir)
+        wanted = "\n".join(["", *summary.summary_markdown(across, None)]).splitlines()
+        if _summary_lines((folder / "report.md").read_text(encoding="utf-8"))[: len(wanted)] != wanted:
+            stale.append(folder)
+    return stale
+

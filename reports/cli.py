@@ -163,7 +163,8 @@ def register(subparsers) -> None:
     parser.set_defaults(run=run_reproduce)
 
     parser = subparsers.add_parser("report", help="rebuild tables, claims and figures from results.json "
-                                   "(summary: the cross-corpus summary, results/summary.md, from every listed report's)")
+                                   "(summary: the cross-corpus summary, results/summary.md, from every listed report's, and "
+                                   "the top of every report there that it made stale)")
     parser.add_argument("corpus", choices=CORPORA + ["summary"])
     parser.add_argument("--quick", action="store_true", help="the report of the quick run")
     _add_name(parser)
@@ -412,8 +413,16 @@ def run_report(args: argparse.Namespace) -> dict:
             raise LMBenchError("report summary: --report-dir names one report's folder; give the folder of "
                                f"reports as --results-dir {args.report_dir}")
         refuse_unwritable({"--results-dir": results_dir})
+        from reports.build import build_report, stale_tops
+        from reports.provenance import checked_state
+        # every report whose top is no longer the summary, rebuilt from its results.json; a committed one in a
+        # dirty checkout refused as `lmbench report` refuses it, before anything is written
+        stale = [(folder, checked_state(folder, args.allow_dirty)) for folder in stale_tops(results_dir)]
         written = write_summary(results_dir)
-        return {key: written[key] for key in ("summary", "figure", "readme") if key in written}
+        for folder, state in stale:
+            build_report(folder, state, results_dir=results_dir)
+        return {key: written[key] for key in ("summary", "figure", "readme") if key in written} | (
+            {"rebuilt": [str(folder) for folder, _ in stale]} if stale else {})
     from reports.build import build_report
     from reports.provenance import checked_state
     report_dir = _report_dir(args)

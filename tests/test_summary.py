@@ -263,3 +263,40 @@ def test_the_cost_table_says_when_a_run_trained_its_rows_k_at_once():
     assert "| 1 h 26 min, 2 rows at once | 1 h 24 min | 1.3 GB | none |" in lines["two"]
     assert "| 20m, 2 rows at once, 43% of each recipe |" in lines["cut"]
     assert "rows at once" not in lines["alone"]
+
+
+@pytest.mark.slow  # two reports draw their figures
+def test_report_summary_rebuilds_the_top_of_every_report_that_a_newly_listed_one_made_stale(tmp_path):
+    """A report's top is the cross-corpus summary of the reports listed when it was built. Listing another
+    left it saying the old summary (results/ap89-1m's said its GRU was budgeted only after
+    results/ap89-1m-jobs2 gave the converged row); `lmbench report summary` now rebuilds such a report from
+    its results.json, and leaves a report whose top is current as it is."""
+    from reports.build import build_report, stale_tops
+    from tests.test_reports import fake_results
+    root = tmp_path / "results"
+    for name, kn5 in (("first", 200.0), ("second", 100.0)):
+        (root / name).mkdir(parents=True)
+        (root / name / "results.json").write_text(json.dumps({**fake_results({"kn-interp-5": kn5}, "text"),
+                                                              "name": name}))
+    (root / "index.txt").write_text("first\n")
+    for name in ("first", "second"):  # second not listed: its top shows it as a corpus of its own
+        build_report(root / name, {"commit": "abc", "dirty": False}, results_dir=root)
+    assert stale_tops(root) == []
+    second = (root / "second" / "report.md").read_bytes()
+    assert "| second |" not in (root / "first" / "report.md").read_text()
+
+    (root / "index.txt").write_text("first\nsecond\n")
+    assert stale_tops(root) == [root / "first"]
+    assert main(["report", "summary", "--results-dir", str(root)]) == 0
+    assert stale_tops(root) == []
+    assert "| second |" in (root / "first" / "report.md").read_text()
+    assert "<td>second</td>" in (root / "first" / "report.html").read_text()
+    assert (root / "second" / "report.md").read_bytes() == second
+
+
+def test_the_top_of_every_committed_report_is_the_summary_of_the_listed_reports_now():
+    """results/index.txt lists the reports the summary gathers, and the top of every committed report
+    says that summary: a report listed or re-run since one was built is a `lmbench report summary` away."""
+    from reports.build import stale_tops
+    stale = [folder.name for folder in stale_tops(Path(__file__).resolve().parents[1] / "results")]
+    assert stale == [], f"run `lmbench report summary` on a clean checkout and commit the rebuilt {stale}"
