@@ -18,6 +18,12 @@ from lmbench_cli import main
 from tests.helpers import chain_text, write_splits
 
 STORE = 80 * 2**20  # each simulated node's object store (Ray's least is 75 MiB)
+# One test process runs this module's tests (under `make test`'s pytest-xdist). Split over two, each built its
+# own simulated cluster, and two such clusters at once on one machine broke each other's drivers: CI (and
+# `pytest -n 2 --dist loadgroup` here, 3 of 15 failed) saw "OwnerDiedError ... The object's owner has exited"
+# for a driver still running, its raylets logging its job's first worker as dead. (An embedded `--jobs` Ray
+# beside one cluster ran clean, as did two `--jobs` runs at once.)
+pytestmark = pytest.mark.xdist_group("ray_cluster")
 
 
 @pytest.fixture(scope="module")
