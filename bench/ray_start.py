@@ -8,7 +8,6 @@ round trip, and the shutdown; `--runs` times each (the first start also fills th
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ def main() -> None:
     start = time.perf_counter()
     import ray
     print(f"import ray: {time.perf_counter() - start:.2f} s")
-    from reports.cluster import OBJECT_STORE_BYTES
+    from reports.cluster import OBJECT_STORE_BYTES, start_embedded
 
     @ray.remote
     def answer() -> int:
@@ -32,8 +31,7 @@ def main() -> None:
 
     for run in range(args.runs):
         start = time.perf_counter()
-        ray.init(num_cpus=args.cpus, object_store_memory=OBJECT_STORE_BYTES, include_dashboard=False,
-                 log_to_driver=False, logging_level=logging.WARNING)
+        start_embedded(args.cpus, OBJECT_STORE_BYTES)
         started = time.perf_counter()
         ray.get(answer.remote())
         answered = time.perf_counter()

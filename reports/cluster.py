@@ -53,6 +53,7 @@ NGRAM_BYTES_PER_TOKEN = 400
 CONNECT_SECONDS = 10  # to reach a cluster's address
 WAIT_SECONDS = 0.5  # the driver's wait for a task between two looks at Ctrl-C
 OBJECT_STORE_BYTES = 100 * 2**20  # an embedded Ray's object store at least (the corpus, the rows' log-probabilities)
+QUIET = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)  # every ray.init here
 
 
 def available_memory() -> int:
@@ -74,20 +75,24 @@ def row_memory(row: Row, train_tokens: int) -> int:
 def start_ray(reproduction, slots: int, per_row: int, store_bytes: int) -> None:
     """Join the cluster at --cluster's address, or start an embedded Ray here holding `slots` rows of
     `per_row` threads each; one line naming the address where no Ray answers there."""
-    quiet = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
     if reproduction.cluster is None:
-        # address "local": a Ray of this run's own, even where another runs here (ray.init() would join
-        # the one /tmp/ray/ray_current_cluster or RAY_ADDRESS names)
-        ray.init(address="local", num_cpus=slots * per_row, object_store_memory=store_bytes, **quiet)
+        start_embedded(slots * per_row, store_bytes)
         return
     address = reproduction.cluster
     check_address(address)
     try:
-        ray.init(address=address, **quiet)
+        ray.init(address=address, **QUIET)
     except Exception as error:  # (Ray raises ConnectionError, RuntimeError or ValueError, by case)
         detail = str(error).strip().splitlines()[0] if str(error).strip() else "no detail"
         raise LMBenchError(f"--cluster {address}: no Ray cluster answers there ({type(error).__name__}: {detail}); "
                            "start one with `ray start --head` on that machine, or give the address it printed") from None
+
+
+def start_embedded(cpus: int, store_bytes: int) -> None:
+    """A Ray of this process's own on this machine (`--jobs K`; bench/ray_start.py times it): address
+    "local", so that it starts one even where another Ray runs here (`ray.init()` would join the one
+    /tmp/ray/ray_current_cluster or RAY_ADDRESS names, and refuse `num_cpus` there)."""
+    ray.init(address="local", num_cpus=cpus, object_store_memory=store_bytes, **QUIET)
 
 
 def check_address(address: str) -> None:
