@@ -271,8 +271,8 @@ def _record_corpus(out: Path, options: dict, corpus, resume: bool) -> None:
     """Write the corpus record of the run in `out`: a new run's; a run resumed from before the records
     once its checkpoint is found of this corpus's vocabulary. A resumed run keeps the record it has, and
     a run a refused command would not train (a checkpoint there, no --resume) keeps its own."""
-    from neural.training.checkpoint import CHECKPOINT, read_checkpoint
-    if not (out / CHECKPOINT).exists():
+    from neural.training.checkpoint import CHECKPOINT, found, read_checkpoint
+    if found(out / CHECKPOINT) is None:
         write_record(out, options)
     elif resume and not (out / RECORD).exists():
         read_checkpoint(out / CHECKPOINT, corpus.vocab.fingerprint())
@@ -301,11 +301,11 @@ def _saved_run(args: argparse.Namespace) -> dict | None:
 def _resumed_config(out: str | Path) -> dict:
     """The configuration of the run in `out` (its checkpoint's), refused in one line when there is none (a
     mistyped folder would start a new run) or another process trains there."""
-    from neural.training.checkpoint import CHECKPOINT, saved_config
+    from neural.training.checkpoint import CHECKPOINT, found, saved_config
     with folder_held(out, busy(out)) if Path(out).is_dir() else nullcontext():
         pass  # (another process training there: that first)
     path = Path(out) / CHECKPOINT
-    if not path.exists():
+    if found(path) is None:
         raise LMBenchError(f"--resume: no run to resume in {out} (no {CHECKPOINT}): check the folder's name, or "
                            "drop --resume to start a run there")
     return saved_config(path)
@@ -423,8 +423,8 @@ def _connect(args: argparse.Namespace, corpus):
 
 def _require_run(run_dir: str) -> None:
     """Refuse a run directory without a trained model before any corpus is prepared."""
-    from neural.training.checkpoint import BEST
-    if not (Path(run_dir) / BEST).exists():
+    from neural.training.checkpoint import BEST, found
+    if found(Path(run_dir) / BEST) is None:
         raise LMBenchError(f"no trained model in {run_dir} (no {BEST}): train there first (lmbench train --out "
                            f"{run_dir}), or let the run finish one epoch")
 
@@ -436,10 +436,10 @@ def run_eval(args: argparse.Namespace) -> dict | None:
         from neural.parallel.launch import launch
         return launch(args)
     _check_launch(args)
-    from neural.training.checkpoint import BEST, CHECKPOINT
+    from neural.training.checkpoint import BEST, CHECKPOINT, OLDER
     options = corpus_options(args, args.dir)
     refuse_overwriting(args, {"--save-logprobs": args.save_logprobs},
-                       {f"the run's {name}": Path(args.dir) / name for name in (BEST, CHECKPOINT)}
+                       {f"the run's {name}": Path(args.dir) / name for name in (BEST, CHECKPOINT, *OLDER.values())}
                        | _run_files(Path(args.dir)) | _recorded_files(options))
     if not args.parallel:  # (on several machines, only rank 0's disk need hold the run)
         _require_run(args.dir)

@@ -48,6 +48,9 @@ from lmbench.files import read_checked
 from lmbench.model import LanguageModel, perplexity
 
 KENLM_MARKERS = ("<s>", "</s>")
+# a network run folder's model files (neural.training.checkpoint's BEST, CHECKPOINT and the older OLDER: named
+# here, since importing that module loads torch, which an ARPA file needs not)
+NETWORK_FILES = ("best.safetensors", "checkpoint.safetensors", "best.pt", "checkpoint.pt")
 UNIT_ENDS = ("</p>", "</d>")  # the corpora's markers (corpora.brown, corpora.ap), the shorter unit first
 
 
@@ -207,7 +210,7 @@ def load(path: str | Path, row: str | None = None, *, device: str = "auto", thre
         return TextModel(read_arpa(path, vocab), vocab, str(path))
     if (path / "rows").is_dir():
         return _row(path, row, device, threads)
-    if path.is_dir() and any((path / name).exists() for name in ("best.pt", "checkpoint.pt", "corpus.json")):
+    if path.is_dir() and any((path / name).exists() for name in (*NETWORK_FILES, "corpus.json")):
         if row is not None:
             raise LMBenchError(f"row {row!r}: {path} is a network run folder, which holds one model; a row names a "
                                "model of a work folder (runs/NAME)")

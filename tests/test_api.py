@@ -181,11 +181,12 @@ def test_the_generate_command_is_reproducible(saved, capsys):
 
 
 def _family_lacking(saved, tmp_path) -> Path:
-    import torch
+    from neural.training import weights_file
+    from neural.training.checkpoint import BEST
     run = tmp_path / "other"
     shutil.copytree(saved["run"], run)
-    state = torch.load(run / "best.pt", weights_only=False)
-    torch.save({**state, "family": "hopfield"}, run / "best.pt")
+    state = weights_file.read(run / BEST)
+    weights_file.write({**state, "family": "hopfield"}, run / BEST)
     return run
 
 

@@ -254,14 +254,15 @@ def test_a_checkpoint_of_random_bytes_is_named_with_the_fix(tmp_path, capsys, mo
     from lmbench_cli import main
     assert main(["nplm", "train", *corpus_args(files), *args, "--out", str(out)]) == 0
     capsys.readouterr()
-    for name in ("checkpoint.pt", "best.pt"):
+    from neural.training.checkpoint import BEST, CHECKPOINT
+    for name in (CHECKPOINT, BEST):
         (out / name).write_bytes(content)
     line = error_line(capsys, ["nplm", "train", *corpus_args(files), *args, "--epochs", "2", "--out", str(out),
                                "--resume"])
-    assert str(out / "checkpoint.pt") in line and "delete it and train again" in line
+    assert str(out / CHECKPOINT) in line and "delete it and train again" in line
     line = error_line(capsys, ["nplm", "eval", str(out), *corpus_args(files), "--device", "cpu"])
-    assert str(out / "best.pt") in line and "delete it and train again" in line
-    assert (out / "checkpoint.pt").read_bytes() == content          # the input is left as it was
+    assert str(out / BEST) in line and "delete it and train again" in line
+    assert (out / CHECKPOINT).read_bytes() == content          # the input is left as it was
 
 
 # --- results.json and the report ------------------------------------------------------------------------
@@ -454,7 +455,7 @@ def test_a_network_that_cannot_fit_is_refused_before_it_is_allocated(tmp_path, c
     line = error_line(capsys, ["nplm", "train", *corpus_args(files), *option, "--epochs", "1", "--device", "cpu",
                                "--threads", "1", "--out", str(tmp_path / "run")])
     assert "needs at least" in line and "GiB" in line and option[0] in line and "more than" in line
-    assert not (tmp_path / "run" / "checkpoint.pt").exists()
+    assert not (tmp_path / "run" / "checkpoint.safetensors").exists()
 
 
 # --- two reproductions on one work folder -------------------------------------------------------------
@@ -546,7 +547,7 @@ def test_a_second_training_into_a_busy_out_is_refused(tmp_path, capsys, monkeypa
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 120
-        while not (out / "checkpoint.pt").exists():
+        while not (out / "checkpoint.safetensors").exists():
             assert first.poll() is None and time.time() < deadline, first.communicate()
             time.sleep(0.1)
         line = error_line(capsys, [*argv, "--epochs", "2", "--resume"])
@@ -555,9 +556,9 @@ def test_a_second_training_into_a_busy_out_is_refused(tmp_path, capsys, monkeypa
         first.send_signal(signal.SIGTERM)
         first.communicate(timeout=60)
     assert first.returncode == 143
-    import torch
     from lmbench_cli import main
-    step = torch.load(out / "checkpoint.pt", weights_only=False)["state"]["step"]
+    from neural.training.checkpoint import read_state
+    step = read_state(out / "checkpoint.safetensors")["state"]["step"]
     assert main([*argv, "--epochs", "1000", "--schedule", "linear", "--max-steps", str(step + 3),  # once it is gone,
                  "--resume"]) == 0                                  # the run continues (with its own options)
 
@@ -606,10 +607,11 @@ def test_eval_cannot_save_over_the_model_it_scores(tmp_path, capsys, monkeypatch
     _no_corpus(monkeypatch)
     run = tmp_path / "run"
     run.mkdir()
-    (run / "best.pt").write_bytes(b"the model")
-    line = error_line(capsys, ["nplm", "eval", str(run), "--corpus", "brown", "--save-logprobs", str(run / "best.pt")])
-    assert "best.pt" in line and "overwrite that input" in line
-    assert (run / "best.pt").read_bytes() == b"the model"
+    (run / "best.safetensors").write_bytes(b"the model")
+    line = error_line(capsys, ["nplm", "eval", str(run), "--corpus", "brown", "--save-logprobs",
+                               str(run / "best.safetensors")])
+    assert "best.safetensors" in line and "overwrite that input" in line
+    assert (run / "best.safetensors").read_bytes() == b"the model"
 
 
 def test_a_buckets_file_of_another_stream_is_named(two_streams, tmp_path, capsys):

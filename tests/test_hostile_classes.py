@@ -104,7 +104,7 @@ def place(tmp_path, monkeypatch):
     files = write_splits(tmp_path, train=zipf_text(400, 20, 1), valid=zipf_text(60, 20, 2), test=zipf_text(60, 20, 3))
     run = tmp_path / "run"
     run.mkdir()
-    (run / "best.pt").write_bytes(b"a model")
+    (run / "best.safetensors").write_bytes(b"a model")
     npz = tmp_path / "a.npz"
     np.savez(npz, valid=np.full(3, -1.0), test=np.full(3, -1.0))
 
@@ -420,9 +420,11 @@ def test_a_checkpoint_whose_weights_are_not_finite_is_refused(tmp_path, capsys, 
     assert main(["nplm", "train", *corpus_args(files), "--n", "3", "--m", "4", "--h", "5", "--epochs", "1",
                  "--device", "cpu", "--threads", "1", "--out", str(out)]) == 0
     capsys.readouterr()
-    state = torch.load(out / "best.pt", weights_only=False)
+    from neural.training import weights_file
+    from neural.training.checkpoint import BEST
+    state = weights_file.read(out / BEST)
     name = next(key for key, value in state["model"].items() if value.is_floating_point())
     state["model"][name].view(-1)[0] = float("nan")
-    torch.save(state, out / "best.pt")
+    weights_file.write(state, out / BEST)
     line = error_line(capsys, ["nplm", "eval", str(out), *corpus_args(files), "--device", "cpu", "--threads", "1"])
-    assert str(out / "best.pt") in line and name in line and "NaN" in line
+    assert str(out / BEST) in line and name in line and "NaN" in line

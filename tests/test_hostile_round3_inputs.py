@@ -65,7 +65,7 @@ def place(tmp_path, monkeypatch):
     monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
     run = tmp_path / "run"
     run.mkdir()
-    (run / "best.pt").write_bytes(b"a model")
+    (run / "best.safetensors").write_bytes(b"a model")
     return {"root": tmp_path, "run": run}
 
 

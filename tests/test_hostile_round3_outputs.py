@@ -45,7 +45,7 @@ def tiny_corpus(folder: Path, test: str | None = None) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A finished tiny run (best.pt, checkpoint.pt, corpus.json, log.jsonl, result.json, logprobs.npz)
+    """A finished tiny run (best.safetensors, checkpoint.safetensors, corpus.json, log.jsonl, result.json, logprobs.npz)
     and its corpus files."""
     root = tmp_path_factory.mktemp("trained")
     files = tiny_corpus(root / "corpus")
@@ -201,7 +201,7 @@ def test_an_output_onto_a_descriptor_is_written_through_it(trained, tmp_path, ca
 def run_files(trained) -> dict[str, Path]:
     run, files = trained
     found = {p.name: p for p in sorted(run.iterdir()) if p.is_file()}
-    assert {"best.pt", "checkpoint.pt", "corpus.json", "log.jsonl", "result.json"} <= set(found)
+    assert {"best.safetensors", "checkpoint.safetensors", "corpus.json", "log.jsonl", "result.json"} <= set(found)
     return {**found, "its train file": files["train"].resolve(), "its test file": files["test"].resolve()}
 
 
@@ -209,7 +209,7 @@ def run_files(trained) -> dict[str, Path]:
 def test_no_output_of_a_command_given_a_run_lands_on_a_file_of_the_run(trained, tmp_path, capsys, command, name,
                                                                        action):
     """`eval RUN --save-logprobs` over the test file the run's corpus.json names, or over RUN/corpus.json,
-    result.json, log.jsonl, overwrote them (only best.pt and checkpoint.pt were kept off): refused, named,
+    result.json, log.jsonl, overwrote them (only best.pt and checkpoint.pt, now best.safetensors and checkpoint.safetensors, were kept off): refused, named,
     directly or through a link, every file as it was."""
     run, files = trained
     before = snapshot(run, files["train"].parent)
@@ -381,10 +381,10 @@ def test_a_refused_train_writes_no_record_into_a_run_without_one(trained, tmp_pa
     other = write_splits(tmp_path, train=zipf_text(2000, 30, 7), valid=zipf_text(300, 30, 8), test=zipf_text(300, 30, 9))
     run = tmp_path / "old-run"
     run.mkdir()
-    for name in ("checkpoint.pt", "best.pt"):
+    for name in ("checkpoint.safetensors", "best.safetensors"):
         (run / name).write_bytes((trained_run / name).read_bytes())
     for resume, refused in (([], "already holds a run"), (["--resume"], "another vocabulary")):
         line = error_line(capsys, [*command.split(), *corpus_args(other), *TINY, "--epochs", "1", "--out", str(run),
                                    *resume])
         assert refused in line, line
-        assert sorted(p.name for p in run.iterdir()) == ["best.pt", "checkpoint.pt"]
+        assert sorted(p.name for p in run.iterdir()) == ["best.safetensors", "checkpoint.safetensors"]

@@ -72,11 +72,11 @@ def options_of(command: str) -> set[str]:
 
 
 def full_disk(monkeypatch):
-    from neural.training import checkpoint
+    from neural.training import weights_file
 
     def full(obj, out):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    monkeypatch.setattr(checkpoint.torch, "save", full)
+    monkeypatch.setattr(weights_file, "write_into", full)  # (the model files' writer)
     return "no room to write", "the same command again"
 
 

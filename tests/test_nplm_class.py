@@ -18,7 +18,7 @@ from neural.networks.nplm import NPLMShape
 from neural.scoring import WindowLanguageModel
 from neural.networks.nplm import NPLM
 from neural.outputs.objectives import make_objective
-from neural.training.checkpoint import BEST, CHECKPOINT, load_network
+from neural.training.checkpoint import BEST, CHECKPOINT, load_network, read_state
 from neural.training.trainer import train_network
 from tests.lm_checks import assert_normalised, assert_scores_match_distribution
 from tests.test_nplm_train import CORPUS, text_corpus_args, tiny
@@ -168,4 +168,4 @@ def test_cli_trains_a_class_network(tmp_path, monkeypatch, capsys):
                  "--device", "cpu", "--threads", "1", "--json"]) == 0
     trained = json.loads(capsys.readouterr().out)
     assert trained["objective"] == "class" and np.isfinite(trained["test_perplexity"])
-    assert int(torch.load(out / BEST, weights_only=False)["model"]["output.structure"].max()) + 1 == 3
+    assert int(read_state(out / BEST)["model"]["output.structure"].max()) + 1 == 3

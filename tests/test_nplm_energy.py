@@ -14,6 +14,7 @@ from lmbench.errors import LMBenchError
 from lmbench_cli import main
 from neural.networks.energy import EnergyNetwork
 from neural.networks.energy import EnergyShape
+from neural.training import weights_file
 from neural.training.checkpoint import BEST, load_network
 from neural.config import RunConfig
 from neural.training.trainer import train_network
@@ -144,9 +145,9 @@ def test_resume_and_load_refuse_another_model_or_vocabulary(tmp_path):
 def test_checkpoint_without_a_model_field_is_an_nplm(tmp_path):
     """A run saved before the energy network existed loads as the NPLM it is."""
     train_network(CORPUS, tiny(epochs=1), tmp_path, progress=False)
-    saved = torch.load(tmp_path / BEST, weights_only=False)
+    saved = weights_file.read(tmp_path / BEST)
     del saved["config"]["model"]
-    torch.save(saved, tmp_path / BEST)
+    weights_file.write(saved, tmp_path / BEST)
     assert type(load_network(tmp_path, CORPUS, device="cpu").net).__name__ == "NPLM"
 
 

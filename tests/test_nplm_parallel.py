@@ -25,7 +25,8 @@ from neural.scoring import context_windows
 from neural.outputs.objectives import make_objective
 from neural.parallel.teams import LAUNCH_ENV, blocks, connect, leave_process_group
 from neural.training.team import Team
-from neural.training.checkpoint import BEST, CHECKPOINT, load_network
+from neural.training import weights_file
+from neural.training.checkpoint import BEST, CHECKPOINT, load_network, read_state
 from neural.training.trainer import train_network
 from tests.lm_checks import make_corpus
 
@@ -63,7 +64,7 @@ def _entry(rank, port, worker, directory, args):
     os.environ.update(launch_env(rank, port))
     torch.set_num_threads(1)
     try:
-        torch.save(worker(rank, directory, *args), directory / f"rank{rank}.pt")
+        weights_file.write(worker(rank, directory, *args), directory / f"rank{rank}.safetensors")
     finally:
         leave_process_group()
 
@@ -78,7 +79,7 @@ def spawn(worker, directory: Path, *args) -> list:
     """What worker returned on each process."""
     mp.start_processes(_entry, args=(free_port(), worker, directory, args), nprocs=WORLD, join=True,
                        start_method="forkserver")
-    return [torch.load(directory / f"rank{r}.pt", weights_only=False) for r in range(WORLD)]
+    return [weights_file.read(directory / f"rank{r}.safetensors") for r in range(WORLD)]
 
 
 # -- one minibatch ------------------------------------------------------------------------------------
@@ -141,8 +142,8 @@ def test_loss_gradients_and_updates_equal_one_process(tmp_path, scheme, objectiv
                 assert_close(parallel_grads[param], grad, f"{scheme} {name} grad {param} rank {rank}")
         single = tmp_path / f"single-{name}"
         train_network(CORPUS, tiny(objective=name, max_steps=4), single, progress=False)
-        expected = torch.load(single / CHECKPOINT, weights_only=False)
-        trained = torch.load(tmp_path / name / CHECKPOINT, weights_only=False)
+        expected = read_state(single / CHECKPOINT)
+        trained = read_state(tmp_path / name / CHECKPOINT)
         assert trained["state"]["step"] == 4 and trained["batch"] == BATCH
         assert trained["state"]["loss_sum"] == pytest.approx(expected["state"]["loss_sum"], rel=1e-5)
         assert trained["model"].keys() == expected["model"].keys()

@@ -18,7 +18,8 @@ from lmbench.model import split_perplexity
 from neural.networks.nplm import NPLMShape
 from neural.networks.nplm import NPLM
 from neural.training.recipe import anneal_threshold, apply_weight_decay, learning_rate, next_epoch_rate, resolve_device
-from neural.training.checkpoint import CHECKPOINT, load_network
+from neural.training import weights_file
+from neural.training.checkpoint import BEST, CHECKPOINT, load_network, read_state
 from neural.config import RunConfig
 from neural.training.trainer import train_network
 from tests.helpers import corpus_args, random_text, run_cli, write_splits
@@ -79,7 +80,7 @@ def test_paper_recipe_decay_is_sgd_coupled_decay(tmp_path):
     config = tiny(recipe="paper", batch_size=None, lr=0.05, weight_decay=0.01, max_steps=1, epochs=1,
                   objective="softmax")
     train_network(CORPUS, config, tmp_path, progress=False)
-    trained = torch.load(tmp_path / CHECKPOINT, weights_only=False)["model"]
+    trained = read_state(tmp_path / CHECKPOINT)["model"]
     torch.manual_seed(config.seed)
     net = NPLM(NPLMShape(n=3, m=4, h=5, direct=True), len(CORPUS.vocab))
     counts = np.bincount(CORPUS.train, minlength=len(CORPUS.vocab)) + 1.0
@@ -191,14 +192,14 @@ def test_a_checkpoint_with_the_dict_state_resumes_exactly(tmp_path):
     steps_per_epoch = math.ceil(len(CORPUS.train) / config.batch)
     train_network(CORPUS, dataclasses.replace(config, max_steps=steps_per_epoch + 3), tmp_path / "split", progress=False)
     path = tmp_path / "split" / CHECKPOINT
-    saved = torch.load(path, weights_only=False)
+    saved = read_state(path)
     saved["state"] = {key: saved["state"][key] for key in DICT_STATE_KEYS}  # exactly the old dict's keys
-    torch.save(saved, path)
+    weights_file.write(saved, path)
     resumed = train_network(CORPUS, config, tmp_path / "split", resume=True, progress=False)
     assert resumed["updates"] == whole["updates"] and resumed["epochs"] == whole["epochs"]
     assert resumed["valid_perplexity"] == whole["valid_perplexity"]
     saved["state"]["temperature"] = 1.0  # a field no trainer has: refused in one line
-    torch.save(saved, path)
+    weights_file.write(saved, path)
     with pytest.raises(LMBenchError, match=r"unknown fields \['temperature'\]"):
         train_network(CORPUS, config, tmp_path / "split", resume=True, progress=False)
 
@@ -239,7 +240,7 @@ def test_saved_best_scores_like_the_trained_network(tmp_path):
     result = train_network(CORPUS, tiny(epochs=4), tmp_path, progress=False)
     log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     best = min(r["valid_perplexity"] for r in log)  # measured on the in-memory network
-    assert result["valid_perplexity"] == best  # measured on the network loaded from best.pt
+    assert result["valid_perplexity"] == best  # measured on the network loaded from best.safetensors
     assert set(log[0]) >= {"epoch", "lr", "train_loss", "valid_perplexity", "tokens_per_s", "seconds"}
 
 
@@ -348,7 +349,7 @@ def test_a_best_model_whose_exact_perplexity_overflows_is_a_diverged_run(tmp_pat
     assert code == 2 and printed == "", printed
     [line] = [line for line in err.splitlines() if line.startswith("lmbench: error: ")]
     assert "train perplexity is inf: the run diverged; lower the learning rate (--lr)" in line and str(out) in line
-    assert (out / "best.pt").exists()
+    assert (out / BEST).exists()
 
 
 def test_a_one_process_run_imports_no_parallel_module(tmp_path):

@@ -19,7 +19,7 @@ from neural.networks.lstm import LSTMShape
 from neural.networks.transformer import TransformerShape
 from neural.networks.stream import RecurrentNetwork
 from neural.config import RunConfig
-from neural.training.checkpoint import CHECKPOINT, LOG, load_network
+from neural.training.checkpoint import CHECKPOINT, LOG, load_network, read_state
 from neural.training.batches import lane_layout
 from neural.training.trainer import train_network
 
@@ -161,12 +161,12 @@ def test_an_existing_run_needs_resume_and_the_same_network(corpus, tmp_path):
 
 def test_a_diverging_run_stops_in_one_line_and_keeps_its_last_good_checkpoint(corpus, tmp_path, monkeypatch):
     train_network(corpus, tiny_config("lstm", objective="importance", max_steps=3), tmp_path, progress=False)
-    good = torch.load(tmp_path / CHECKPOINT, weights_only=False)["model"]
+    good = read_state(tmp_path / CHECKPOINT)["model"]
     from neural.outputs.objectives import ImportanceSampling
     monkeypatch.setattr(ImportanceSampling, "loss_with", lambda self, net, z, target, sample: z.sum() * np.nan)
     with pytest.raises(LMBenchError, match="became nan at update 3.*last good checkpoint"):
         train_network(corpus, tiny_config("lstm", objective="importance"), tmp_path, resume=True, progress=False)
-    kept = torch.load(tmp_path / CHECKPOINT, weights_only=False)["model"]
+    kept = read_state(tmp_path / CHECKPOINT)["model"]
     assert all(torch.equal(good[k], kept[k]) for k in good)
 
 
@@ -219,7 +219,7 @@ def test_the_command_line_trains_an_lstm_and_refuses_a_missing_cuda(tmp_path, mo
     result = json.loads(capsys.readouterr().out)
     assert result["epochs"] == 1 and np.isfinite(result["test_perplexity"])
     assert json.loads((tmp_path / "run" / "result.json").read_text())["config"]["dropout"] == 0.0  # not the family's 0.4
-    saved = torch.load(tmp_path / "run" / CHECKPOINT, weights_only=False)
+    saved = read_state(tmp_path / "run" / CHECKPOINT)
     assert saved["config"]["dropout"] == 0.0 and saved["family"] == "lstm"
     assert (tmp_path / "run" / "logprobs.npz").exists()
     assert main(["nplm", "eval", str(tmp_path / "run"), "--corpus", "text", *paths, "--split", "test", "--json",

@@ -1,35 +1,56 @@
-"""A run's files on disk, for every family: the checkpoint (checkpoint.pt), the best model (best.pt), their
-one format, and the one loader of a trained run.
+"""A run's files on disk, for every family: the checkpoint (checkpoint.safetensors), the best model
+(best.safetensors), their one format, the one reader of both and the one loader of a trained run.
 
-Both files are written atomically (`atomic_save`: a reader never sees half a file, a full disk keeps the
-last good one) and hold the family (`family`), its shape (`network`, `dataclasses.asdict`, as nanoGPT
-keeps its `model_args`), the run's configuration (`config`), the vocabulary's fingerprint and size and
-the state_dict: family + shape + objective + |V| + state rebuild the network (`load_network`). The
-checkpoint adds what an exact resume needs: the optimizer's state, every random state (torch, CUDA,
-numpy, the objective's sampler), the run's state (`neural.training.trainer.TrainState`), the batches'
-layout (`batch`, and `steps` for lanes) and the state a recurrent network carries between updates.
+Both files hold no code (issue 67): safetensors files (`neural.training.weights_file`: the tensors as the
+file's tensors, everything else as one JSON document in its header), read without pickle, so a model
+folder from anyone can at worst be refused. They are written atomically (`atomic_save`: a reader never
+sees half a file, a full disk keeps the last good one) and hold the family (`family`), its shape
+(`network`, `dataclasses.asdict`, as nanoGPT keeps its `model_args`), the run's configuration
+(`config`), the vocabulary's fingerprint and size and the state_dict (`model`): family + shape +
+objective + |V| + state rebuild the network (`load_network`). The checkpoint adds what an exact resume
+needs: the optimizer's state, every random state (torch, CUDA, numpy, the objective's sampler), the run's
+state (`neural.training.trainer.TrainState`), the batches' layout (`batch`, and `steps` for lanes) and
+the state a recurrent network carries between updates.
 
-Files written before this format (FORMAT 2) still load: a window run's kept its shape inside `config`
-(`saved_network`), a stream run's named its lanes `lanes`; `read_checkpoint` reads both as this format.
+Every reader goes through `read_state` (`read_checkpoint`, `saved_config`, `load_network`). Files written
+before this format (FORMAT 1 and 2: checkpoint.pt, best.pt, torch pickles) are read where a run folder has
+no file of this format, by torch's weights_only reader (tensors and plain containers, and numpy's random
+state: what lmbench wrote), and converted once `read_checkpoint` finds it the run's: the file of this format
+is written beside the old one (left as it was) and read from then on. An old file holding anything else,
+which reading could run code of, is refused unread in one line: train the run again. `upgraded` reads the older formats' fields as this format's (a
+FORMAT 1 window run kept its shape inside `config`, a stream run named its lanes `lanes`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import pickle
+import zipfile
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from lmbench.errors import LMBenchError
 from lmbench.files import DamagedFile, atomic_write_file
 from neural.config import OBJECTIVES, RunConfig
 from neural.families import NetworkShape, family
+from neural.training import weights_file
 
-CHECKPOINT, BEST, LOG, RESULT = "checkpoint.pt", "best.pt", "log.jsonl", "result.json"
+try:
+    from numpy._core.multiarray import _reconstruct
+except ImportError:  # numpy 1
+    from numpy.core.multiarray import _reconstruct
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT, BEST, LOG, RESULT = "checkpoint.safetensors", "best.safetensors", "log.jsonl", "result.json"
 LOGPROBS = "logprobs.npz"  # the best model's per-token log-probabilities of valid and test (mixing.saved)
-FORMAT = 2  # family, network and config at the top of every file (1: the two trainers' formats)
+FORMAT = 3  # safetensors (2: family, network and config at the top of a torch pickle; 1: the two trainers')
+OLDER = {CHECKPOINT: "checkpoint.pt", BEST: "best.pt"}  # the files of FORMAT 1 and 2 (torch pickles)
+DAMAGED_FIX = "delete it and train again, or point at another run directory"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,11 +62,12 @@ class Advice:
                      "--out, or delete this run)")
 
 
-def atomic_save(obj, path: Path, advice: Advice = Advice()) -> None:
-    """torch.save, atomically: a reader never sees half a checkpoint, and a failed write (a full disk: one
-    line) keeps the last good one, from which the run continues when started again."""
-    atomic_write_file(path, lambda out: torch.save(obj, out), fix=f"free space under {Path(path).parent} and "
-                      f"{advice.resume}")
+def atomic_save(obj: dict, path: Path, advice: Advice = Advice()) -> None:
+    """`obj` as a safetensors file (`neural.training.weights_file`), atomically: a reader never sees half a
+    checkpoint, and a failed write (a full disk: one line) keeps the last good one, from which the run
+    continues when started again."""
+    atomic_write_file(path, lambda out: weights_file.write_into(obj, out),
+                      fix=f"free space under {Path(path).parent} and {advice.resume}")
 
 
 def saved_file(net, config: RunConfig, fingerprint: str, **more) -> dict:
@@ -56,12 +78,14 @@ def saved_file(net, config: RunConfig, fingerprint: str, **more) -> dict:
 
 
 def read_checkpoint(path: Path, fingerprint: str, config: RunConfig | None = None) -> dict:
-    """A checkpoint or best model in this format (an older one read as this format), refused in one line
-    when it is not an lmbench file, was made for another vocabulary, or (given `config`) for another
-    family, shape, recipe or objective than the run that resumes it."""
-    state = _read(path)
+    """A checkpoint or best model in this format (an older one read as this format, and converted once it
+    passes the checks: `converted`), refused in one line when it is not an lmbench file, was made for
+    another vocabulary, or (given `config`) for another family, shape, recipe or objective than the run
+    that resumes it."""
+    source = found(path) or Path(path)
+    state = read_state(path)
     if state.get("fingerprint") != fingerprint:
-        raise LMBenchError(f"checkpoint {path} was trained on another vocabulary (fingerprint "
+        raise LMBenchError(f"checkpoint {source} was trained on another vocabulary (fingerprint "
                            f"{state.get('fingerprint')} vs this corpus's {fingerprint}): use the corpus "
                            "and corpus options it was trained with, or another --out directory")
     state = upgraded(state)
@@ -71,28 +95,44 @@ def read_checkpoint(path: Path, fingerprint: str, config: RunConfig | None = Non
         diff += [f"{k}={v} (asked {getattr(config.shape, k, None)})" for k, v in dataclasses.asdict(shape).items()
                  if getattr(config.shape, k, None) != v]
         if diff:
-            raise LMBenchError(f"checkpoint {path} has another network: {', '.join(diff)}; resume with the same "
+            raise LMBenchError(f"checkpoint {source} has another network: {', '.join(diff)}; resume with the same "
                                "--model and shape options (--n, --h, ...) or use another --out directory")
         for key in ("recipe", "objective"):
             if state["config"].get(key) != getattr(config, key):
-                raise LMBenchError(f"checkpoint {path} was trained with {key} {state['config'].get(key)!r}, not "
+                raise LMBenchError(f"checkpoint {source} was trained with {key} {state['config'].get(key)!r}, not "
                                    f"{getattr(config, key)!r}: resume with --{key} {state['config'].get(key)} or "
                                    "use another --out")
+    if source != Path(path):  # a file of the older format, found to be this run's: converted
+        converted(state, Path(path), source)
     return state
 
 
 def saved_config(path: Path) -> dict:
     """The configuration a checkpoint or best model was trained with (`dataclasses.asdict` of its
     RunConfig, its family and shape as the file holds them; an older file's read as this format's)."""
-    state = upgraded(_read(path))
+    state = upgraded(read_state(path))
     return {**state["config"], "model": state["family"], "shape": state["network"]}
 
 
-def _read(path: Path) -> dict:
-    """The dict of a checkpoint or best model as saved; a DamagedFile when it is none, or its weights are
-    not finite."""
+def found(path: Path) -> Path | None:
+    """The file that holds the state of `path` (a run folder's CHECKPOINT or BEST): itself, else the file of
+    the older format in its place (`OLDER`: a run trained before FORMAT 3), else None."""
+    path = Path(path)
+    if path.exists():
+        return path
+    older = path.with_name(OLDER[path.name]) if path.name in OLDER else None
+    return older if older is not None and older.exists() else None
+
+
+def read_state(path: Path) -> dict:
+    """The dict of checkpoint or best model `path` as saved, read without pickle: the one reader of a run's
+    model files. Where `path` is missing and the file of the older format is in its place (`found`), that
+    one is read with torch's weights_only reader (`read_checkpoint` then converts it, once it is found to be
+    the run's). A DamagedFile when it is no lmbench file or its weights are not finite; an old file holding
+    more than tensors and plain values is refused unread."""
+    source = found(path) or Path(path)
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = weights_file.read(source) if source.name not in OLDER.values() else _read_older(source)
         if not isinstance(state, dict):
             raise ValueError(f"it holds a {type(state).__name__}, not an lmbench checkpoint")
         weights = state.get("model")
@@ -100,20 +140,60 @@ def _read(path: Path) -> dict:
                     if torch.is_tensor(value) and value.is_floating_point() and not torch.isfinite(value).all()), None)
         if bad is not None:
             raise ValueError(f"its weights {bad} hold NaN or infinity")
-    except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as err:
-        raise DamagedFile(path, str(err) or type(err).__name__, "checkpoint",
-                          "delete it and train again, or point at another run directory") from None
+    except (OSError, RuntimeError, EOFError, ValueError) as err:
+        raise DamagedFile(source, str(err) or type(err).__name__, "checkpoint", DAMAGED_FIX) from None
     return state
 
 
+# numpy's random state (np.random.get_state(), in every FORMAT 1 and 2 checkpoint) is a uint32 array: its
+# pickle names these, which make an array of data and call nothing else (numpy 1 named its module numpy.core)
+NUMPY_DATA = [(np.ndarray, "numpy.ndarray"), (np.dtype, "numpy.dtype"),
+              (type(np.dtype(np.uint32)), "numpy.dtypes.UInt32DType")] + [
+    (_reconstruct, f"{module}.multiarray._reconstruct") for module in ("numpy.core", "numpy._core")]
+
+
+def _read_older(path: Path) -> dict:
+    """A file of FORMAT 1 or 2 (a torch pickle), read by torch's weights_only reader: tensors, plain
+    containers and values, and numpy arrays of data; one holding anything else is refused unread, in one
+    line, since reading it could run code."""
+    if not zipfile.is_zipfile(path):  # (every torch.save since torch 1.6; torch's older format is no lmbench file)
+        raise ValueError("it is no file torch.save wrote (no zip archive)")
+    try:
+        with torch.serialization.safe_globals(NUMPY_DATA):
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        reason = str(err).split("WeightsUnpickler error:", 1)[-1].strip().split("\n")[0]
+        reason = reason.split(" was not an allowed global")[0][:160]
+        raise LMBenchError(f"refused {path}: a model file of lmbench's older format (a pickle) that holds more "
+                           f"than tensors and plain values ({reason}), and reading it could run code: nothing of "
+                           f"it was run; train the run again (lmbench train writes {BEST} and {CHECKPOINT}, "
+                           "which hold no code), or get those files from whoever made it") from None
+
+
+def converted(state: dict, path: Path, source: Path) -> None:
+    """The state read from `source`, a file of the older format, written as this format at `path` beside it
+    (which then is read instead); where that cannot be written (a read-only folder) it is read from the old
+    file again next time."""
+    try:
+        atomic_save(upgraded(state), path)
+    except (LMBenchError, OSError) as err:
+        log.warning("%s read; not converted to %s (%s)", source, path.name, err)
+    else:
+        log.info("%s converted to %s (safetensors: no code runs reading it; the old file is left as it was)",
+                 source, path)
+
+
 def upgraded(state: dict) -> dict:
-    """A file of FORMAT 1 read as FORMAT 2: a window run's family and shape from its config (one from
-    before the energy network has no model: an NPLM; one from before the shapes kept its fields beside the
-    others), a stream run's lanes as its batch; a stream run's recipe, which its trainer never read, is
-    the adamw it trained with."""
-    if state.get("format", 1) >= FORMAT:
+    """A file of an older format read as this one. FORMAT 2 holds the same fields (in a pickle). FORMAT 1: a
+    window run's family and shape from its config (one from before the energy network has no model: an
+    NPLM; one from before the shapes kept its fields beside the others), a stream run's lanes as its batch;
+    a stream run's recipe, which its trainer never read, is the adamw it trained with."""
+    version = state.get("format", 1)
+    if version >= FORMAT:
         return state
-    state = dict(state)
+    state = dict(state, format=FORMAT)
+    if version >= 2:
+        return state
     if "family" not in state:
         state["family"], shape = saved_network(state["config"])
         state["network"] = dataclasses.asdict(shape)
@@ -121,7 +201,6 @@ def upgraded(state: dict) -> dict:
         state["config"] = {**state["config"], "recipe": "adamw"}
     if "lanes" in state:
         state["batch"] = state.pop("lanes")
-    state["format"] = FORMAT
     return state
 
 
@@ -148,7 +227,7 @@ def load_network(out_dir: str | Path, corpus, *, device: str | torch.device = "a
     path = Path(out_dir) / which
 
     def read() -> dict:
-        if not path.exists():
+        if found(path) is None:
             raise LMBenchError(f"no {which} in {out_dir}: train there first (lmbench train --out {out_dir}), or "
                                "let it finish one epoch")
         return read_checkpoint(path, corpus.vocab.fingerprint())

@@ -16,10 +16,10 @@ Every run starts the output biases b at the log of the add-one unigram frequenci
 also the proposal and noise distribution q of the sampled objectives.
 
 Data order: epoch e visits the batches in the order drawn from seed and e, so a resumed run needs only the
-epoch, the position within it and the state a recurrent network carries. A checkpoint (checkpoint.pt,
+epoch, the position within it and the state a recurrent network carries. A checkpoint (checkpoint.safetensors,
 after every epoch and every `checkpoint_minutes`; `neural.training.checkpoint`) holds the model, the
 optimizer, every random state, the run's state (`TrainState`) and the configuration. The best model on
-validation is saved apart (best.pt). Per-epoch figures go to log.jsonl, the final ones to result.json,
+validation is saved apart (best.safetensors). Neither holds code (safetensors). Per-epoch figures go to log.jsonl, the final ones to result.json,
 and, when the run is scored, the best model's per-token log-probabilities of valid and test to
 logprobs.npz (`lmbench mix RUN/logprobs.npz KN.npz`).
 
@@ -52,7 +52,8 @@ from neural.precision import autocast
 from neural.scoring import score_split
 from neural.training.batches import batches_for
 from neural.training.checkpoint import (BEST, CHECKPOINT, LOG, LOGPROBS, RESULT, Advice, atomic_save,
-                                        check_finite, load_network, nan_error, read_checkpoint, saved_file)
+                                        check_finite, found, load_network, nan_error, read_checkpoint,
+                                        saved_file)
 from neural.training.loop import RunState, run_epochs, write_log
 from neural.training.recipe import learning_rate, make_optimizer, next_epoch_rate, resolve_device
 from neural.training.team import Team
@@ -104,7 +105,7 @@ def train_network(corpus, config: RunConfig, out_dir: str | Path, *, resume: boo
 
 class Trainer:
     """The run of any network (`neural.training.loop.Trainer`): the network, objective, optimizer and
-    batches of `config`, resumed from out/checkpoint.pt when `resume`, and the hooks of
+    batches of `config`, resumed from out/checkpoint.safetensors when `resume`, and the hooks of
     `neural.training.loop.run_epochs`."""
 
     def __init__(self, corpus, config: RunConfig, out: Path, team: Team, *, resume: bool, progress: bool,
@@ -157,10 +158,10 @@ class Trainer:
     def read_resumed(self, resume: bool) -> dict | None:
         """The checkpoint to resume (None: a new run), refused when it is not this run's."""
         path = self.checkpoint_path
-        if not path.exists():
+        if found(path) is None:  # (nor one of the older format: read and converted)
             return None
         if not resume:
-            raise LMBenchError(f"{self.out} already holds a run ({CHECKPOINT}): pass --resume to continue it "
+            raise LMBenchError(f"{self.out} already holds a run ({found(path).name}): pass --resume to continue it "
                                "or choose another --out directory")
         saved = read_checkpoint(path, self.fingerprint, self.config)
         layout = (saved.get("batch", self.batches.batch), saved.get("steps"))
