@@ -21,7 +21,7 @@ from typing import ClassVar
 from torch import nn
 
 from neural.families import Family, register
-from neural.networks.stream import STREAM, OneStateNetwork, RecurrentShape
+from neural.networks.stream import STREAM, RecurrentNetwork, RecurrentShape
 
 
 @dataclass(frozen=True)
@@ -31,24 +31,12 @@ class GRUShape(RecurrentShape):
     gates: ClassVar[int] = 3  # G (`RecurrentShape.training_flops`): the reset and update gates, the candidate
 
 
-class GRUNetwork(OneStateNetwork):
-    """P(w_t | all of w_<t) through a stacked GRU; state: ((layers, B, h),)."""
+class GRUNetwork(RecurrentNetwork):
+    """P(w_t | all of w_<t) through a stacked GRU; state: ((layers, B, h),). Its start is every recurrent
+    family's (`RecurrentNetwork.reset_parameters`): biases 0, the gates half open."""
 
     family = "gru"
-
-    def __init__(self, shape: GRUShape, vocab_size: int, *, output: str = "softmax", structure=None,
-                 dropout: float = 0.0):
-        super().__init__(shape, vocab_size, shape.m, shape.h, output, dropout)
-        self.gru = nn.GRU(shape.m, shape.h, shape.layers, batch_first=True,
-                          dropout=dropout if shape.layers > 1 else 0.0)
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        """The recurrent families' uniform start (`reset_uniformly`): biases 0, the gates half open."""
-        self.reset_uniformly(self.gru)
-
-    def recurrent_layers(self) -> nn.Module:
-        return self.gru
+    cell = nn.GRU
 
 
 register(Family("gru", GRUShape, GRUNetwork, label="GRU", quick={"m": 64, "h": 64}, order=4, mixed_precision=True,

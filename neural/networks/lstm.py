@@ -15,11 +15,9 @@ Training and exact scoring carry it as every recurrent family does (`neural.netw
 
 from __future__ import annotations
 
-
 from dataclasses import dataclass
 from typing import ClassVar
 
-import torch
 from torch import nn
 
 from neural.families import Family, register
@@ -37,35 +35,16 @@ class LSTMNetwork(RecurrentNetwork):
     """P(w_t | all of w_<t) through a stacked LSTM; state: ((layers, B, h), (layers, B, h))."""
 
     family = "lstm"
-
-    def __init__(self, shape: LSTMShape, vocab_size: int, *, output: str = "softmax", structure=None,
-                 dropout: float = 0.0):
-        super().__init__(shape, vocab_size, shape.m, shape.h, output, dropout)
-        self.lstm = nn.LSTM(shape.m, shape.h, shape.layers, batch_first=True,
-                            dropout=dropout if shape.layers > 1 else 0.0)
-        self.reset_parameters()
+    cell = nn.LSTM
+    states = 2  # (h, c)
 
     def reset_parameters(self) -> None:
-        """The recurrent families' uniform start (`reset_uniformly`), but the forget gates' biases 1
-        (Jozefowicz et al. 2015), so the cell keeps its memory from the start."""
-        self.reset_uniformly(self.lstm)
-        for name, p in self.lstm.named_parameters():
+        """The recurrent families' uniform start (`RecurrentNetwork.reset_parameters`), but the forget
+        gates' biases 1 (Jozefowicz et al. 2015), so the cell keeps its memory from the start."""
+        super().reset_parameters()
+        for name, p in self.recurrent.named_parameters():
             if name.startswith("bias_ih"):
                 p.data[self.shape.h: 2 * self.shape.h] = 1.0  # gate order i, f, g, o
-
-    def initial_state(self, batch: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
-        """(h, c), zeros: ((layers, B, h), (layers, B, h))."""
-        shape = (self.shape.layers, batch, self.shape.h)
-        device = device or self.embedding.device
-        return (torch.zeros(shape, device=device, dtype=self.embedding.dtype),
-                torch.zeros(shape, device=device, dtype=self.embedding.dtype))
-
-    def encode(self, inputs: torch.Tensor, state=None):
-        """z (B, T, h) for inputs (B, T), and the state (h, c) after the last step."""
-        if state is None:
-            state = self.initial_state(inputs.shape[0], inputs.device)
-        z, state = self.lstm(self.drop(self.embed(inputs)), state)
-        return self.drop(z), state
 
 
 register(Family("lstm", LSTMShape, LSTMNetwork, label="LSTM", quick={"m": 64, "h": 64}, order=2, mixed_precision=True,

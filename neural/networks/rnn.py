@@ -7,7 +7,7 @@ language model of Mikolov et al. (2010), the generation between the NPLM and the
 
 No gates: the state is rewritten at every step, so what it carries fades (or, when U's spectral radius
 grows past 1 in training, as it does, stays chaotic) over tens of steps; the gated families were built
-to mend that. Its tables start as every recurrent family's (`RecurrentNetwork.reset_uniformly`).
+to mend that. Its tables start as every recurrent family's (`RecurrentNetwork.reset_parameters`).
 Training carries the state along the stream as every recurrent family does; exact scoring reads the
 split in one lane from the stream's start (`forgets = False`): warmed lanes would assume a state that
 forgets, which a trained RNN's need not. Not a row of every comparison (`compared=False`):
@@ -22,7 +22,7 @@ from typing import ClassVar
 from torch import nn
 
 from neural.families import Family, register
-from neural.networks.stream import STREAM, OneStateNetwork, RecurrentShape
+from neural.networks.stream import STREAM, RecurrentNetwork, RecurrentShape
 
 
 @dataclass(frozen=True)
@@ -32,25 +32,12 @@ class RNNShape(RecurrentShape):
     gates: ClassVar[int] = 1  # G (`RecurrentShape.training_flops`): the one tanh layer
 
 
-class RNNNetwork(OneStateNetwork):
+class RNNNetwork(RecurrentNetwork):
     """P(w_t | all of w_<t) through stacked tanh recurrences; state: ((layers, B, h),)."""
 
     family = "rnn"
+    cell = nn.RNN  # (its default nonlinearity: tanh)
     forgets = False  # its state need not forget (spectral radius 3-5 after a tiny run): one lane from the start
-
-    def __init__(self, shape: RNNShape, vocab_size: int, *, output: str = "softmax", structure=None,
-                 dropout: float = 0.0):
-        super().__init__(shape, vocab_size, shape.m, shape.h, output, dropout)
-        self.rnn = nn.RNN(shape.m, shape.h, shape.layers, nonlinearity="tanh", batch_first=True,
-                          dropout=dropout if shape.layers > 1 else 0.0)
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        """The recurrent families' uniform start (`reset_uniformly`)."""
-        self.reset_uniformly(self.rnn)
-
-    def recurrent_layers(self) -> nn.Module:
-        return self.rnn
 
 
 register(Family("rnn", RNNShape, RNNNetwork, label="RNN", quick={"m": 64, "h": 64}, compared=False, mixed_precision=True,

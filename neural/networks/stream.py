@@ -232,7 +232,16 @@ EVAL_CHUNK = 256  # time steps per call of the recurrent encoder when scoring
 
 
 class RecurrentNetwork(StreamNetwork):
-    """Base of the recurrent families (`neural.networks.lstm`, `neural.networks.gru`): a state carried along the stream.
+    """Base of the recurrent families (`neural.networks.lstm`, `neural.networks.gru`, `neural.networks.rnn`):
+    a state carried along the stream.
+
+    A family names its torch module, `cell` (nn.LSTM, nn.GRU, nn.RNN), and how many tensors its state
+    holds, `states`; the base builds the cell (batch first, `layers` stacked layers of h units over the
+    word vectors of m, --dropout between the layers), registered under the family's name (a saved state's
+    keys: `lstm.weight_ih_l0`, ...), starts it (`reset_parameters`) and runs it (`encode`): the cell reads
+    the dropped-out embeddings with the state carried, and its outputs, dropped out, are the features.
+    The state is a tuple of `states` tensors of (layers, B, h), dimension 1 the batch (the trainer
+    detaches, saves and restores every tensor of it).
 
     Training reads the stream in lanes (`neural.training.trainer`), truncating back-propagation at `steps`
     and carrying the state, detached, from one update to the next. Exact scoring (`score_stream`)
@@ -242,29 +251,49 @@ class RecurrentNetwork(StreamNetwork):
     every lane warmed from the stream's start the scores are one lane's (to rounding). That the warmed
     lanes score as one lane rests on the state forgetting what it read `warmup` tokens before; a family
     whose state may not (an ungated recurrence whose matrix grows past a spectral radius of 1 in
-    training) sets `forgets` False, and is scored in one lane read from the stream's start.
+    training) sets `forgets` False, and is scored in one lane read from the stream's start."""
 
-    A subclass builds its encoder and implements `initial_state(batch, device)` and `encode(inputs,
-    state)`; its state is a tuple of tensors whose dimension 1 is the batch (the trainer detaches,
-    saves and restores every tensor of it)."""
-
+    cell: ClassVar[type[nn.RNNBase]]  # the family's torch recurrent module
+    states: ClassVar[int] = 1  # tensors of (layers, B, h) in the state: the LSTM's (h, c) 2, the GRU's and RNN's h 1
     forgets = True  # its state forgets within EVAL_WARMUP tokens, so lanes warmed on them score exactly
 
-    def initial_state(self, batch: int, device=None) -> tuple[torch.Tensor, ...]:
-        raise NotImplementedError
+    def __init__(self, shape: RecurrentShape, vocab_size: int, *, output: str = "softmax", structure=None,
+                 dropout: float = 0.0):
+        """The word tables and the cell (class docstring); `structure` unused: the full softmax only."""
+        super().__init__(shape, vocab_size, shape.m, shape.h, output, dropout)
+        self.add_module(self.family, self.cell(shape.m, shape.h, shape.layers, batch_first=True,
+                                               dropout=dropout if shape.layers > 1 else 0.0))
+        self.reset_parameters()
 
-    def reset_uniformly(self, recurrent: nn.Module) -> None:
+    @property
+    def recurrent(self) -> nn.RNNBase:
+        """The family's stacked recurrent layers (its `cell`)."""
+        return getattr(self, self.family)
+
+    def reset_parameters(self) -> None:
         """E, O and the recurrent layers' weights ~ U(-0.1, 0.1) (Zaremba et al.'s medium network: 0.05),
         their biases 0: the start every recurrent family shares (the LSTM then opens its forget gates)."""
         nn.init.uniform_(self.embedding, -0.1, 0.1)
         if self.output is not None:
             nn.init.uniform_(self.output, -0.1, 0.1)
-        for name, p in recurrent.named_parameters():
+        for name, p in self.recurrent.named_parameters():
             if name.startswith("weight"):
                 nn.init.uniform_(p, -0.1, 0.1)
             else:
                 nn.init.zeros_(p)
 
+    def initial_state(self, batch: int, device=None) -> tuple[torch.Tensor, ...]:
+        """`states` tensors of zeros, each (layers, B, h)."""
+        shape = (self.shape.layers, batch, self.shape.h)
+        device = device or self.embedding.device
+        return tuple(torch.zeros(shape, device=device, dtype=self.embedding.dtype) for _ in range(self.states))
+
+    def encode(self, inputs: torch.Tensor, state=None):
+        """z (B, T, h) for inputs (B, T), and the state after the last step."""
+        if state is None:
+            state = self.initial_state(inputs.shape[0], inputs.device)
+        z, last = self.recurrent(self.drop(self.embed(inputs)), state if self.states > 1 else state[0])
+        return self.drop(z), last if self.states > 1 else (last,)  # (nn.LSTM's (h, c) a tuple already)
 
     def stream_scores(self, stream: np.ndarray, start: int, *, bf16: bool = False, progress: bool = False,
                      lanes: int | None = None, warmup: int | None | str = "default") -> np.ndarray:
@@ -318,26 +347,6 @@ class RecurrentNetwork(StreamNetwork):
         z, _ = self.encode(inputs[None, :], None)  # (1, len + 1, h)
         return self.log_probs(z[0, -1:])[0]
 
-
-class OneStateNetwork(RecurrentNetwork):
-    """A recurrent family whose state is one tensor of (layers, B, h) (the GRU, the Elman RNN): its torch
-    recurrent module, `recurrent_layers()` (batch first, `layers` stacked layers of h units), reads the
-    dropped-out embeddings with the state carried; its outputs, dropped out, are the features."""
-
-    def recurrent_layers(self) -> nn.Module:
-        raise NotImplementedError
-
-    def initial_state(self, batch: int, device=None) -> tuple[torch.Tensor]:
-        """(h,), zeros: ((layers, B, h),)."""
-        device = device or self.embedding.device
-        return (torch.zeros((self.shape.layers, batch, self.shape.h), device=device, dtype=self.embedding.dtype),)
-
-    def encode(self, inputs: torch.Tensor, state=None):
-        """z (B, T, h) for inputs (B, T), and the state (h,) after the last step."""
-        if state is None:
-            state = self.initial_state(inputs.shape[0], inputs.device)
-        z, last = self.recurrent_layers()(self.drop(self.embed(inputs)), state[0])
-        return self.drop(z), (last,)
 
 class StreamLanguageModel(LanguageModel):
     """A trained stream network behind the suite's interface (order None: the whole history). It is
