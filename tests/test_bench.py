@@ -51,6 +51,8 @@ TINY = {  # script: (its tiny command's arguments, extra environment); "{tiny}":
                        "--networks", "mlp9,gru", "--threads", "1", "--seconds", "0.2"], {}),
     "pipeline_bench.py": (["--tiny"], {}),
     "ray_start.py": (["--runs", "1", "--cpus", "1"], {}),
+    "recipe_curves.py": (["--old", "results/ap89-1m-seq/results.json", "--new", "results/ap89-1m-jobs2/results.json",
+                          "--out", "{tmp}/curves.svg"], {}),
     "scale_bench.py": (["--tiny"], {}),
     "threads_bench.py": (["--tiny"], {}),
     "threads_now.py": (["--busy", "1", "--seconds", "0.5", "--after", "0"], {}),

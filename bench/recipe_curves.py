@@ -1,0 +1,109 @@
+"""Learning curves of two recipes side by side (issue 66): for each network family, validation perplexity
+against training seconds under today's recipe and a new one, from the runs' own records (nothing is
+trained here). A curve comes from a report's results.json (each network row's `curve`) or from a run
+folder of `lmbench train --out DIR` (its log.jsonl; the folder's name is the row it stands for unless
+given as ROW=DIR). Its seconds are the training seconds of each epoch's end (`total_seconds`); the
+validation passes and the final scoring are not in them (each curve's last line in the table gives the
+row's whole seconds where the record has them).
+
+    python bench/recipe_curves.py --old results/ap89-1m-seq/results.json --new runs/reports/NAME/results.json \\
+        --out docs/figures/recipe-curves-ap89-1m.svg
+    python bench/recipe_curves.py --old results/ap89-1m-seq/results.json --new mlp1=/tmp/run-mlp1 lstm=/tmp/run-lstm
+
+Prints, for each family in both, the old and new end: epochs, training seconds, best validation
+perplexity, and the new over the old (seconds and perplexity); draws one panel a family.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+
+def curves_of(source: str) -> dict[str, dict]:
+    """row id -> {"curve": [(training seconds, valid perplexity), ...], "seconds": whole row or None,
+    "valid": the row's valid perplexity (all of valid) or None} of a results.json, or of run folders
+    given as DIR or ROW=DIR."""
+    row, _, path = source.rpartition("=") if "=" in source else ("", "", source)
+    path = Path(path)
+    if path.suffix == ".json":
+        rows = json.loads(path.read_text())["rows"]
+        return {r["id"]: {"curve": [(e["total_seconds"], e["valid_perplexity"]) for e in r["curve"]],
+                          "seconds": r.get("seconds"), "valid": r.get("valid_ppl")}
+                for r in rows if r.get("kind") == "network" and r.get("curve")}
+    log = [json.loads(line) for line in (path / "log.jsonl").read_text().splitlines() if line.strip()]
+    result = json.loads((path / "result.json").read_text()) if (path / "result.json").exists() else {}
+    whole = (result["seconds"] + result.get("eval_seconds", 0)) if "seconds" in result else None
+    return {row or path.name: {"curve": [(e["total_seconds"], e["valid_perplexity"]) for e in log],
+                               "seconds": whole, "valid": result.get("valid_perplexity")}}
+
+
+def gathered(sources: list[str]) -> dict[str, dict]:
+    found: dict[str, dict] = {}
+    for source in sources:
+        found.update(curves_of(source))
+    return found
+
+
+def table(old: dict, new: dict) -> list[str]:
+    lines = ["| row | old: epochs, train s, best valid | new: epochs, train s, best valid | "
+             "new / old train s | new / old valid |", "|:--|--:|--:|--:|--:|"]
+    for row in sorted(set(old) & set(new)):
+        ends = []
+        for run in (old[row], new[row]):
+            seconds, ppl = run["curve"][-1][0], min(p for _, p in run["curve"])
+            ends.append((len(run["curve"]), seconds, ppl))
+        (e0, s0, p0), (e1, s1, p1) = ends
+        lines.append(f"| {row} | {e0}, {s0:,.0f}, {p0:.2f} | {e1}, {s1:,.0f}, {p1:.2f} | {s1 / s0:.2f} | "
+                     f"{p1 / p0 - 1:+.2%} |")
+    return lines
+
+
+def draw(old: dict, new: dict, out: Path, title: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = sorted(set(old) & set(new))
+    if not rows:
+        raise SystemExit("no row in both --old and --new: nothing to draw")
+    columns = min(3, len(rows))
+    lines = math.ceil(len(rows) / columns)
+    figure, axes = plt.subplots(lines, columns, figsize=(4.2 * columns, 3.2 * lines), squeeze=False)
+    for ax, row in zip(axes.flat, rows):
+        for run, label, style in ((old[row], "today's recipe", "o-"), (new[row], "new recipe", "s-")):
+            seconds, ppl = zip(*run["curve"])
+            ax.plot(seconds, ppl, style, markersize=3, label=label)
+        best = min(p for _, p in old[row]["curve"])
+        ax.axhline(best * 1.01, color="grey", linewidth=0.7, linestyle=":", label="today's best + 1%")
+        top = max(max(p for _, p in run["curve"][1:] or run["curve"]) for run in (old[row], new[row]))
+        ax.set_ylim(best * 0.97, min(top, best * 1.6))
+        ax.set_title(row)
+        ax.set_xlabel("training seconds")
+        ax.set_ylabel("valid perplexity")
+    for ax in list(axes.flat)[len(rows):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    figure.suptitle(title)
+    figure.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, metadata={"Date": None} if out.suffix == ".svg" else None)
+    print(f"drawn: {out}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--old", nargs="+", required=True, help="results.json or run folders (ROW=DIR) of today's recipe")
+    parser.add_argument("--new", nargs="+", required=True, help="results.json or run folders (ROW=DIR) of the new one")
+    parser.add_argument("--out", type=Path, help="the figure to draw (.svg or .png); none: the table only")
+    parser.add_argument("--title", default="valid perplexity against training seconds, today's recipe and the new one")
+    args = parser.parse_args()
+    old, new = gathered(args.old), gathered(args.new)
+    print("\n".join(table(old, new)))
+    if args.out:
+        draw(old, new, args.out, args.title)
+
+
+if __name__ == "__main__":
+    main()
