@@ -13,10 +13,11 @@ import json
 from pathlib import Path
 from collections import Counter
 from itertools import repeat
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from lmbench.errors import LMBenchError
 from lmbench.files import read_checked
 
 UNK = "<unk>"
@@ -71,7 +72,28 @@ class Vocabulary:
         return len(self._words)
 
     def __contains__(self, word: str) -> bool:
+        """Whether `word` is one of the vocabulary's, `<unk>` included (nltk.lm's Vocabulary: its unknown label
+        is in it)."""
         return word in self._index
+
+    def __iter__(self) -> Iterator[str]:
+        """The words in id order, `<unk>` first (nltk.lm's Vocabulary iterates over the same words)."""
+        return iter(self._words)
+
+    @property
+    def unk_label(self) -> str:
+        """The word every word outside the vocabulary is read as (nltk.lm's `Vocabulary.unk_label`)."""
+        return UNK
+
+    def lookup(self, words: str | Iterable) -> str | tuple:
+        """nltk.lm's `Vocabulary.lookup`: a word (a str) as itself when the vocabulary holds it, else `<unk>`; a
+        sequence of words (or of sequences) as a tuple of theirs. Anything else is refused in one line."""
+        if isinstance(words, str):
+            return words if words in self._index else UNK
+        if isinstance(words, (bytes, bytearray)) or not isinstance(words, Iterable):
+            raise LMBenchError(f"cannot look up {words!r:.60} ({type(words).__name__}) in the vocabulary: give a word "
+                               "(a str) or a sequence of words")
+        return tuple(self.lookup(word) for word in words)
 
     @property
     def words(self) -> list[str]:

@@ -21,19 +21,23 @@ where the model prices `</s>` (an ARPA file of KenLM or SRILM); else the marker 
 it; a corpus without markers (a user's text, whose line breaks are whitespace) has neither, and `bos`
 starts from an empty context, as the corpus's stream starts.
 
-Every log-probability is in base 10 (KenLM's), computed from the suite's natural logs (`LanguageModel.score`);
+Each name borrowed from KenLM or nltk.lm means what it means in its library (`TextModel`): KenLM's
+log-probabilities are in base 10, computed from the suite's natural logs (`LanguageModel.score`), and its
 perplexity is 10^(-mean log10 probability) over every token scored, the end marker and `<unk>` included (the
-benchmark's figure: `lmbench.model.perplexity`). `history=` gives the text read before (its tokens are
-context, not scored): an n-gram model reads its last order - 1 tokens, a window network (NPLM) its last n - 1,
-and a stream network (LSTM, GRU, RNN, Transformer) all of it, as the benchmark scores test after train and
-valid: `perplexity(test_text, bos=False, eos=False, history=train_text + valid_text)` is the row's test
-perplexity.
+benchmark's figure: `lmbench.model.perplexity`); nltk.lm's `score(word, context)` is a probability and its
+`logscore` and `entropy` are in base 2. `history=` gives the text read before (its tokens are context, not
+scored): an n-gram model reads its last order - 1 tokens, a window network (NPLM) its last n - 1, and a
+stream network (LSTM, GRU, RNN, Transformer) all of it, as the benchmark scores test after train and valid:
+`perplexity(test_text, bos=False, eos=False, history=train_text + valid_text)` is the row's test perplexity,
+of the tokens the row ran on (a quick run's are the first of each file, its corpus.json's `slice`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import numbers
+import random
 from pathlib import Path
 from typing import Iterator
 
@@ -48,6 +52,8 @@ from lmbench.files import read_checked
 from lmbench.model import LanguageModel, perplexity
 
 KENLM_MARKERS = ("<s>", "</s>")
+KENLM_FORM = object()  # `score`'s context when none is given: KenLM's score(text), not nltk.lm's score(word, context)
+LN2 = math.log(2)
 # a network run folder's model files (neural.training.checkpoint's BEST, CHECKPOINT and the older OLDER: named
 # here, since importing that module loads torch, which an ARPA file needs not)
 NETWORK_FILES = ("best.safetensors", "checkpoint.safetensors", "best.pt", "checkpoint.pt")
@@ -55,8 +61,11 @@ UNIT_ENDS = ("</p>", "</d>")  # the corpora's markers (corpora.brown, corpora.ap
 
 
 class TextModel:
-    """A loaded model over its vocabulary and tokenization (module docstring): `score` / `logprob` (log10),
-    `perplexity`, `full_scores`, `next_words`, `generate`."""
+    """A loaded model over its vocabulary and tokenization (module docstring), answering KenLM's calls and
+    nltk.lm's, each as its library does (docs/api.md): KenLM's `score(text, *, bos, eos)` (log10), `perplexity`,
+    `full_scores` and `word in model`; nltk.lm's `score(word, context)` (a probability), `logscore` (log2),
+    `entropy` and `perplexity` of n-grams, `generate` and `vocab.lookup`; lmbench's own `logprob`, `next_words`
+    and `sample`. A call that neither library's form answers is refused in one line."""
 
     def __init__(self, model: LanguageModel, vocab: Vocabulary, name: str):
         if len(vocab) != model.vocab_size:
@@ -74,47 +83,91 @@ class TextModel:
         network, which reads all of them."""
         return self.model.order
 
-    def _stream(self, text: str, bos: bool, eos: bool, history: str | None) -> tuple[np.ndarray, int, list[str]]:
+    def __contains__(self, word: str | bytes) -> bool:
+        """KenLM's `word in model`: whether the vocabulary holds the word, `<unk>` not (KenLM gives it id 0, an
+        unknown word's); `<s>` and `</s>` where the model has them. nltk.lm's membership, `<unk>` in it, is
+        `word in model.vocab`."""
+        word = _text(word, "the word", "give a word (KenLM's `word in model`)")
+        return word != UNK and word in self.vocab
+
+    def _stream(self, text: str | bytes, bos: bool, eos: bool,
+                history: str | bytes | None) -> tuple[np.ndarray, int, list[str]]:
         """(stream, start, words): the ids of the history, the begin marker (bos), the text's tokens and the end
-        marker (eos); the positions from `start` on are scored, as `words`."""
-        words = text.split()
+        marker (eos); the positions from `start` on are scored, as `words` (none for a text of no token without
+        eos, whose log10 probability is KenLM's 0.0)."""
+        fix = "give a text of whitespace-separated words (KenLM's form; nltk.lm's score(word, context) takes a list)"
+        words = _text(text, "the text", fix).split()
         if eos and self.end is not None:
             words.append(self.vocab.word(self.end))
-        if not words:
-            raise LMBenchError(f"the text {text[:40]!r} holds no token to score: give some words (or eos=True on a "
-                               "model with an end marker)")
-        before = list(self.vocab.encode(history.split())) if history else []
+        before = list(self.vocab.encode(_text(history, "the history", fix).split())) if history else []
         if bos and self.begin is not None:
             before.append(self.begin)
         stream = np.concatenate([np.asarray(before, dtype=np.int32), self.vocab.encode(words)])
         return stream, len(before), words
 
-    def _logprobs(self, text: str, bos: bool, eos: bool, history: str | None) -> np.ndarray:
-        stream, start, _ = self._stream(text, bos, eos, history)
-        return self.model.score(stream, start)
+    def _logprobs(self, text: str | bytes, bos: bool, eos: bool, history: str | bytes | None) -> np.ndarray:
+        stream, start, words = self._stream(text, bos, eos, history)
+        return self.model.score(stream, start) if words else np.zeros(0)
 
-    def score(self, text: str, bos: bool = True, eos: bool = True, history: str | None = None) -> float:
-        """log10 P(text): the sum of its tokens' log10 probabilities (KenLM's `score`), the end marker scored
-        after them when `eos`, the text read after the begin marker when `bos`."""
+    def score(self, text: str | bytes, context=KENLM_FORM, *, bos: bool = True, eos: bool = True,
+              history: str | bytes | None = None) -> float:
+        """Two libraries' `score`, told apart by a second argument:
+        - KenLM's `score(text, *, bos=True, eos=True)`: log10 P(text), the sum of its tokens' log10
+          probabilities, the end marker scored after them when `eos`, the text read after the begin marker
+          when `bos` (0.0 for a text of no token); `history` is read before (lmbench's).
+        - nltk.lm's `score(word, context)`: P(word | context), a probability, not a log; `context` a list or
+          tuple of words (None: none), read as given (no marker before it), a word outside the vocabulary as
+          `<unk>`.
+        `bos` and `eos` are keywords: a second positional argument is nltk's context."""
+        if context is not KENLM_FORM:
+            if isinstance(context, bool):
+                raise LMBenchError(f"score(text, {context}): bos and eos are keyword arguments here (score(text, bos="
+                                   f"{context})), since a second positional argument is nltk.lm's context, a list of "
+                                   "words")
+            self._nltk_form("score(word, context)", bos, eos, history)
+            return math.exp(self._ngram_logprob(text, context))
         return float(self._logprobs(text, bos, eos, history).sum() / LN10)
 
-    def logprob(self, text: str, bos: bool = True, eos: bool = True, history: str | None = None) -> float:
-        """log10 P(text), as `score`."""
-        return self.score(text, bos, eos, history)
+    def logprob(self, text: str | bytes, *, bos: bool = True, eos: bool = True,
+                history: str | bytes | None = None) -> float:
+        """log10 P(text), as KenLM's `score(text, bos=..., eos=...)`."""
+        return self.score(text, bos=bos, eos=eos, history=history)
 
-    def perplexity(self, text: str, bos: bool = True, eos: bool = True, history: str | None = None) -> float:
-        """10^(-mean log10 probability) over the tokens scored (the end marker included when `eos`, as KenLM
-        counts it); the benchmark's perplexity of the same tokens after the same history."""
-        return perplexity(self._logprobs(text, bos, eos, history))
+    def logscore(self, word: str, context=None) -> float:
+        """nltk.lm's `logscore`: log2 P(word | context) (base 2, nltk's), the log of `score(word, context)`."""
+        return self._ngram_logprob(word, context) / LN2
 
-    def full_scores(self, text: str, bos: bool = True, eos: bool = True,
-                    history: str | None = None) -> Iterator[tuple[float, int, bool]]:
-        """(log10 probability, n-gram length, out of vocabulary) for each token scored (KenLM's `full_scores`).
-        The n-gram length is how many tokens the prediction read, the word included: for a back-off model
-        (an ARPA file, Katz, Kneser-Ney) the longest n-gram it lists that ends at the word (KenLM's
-        `ngram_length`), for another model the context it reads (its order's, a stream network's whole
-        stream before the word) plus one."""
+    def entropy(self, text_ngrams) -> float:
+        """nltk.lm's `entropy`: the cross-entropy in bits, -mean log2 P(ngram[-1] | ngram[:-1]) over the n-grams
+        (tuples of words, e.g. nltk.util.bigrams's or everygrams's, a list or an iterator)."""
+        logprobs = [self._ngram_logprob(ngram[-1], ngram[:-1]) for ngram in self._ngrams(text_ngrams)]
+        return -math.fsum(logprobs) / len(logprobs) / LN2
+
+    def perplexity(self, text, *, bos: bool = True, eos: bool = True, history: str | bytes | None = None) -> float:
+        """Two libraries' `perplexity`, told apart by what is given:
+        - a text, KenLM's `perplexity(text)`: 10^(-mean log10 probability) over the tokens scored, the end
+          marker included when `eos` (KenLM's always), the text read after the begin marker when `bos`;
+          `history` is read before (lmbench's); the benchmark's perplexity of the same tokens.
+        - n-grams (a list or iterator of tuples of words), nltk.lm's `perplexity(text_ngrams)`: 2 ** `entropy`."""
+        if not isinstance(text, (str, bytes)):
+            self._nltk_form("perplexity(text_ngrams)", bos, eos, history)
+            return 2.0 ** self.entropy(text)
+        logprobs = self._logprobs(text, bos, eos, history)
+        if not len(logprobs):
+            raise LMBenchError(f"the text {_text(text, 'the text', '')[:40]!r} holds no token to score: give some "
+                               "words (or eos=True on a model with an end marker)")
+        return perplexity(logprobs)
+
+    def full_scores(self, text: str | bytes, bos: bool = True, eos: bool = True, *,
+                    history: str | bytes | None = None) -> Iterator[tuple[float, int, bool]]:
+        """(log10 probability, n-gram length, out of vocabulary) for each token scored (KenLM's `full_scores`;
+        nothing for a text of no token without eos). The n-gram length is how many tokens the prediction read,
+        the word included: for a back-off model (an ARPA file, Katz, Kneser-Ney) the longest n-gram it lists
+        that ends at the word (KenLM's `ngram_length`), for another model the context it reads (its order's, a
+        stream network's whole stream before the word) plus one."""
         stream, start, words = self._stream(text, bos, eos, history)
+        if not words:
+            return
         logprobs = self.model.score(stream, start) / LN10
         positions = np.arange(start, len(stream))
         if isinstance(self.model, BackoffModel):
@@ -126,35 +179,90 @@ class TextModel:
         for logprob, length, unknown in zip(logprobs.tolist(), lengths.tolist(), oov):
             yield logprob, int(length), unknown
 
-    def _context(self, text: str | None, bos: bool, what: str) -> list[int]:
-        """The ids of a context text (after the begin marker when `bos`); a text of words the vocabulary
-        lacks only, refused: the model would continue from <unk> alone."""
-        words = (text or "").split()
+    def _nltk_form(self, call: str, bos: bool, eos: bool, history) -> None:
+        """Refuse KenLM's keywords beside nltk.lm's form, which reads its context as given."""
+        if bos is not True or eos is not True or history is not None:
+            raise LMBenchError(f"{call} is nltk.lm's form, which reads each context as given (no markers, no history):"
+                               " drop bos, eos and history, or give a text (KenLM's form takes them)")
+
+    def _ngram_logprob(self, word: str, context) -> float:
+        """Natural-log P(word | context) (nltk.lm's form: the context's words as given, each outside the
+        vocabulary read as <unk>, as nltk's `vocab.lookup` reads them), as `full_scores` scores the word after
+        them: a model reads its order's last words of the context, a stream network all of them."""
+        if isinstance(context, (str, bytes)):
+            raise LMBenchError(f"the context {context!r:.60} is a text: nltk.lm's score(word, context) takes a list of "
+                               f"words ({str(context.split())[:60]}), KenLM's score(text) a whole text")
+        if not isinstance(word, str) or word.split() != [word]:
+            raise LMBenchError(f"the word {word!r:.60} is no single word: nltk.lm's score(word, context) scores one "
+                               "word (a str without whitespace); KenLM's score(text) scores a text")
+        words = _words(context, "the context", "nltk.lm's score(word, context), logscore and entropy")
+        ids = self.vocab.encode([*words, word])
+        return float(self.model.score(ids, len(words))[0])
+
+    def _ngrams(self, text_ngrams) -> list:
+        """nltk.lm's n-grams as a list of tuples, each of one word or more (str); anything else refused."""
+        fix = "give n-grams, tuples of words (e.g. list(nltk.util.bigrams(words))); KenLM's perplexity takes a text"
+        if isinstance(text_ngrams, (str, bytes)):
+            raise LMBenchError(f"the n-grams {text_ngrams!r:.60} is a text: {fix}")
+        try:
+            ngrams = list(text_ngrams)
+        except TypeError:
+            raise LMBenchError(f"the n-grams {text_ngrams!r:.60} ({type(text_ngrams).__name__}) are no sequence: "
+                               f"{fix}") from None
+        if not ngrams:
+            raise LMBenchError(f"the list of n-grams holds no n-gram to score: {fix}")
+        for ngram in ngrams:
+            if isinstance(ngram, (str, bytes)) or not isinstance(ngram, (tuple, list)) or not ngram:
+                raise LMBenchError(f"the n-gram {ngram!r:.60} is a {type(ngram).__name__}, not a tuple of words: {fix}")
+        return ngrams
+
+    def _context(self, text: str | list[str] | tuple[str, ...] | None, bos: bool, what: str) -> list[int]:
+        """The ids of a context, a text or (nltk.lm's) a list of words (an empty list: none), after the begin
+        marker when `bos`; a context of words the vocabulary lacks only, refused: the model would continue
+        from <unk> alone."""
+        if isinstance(text, (str, bytes)):
+            text = _text(text, f"the {what}", "give a text or a list of words")
+            words = text.split()
+        elif text is None:
+            words = []
+        else:
+            words = _words(text, f"the {what}", "a seed text (nltk.lm's text_seed) or a context")
+            text = " ".join(words) if words else None
         known = [word for word in words if word in self.vocab and word != UNK]
         if text is not None and not known:
             raise LMBenchError(f"the {what} {text[:60]!r} holds no word of the model's vocabulary ({len(self.vocab)} "
                                f"words, e.g. {', '.join(self.vocab.words[1:4])}): give one with a known word")
         return ([self.begin] if bos and self.begin is not None else []) + self.vocab.encode(words).tolist()
 
-    def next_words(self, context: str | None = None, k: int = 10, bos: bool = True) -> list[tuple[str, float]]:
-        """The k most likely next words after `context` (a text; None: the start of a unit) with their
-        probabilities, most likely first (ties: the vocabulary's order)."""
+    def next_words(self, context: str | list[str] | None = None, k: int = 10,
+                   bos: bool = True) -> list[tuple[str, float]]:
+        """The k most likely next words after `context` (a text or a list of words; None: the start of a unit)
+        with their probabilities, most likely first (ties: the vocabulary's order)."""
         if not isinstance(k, int) or k < 1:
             raise LMBenchError(f"k={k!r}: give a number of words of at least 1")
         p = self.model.distribution(self._context(context, bos, "context"))
         best = np.argsort(-p, kind="stable")[:k]
         return [(self.vocab.word(int(i)), float(p[i])) for i in best]
 
-    def generate(self, num_words: int, text_seed: str | None = None, random_seed: int | None = None,
-                 temperature: float = 1.0, bos: bool = True) -> list[str]:
-        """`num_words` words drawn one at a time from the model's distribution after the seed text (nltk.lm's
-        `generate`: the seed is not repeated in the answer), each given everything drawn before (a stream
-        network its whole sample, an n-gram or window network its last order - 1). `temperature` divides
-        the log-probabilities (below 1: likelier words; above 1: flatter). The same `random_seed` gives the
-        same words; None draws a fresh sample."""
+    def generate(self, num_words: int = 1, text_seed: str | list[str] | None = None, random_seed=None,
+                 temperature: float = 1.0, bos: bool = True) -> str | list[str]:
+        """nltk.lm's `generate`: `sample`'s words, one word (a str) when `num_words` is 1 and a list of them
+        otherwise, as nltk returns them; `text_seed` a list of words (nltk's) or a text, `random_seed` a whole
+        number, a random.Random (nltk's) or None."""
+        words = self.sample(num_words, text_seed, random_seed, temperature, bos)
+        return words[0] if num_words == 1 else words
+
+    def sample(self, num_words: int, text_seed: str | list[str] | None = None, random_seed=None,
+               temperature: float = 1.0, bos: bool = True) -> list[str]:
+        """A list of `num_words` words drawn one at a time from the model's distribution after the seed (a text
+        or a list of words; the seed is not repeated in the answer, as in nltk.lm's `generate`), each given
+        everything drawn before (a stream network its whole sample, an n-gram or window network its last
+        order - 1). `temperature` divides the log-probabilities (below 1: likelier words; above 1: flatter).
+        The same `random_seed` (a whole number) gives the same words; a random.Random draws the seed of the
+        sample from itself (nltk's: consecutive calls continue it); None draws a fresh sample."""
         check_sampling(num_words, temperature)
         context = self._context(text_seed, bos, "seed text (--seed-text)")
-        rng = np.random.default_rng(random_seed)
+        rng = _generator(random_seed)
         drawn = []
         for _ in range(num_words):
             p = np.asarray(self.model.distribution(context), dtype=np.float64)
@@ -166,6 +274,43 @@ class TextModel:
             drawn.append(word)
             context.append(word)
         return self.vocab.decode(drawn)
+
+
+def _text(value, what: str, fix: str) -> str:
+    """A text as a str: bytes read as UTF-8, as KenLM reads them; anything else refused in one line."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise LMBenchError(f"{what} {value[:40]!r} is no UTF-8 ({err.reason} at byte {err.start}): give a str or "
+                               "UTF-8 bytes") from None
+    raise LMBenchError(f"{what} {value!r:.60} is of type {type(value).__name__}, not str: {fix}")
+
+
+def _words(words, what: str, call: str) -> list[str]:
+    """nltk.lm's words (a list or tuple of str; None: none) as a list, each one word; anything else refused."""
+    if words is None:
+        return []
+    if not isinstance(words, (list, tuple)) or not all(isinstance(w, str) and w.split() == [w] for w in words):
+        raise LMBenchError(f"{what} {words!r:.60} is no list of words: {call} takes a list or tuple of words (str, "
+                           "each without whitespace)")
+    return list(words)
+
+
+def _generator(random_seed) -> np.random.Generator:
+    """The sampler of `random_seed`: a whole number of at least 0 (the same words each time), a random.Random
+    (nltk.lm's: the sample's seed drawn from it), a numpy Generator, or None (a fresh sample)."""
+    if isinstance(random_seed, np.random.Generator):
+        return random_seed
+    if isinstance(random_seed, random.Random):
+        return np.random.default_rng(random_seed.getrandbits(128))
+    if random_seed is None or (isinstance(random_seed, numbers.Integral) and not isinstance(random_seed, bool)
+                               and random_seed >= 0):
+        return np.random.default_rng(random_seed)
+    raise LMBenchError(f"random_seed={random_seed!r} (--seed): give a whole number of at least 0, a random.Random "
+                       "(nltk.lm's), or None for a fresh sample")
 
 
 def check_sampling(num_words: int, temperature: float) -> None:

@@ -249,7 +249,7 @@ def run_generate(args: argparse.Namespace) -> dict | None:
     """The sample's words on one line (with --json: the words, the seed text and the options)."""
     from reports.api import check_sampling
     check_sampling(args.words, args.temperature)  # before the model loads
-    words = _loaded(args).generate(args.words, args.seed_text, args.seed, args.temperature)
+    words = _loaded(args).sample(args.words, args.seed_text, args.seed, args.temperature)
     if args.json:
         return {"model": args.model, "row": args.row, "seed_text": args.seed_text, "seed": args.seed,
                 "temperature": args.temperature, "words": words}

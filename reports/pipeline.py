@@ -635,7 +635,7 @@ class Reproduction:
                                 fix="delete it to draw them again") if path.exists() else None
             if kept is None or kept["key"] != key:
                 model = row_model(self.work, row, self.corpus, threads=self.threads)
-                texts = [" ".join(model.generate(SAMPLES["words"], seed_text, self.settings.seed + i))
+                texts = [" ".join(model.sample(SAMPLES["words"], seed_text, self.settings.seed + i))
                          for i in range(SAMPLES["count"])]
                 kept = {"key": key, "continuations": texts}
                 text = json.dumps(kept, indent=1)
