@@ -43,12 +43,10 @@ lmplz's -S); the corpus's id streams and the mapped model pages touched while sc
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import logging
 import math
-import os
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -60,7 +58,7 @@ import numpy as np
 from baselines.backoff import CUTOFF_MIN_ORDER
 from baselines.counts import NgramTable, _unique, count_of_counts
 from lmbench.errors import LMBenchError
-from lmbench.files import atomic_write_text, missing_bytes
+from lmbench.files import atomic_write_text, folder_held, missing_bytes
 from lmbench.progress import progress_bar
 
 log = logging.getLogger(__name__)
@@ -213,7 +211,7 @@ def workspace(tmp_dir: str | Path | None, identity: dict) -> Iterator[Workspace]
     path = root / folder_name(identity)
     ws, used = None, 0
     try:
-        with _folder_locked(path):
+        with folder_held(path):  # (a folder another process removed while this one waited: locked anew)
             ws = Workspace(path, identity)
             yield ws
     except BaseException as err:
@@ -228,26 +226,6 @@ def workspace(tmp_dir: str | Path | None, identity: dict) -> Iterator[Workspace]
                            f"(it needs more than the {(used + no_room[0]) / 2**20:.1f} MiB written when it "
                            f"filled, {free:.1f} MiB free now); nothing was kept: free space there or give "
                            "--tmp-dir a folder on a larger disk") from None
-
-
-@contextmanager
-def _folder_locked(path: Path) -> Iterator[None]:
-    """flock on the folder (created if missing); a folder removed by the holder while we waited is
-    created again and locked anew."""
-    while True:
-        path.mkdir(parents=True, exist_ok=True)
-        handle = os.open(path, os.O_RDONLY)
-        try:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                log.info("waiting for another process building in %s", path)
-                fcntl.flock(handle, fcntl.LOCK_EX)
-            if path.exists() and os.stat(path).st_ino == os.fstat(handle).st_ino:
-                yield
-                return
-        finally:
-            os.close(handle)
 
 
 class DiskCounts:

@@ -27,7 +27,8 @@
   if need be, built, so that two processes preparing the same entry at once build it once: the second
   waits, then reads the first one's result.
 - `folder_held`: an exclusive lock on a folder itself (no file left), refused in one line when another
-  process holds it: two runs writing one folder at once.
+  process holds it (two runs writing one folder at once), or waited for (two processes building one
+  n-gram workspace). It and `locked` take their lock alike (`_lock`).
 - `replaced_folder`: a folder of several files written together (a report) is built in a temporary
   sibling, a copy of it, and takes its place in one exchange of names when all is written: a reader, a
   full disk or a crash finds the old folder or the new one, never a mix of the two.
@@ -339,21 +340,38 @@ def set_aside(entry: Path, damage: DamagedFile) -> None:
                 damage.problem, aside.name)
 
 
-@contextmanager
-def folder_held(folder: Path, busy: str) -> Iterator[None]:
-    """Hold an exclusive lock on `folder` (created if missing) while the block runs; when another process
-    holds it, raise LMBenchError(busy) at once."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    handle = os.open(folder, os.O_RDONLY)
+def _lock(handle, wait: bool, doing: str) -> bool:
+    """Take an exclusive flock on `handle` (an open file or a descriptor: closing it releases the lock);
+    True once held. Where another process holds it: False at once when not `wait`, else one line
+    ("waiting for another process `doing`") and True when that process lets it go."""
     try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        if not wait:
+            return False
+        log.info("waiting for another process %s", doing)
+        fcntl.flock(handle, fcntl.LOCK_EX)
+    return True
+
+
+@contextmanager
+def folder_held(folder: Path, busy: str | None = None) -> Iterator[None]:
+    """Hold an exclusive lock on `folder` itself (created if missing; no lock file left) while the block
+    runs. Where another process holds it: with `busy`, raise LMBenchError(busy) at once (two runs writing
+    one folder); without, wait for it, and lock anew a folder that process removed and made again
+    meanwhile (two processes building one n-gram workspace: baselines.disk_counts)."""
+    folder = Path(folder)
+    while True:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle = os.open(folder, os.O_RDONLY)
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise LMBenchError(busy) from None
-        yield
-    finally:
-        os.close(handle)  # releases the lock
+            if not _lock(handle, busy is None, f"building in {folder}"):
+                raise LMBenchError(busy)
+            if folder.exists() and os.stat(folder).st_ino == os.fstat(handle).st_ino:
+                yield
+                return
+        finally:
+            os.close(handle)
 
 
 @contextmanager
@@ -373,15 +391,7 @@ def locked(path: Path, wait: bool = True) -> Iterator[bool]:
         yield True
         return
     with handle:  # closing the file releases the lock
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if not wait:
-                yield False
-                return
-            log.info("waiting for another process preparing %s", path)
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        yield True
+        yield _lock(handle, wait, f"preparing {path}")
 
 
 RENAME_EXCHANGE = 2  # renameat2's flag (Linux 3.15): swap two names at once
