@@ -7,12 +7,17 @@ to count the network's parameters; training holds TRAINING_COPIES of them (the p
 gradients and an optimizer's two moments), plus the sampled objective's draws. A network whose
 construction reads its tensors' values (the class and tree output layers, built from the word
 structure) cannot be built on the meta device: it is not checked.
+
+The machine's memory is read here alone: `machine_memory` (all of it, what a network could ever have)
+and `available_memory` (what it can still give now: how many rows `reproduce --jobs K` may run at once,
+reports.cluster).
 """
 
 from __future__ import annotations
 
 import os
 import resource
+from pathlib import Path
 from typing import Callable
 
 from lmbench.errors import LMBenchError
@@ -21,12 +26,28 @@ TRAINING_COPIES = 4  # parameters, gradients, Adam's two moments (SGD holds fewe
 SAMPLE_BYTES = 8 + 4  # a drawn word id (int64) and its score (float32), per sample
 
 
+def machine_memory() -> int:
+    """The bytes of this machine's physical memory."""
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def available_memory() -> int:
+    """The bytes this machine can still give (Linux: MemAvailable; elsewhere its physical memory)."""
+    try:
+        for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return machine_memory()
+
+
 def device_memory(device) -> tuple[int, str]:
     """The bytes a process may allocate on `device` (a torch.device), and what they are."""
     if getattr(device, "type", "cpu") == "cuda":
         import torch
         return torch.cuda.get_device_properties(device).total_memory, "the GPU's memory"
-    total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    total = machine_memory()
     limit = resource.getrlimit(resource.RLIMIT_AS)[0]
     if limit != resource.RLIM_INFINITY and limit < total:
         return limit, "this process's address-space limit (ulimit -v)"

@@ -38,6 +38,7 @@ from ray.util.queue import Queue
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from lmbench.errors import LMBenchError
+from lmbench.memory import available_memory
 from reports.estimate import RunProgress
 from reports.experiments import Row
 
@@ -54,17 +55,6 @@ CONNECT_SECONDS = 10  # to reach a cluster's address
 WAIT_SECONDS = 0.5  # the driver's wait for a task between two looks at Ctrl-C
 OBJECT_STORE_BYTES = 100 * 2**20  # an embedded Ray's object store at least (the corpus, the rows' log-probabilities)
 QUIET = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)  # every ray.init here
-
-
-def available_memory() -> int:
-    """The bytes this machine can still give (Linux: MemAvailable; elsewhere its physical memory)."""
-    try:
-        for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def row_memory(row: Row, train_tokens: int) -> int:
