@@ -35,9 +35,11 @@ import contextlib
 import hashlib
 import os
 import re
+import stat
+import sys
 from collections import Counter
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Iterable, Iterator
 
 import numpy as np
 
@@ -62,8 +64,16 @@ def utf16(block: bytes) -> str | None:
     return "UTF-16LE" if high > 0.9 > 0.1 > low else "UTF-16BE" if low > 0.9 > 0.1 > high else None
 
 
-def _refusal(path: Path, problem: str, offset: int, first_block: bytes = b"") -> LMBenchError:
+def _refusal(path: Path | None, problem: str, offset: int, first_block: bytes = b"") -> LMBenchError:
+    """The one line refusing a text that is not UTF-8 text: a file's, or standard input's (`path` None)."""
     encoding = utf16(first_block)
+    if path is None:
+        return LMBenchError(f"standard input is {encoding} text, not UTF-8: convert it on the way, e.g. ... | iconv "
+                            f"-f {encoding} -t UTF-8 | lmbench ..." if encoding else
+                            f"standard input holds a NUL byte at offset {offset} (binary data?): give it text, or "
+                            "the path of a text file" if problem == "nul" else
+                            f"standard input is not UTF-8 (undecodable byte at offset {offset}): convert it on the way, "
+                            "e.g. ... | iconv -f latin1 -t utf-8 | lmbench ...")
     if encoding:
         return LMBenchError(f"corpus file {path} is {encoding} text, not UTF-8: convert it, e.g. "
                             f"iconv -f {encoding} -t UTF-8 {path} > {path}.utf8")
@@ -94,22 +104,62 @@ def read_text(path: str | Path) -> str:
     if not path.is_file():
         raise LMBenchError(f"corpus file {path} does not exist: give the path of a text file "
                            "of whitespace-separated tokens")
-    decoder = codecs.getincrementaldecoder("utf-8-sig")()  # a byte-order mark (some editors write one) is no
-    parts, offset = [], 0                                  # part of the first token
     with reading(path) as f:
-        while True:
-            block = f.read(READ_BYTES)
-            nul = block.find(b"\0")
-            first = block if offset == 0 else b""
-            if nul >= 0:
-                raise _refusal(path, "nul", offset + nul, first)
-            try:
-                parts.append(decoder.decode(block, final=not block))
-            except UnicodeDecodeError as err:
-                raise _refusal(path, "utf-8", offset + err.start, first) from None
-            if not block:
-                return "".join(parts)
-            offset += len(block)
+        return "".join(text_blocks(f, path))
+
+
+def text_blocks(f: BinaryIO, path: Path | None) -> Iterator[str]:
+    """The text of a binary stream, a block at a time (what one read returns, at most READ_BYTES: a pipe's
+    lines as they come), without a leading UTF-8 byte-order mark; a NUL byte (a binary or damaged file) or
+    one that is not UTF-8 refused in one line (`_refusal`; `path` None: standard input) at the block that
+    shows it, before any later block is read."""
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()  # a byte-order mark (some editors write one) is no
+    offset = 0                                             # part of the first token
+    while True:
+        block = f.read1(READ_BYTES)
+        nul = block.find(b"\0")
+        first = block if offset == 0 else b""
+        if nul >= 0:
+            raise _refusal(path, "nul", offset + nul, first)
+        try:
+            text = decoder.decode(block, final=not block)
+        except UnicodeDecodeError as err:
+            raise _refusal(path, "utf-8", offset + err.start, first) from None
+        if not block:
+            return
+        yield text
+        offset += len(block)
+
+
+def standard_input() -> BinaryIO:
+    """The bytes of standard input, refused in one line where it is closed (`<&-`) or a device that is no
+    terminal (`< /dev/zero`, endless): as a FILE argument must be a file (lmbench.options.existing_file),
+    standard input must be a file, a pipe or a terminal."""
+    if sys.stdin is None:
+        raise LMBenchError("standard input is closed (<&-), and - reads the text from it: pipe the text in "
+                           "(... | lmbench ...) or give the path of its file")
+    descriptor = sys.stdin.fileno()
+    mode = os.fstat(descriptor).st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or sys.stdin.isatty()):
+        try:
+            named = f"{os.readlink(f'/proc/self/fd/{descriptor}')}, a device"  # (Linux names it)
+        except OSError:
+            named = "a device"
+        raise LMBenchError(f"standard input is {named}, not a file, a pipe or a terminal, and - reads the text "
+                           "from it: give it a text file (< sentences.txt) or pipe the text in")
+    return sys.stdin.buffer
+
+
+def read_lines(path: str | Path) -> Iterator[str]:
+    """The lines of a text file, or of standard input for "-", as `file_lines` cuts them, read a block at a
+    time (`text_blocks`: a refusal at the block that shows it, and a pipe's lines as they come)."""
+    if str(path) == "-":
+        yield from stream_lines(text_blocks(standard_input(), None))
+        return
+    if not Path(path).is_file():
+        raise LMBenchError(f"{path} does not exist: give the path of a text file")
+    with reading(Path(path)) as f:
+        yield from stream_lines(text_blocks(f, Path(path)))
 
 
 def check_text_start(path: Path) -> None:
@@ -259,8 +309,21 @@ def write_text(corpus: Corpus, directory: str | Path, first: tuple[int, int, int
 def file_lines(text: str) -> list[str]:
     """The lines of a file's text as `wc -l`, `sed -n` and editors count them: cut at "\n" only (not at
     the form feeds, U+2028 or NEL that str.splitlines also cuts at), a last line without "\n" one too."""
-    lines = text.split("\n")
-    return lines[:-1] if lines[-1] == "" else lines
+    return list(stream_lines([text]))
+
+
+def stream_lines(blocks: Iterable[str]) -> Iterator[str]:
+    """The lines of a text given a block at a time (`file_lines`), each as soon as its block ends it."""
+    pending: list[str] = []  # the line the blocks so far leave open, in pieces
+    for block in blocks:
+        *ended, rest = block.split("\n")
+        if ended:
+            yield "".join(pending) + ended[0]
+            yield from ended[1:]
+            pending = []
+        pending.append(rest)
+    if "".join(pending):
+        yield "".join(pending)
 
 
 def line_cut(lines: int, split: tuple[float, float, float]) -> dict[str, list[int]]:

@@ -10,7 +10,10 @@ torch (`neural.families`). Before a command that trains or scores a network (`TH
 takes and why.
 
 Each package registers its subcommands through a `register(subparsers)` function whose `run(args)`
-returns a dict of figures: printed as JSON with --json, else as indented `key: value` lines.
+returns a dict of figures: printed as JSON with --json, else as indented `key: value` lines; or the
+command's own lines, printed as it makes them (`score`'s rows: a line of text, or a dict as a line of JSON).
+JSON is valid JSON: a float beyond its numbers (inf, nan) is null (`json_text`). Where the reader of
+standard output goes away (`| head -1`) the command stops quietly, exit 141, as `cat` does.
 Options are checked as they are parsed (`lmbench.options`); a refused option, like any expected error
 (LMBenchError), prints one line and exits with code 2. SIGTERM, SIGHUP and SIGQUIT are turned into an
 interruption, as Ctrl-C is, so that what a command cleans up on the way out (temporary files and
@@ -24,9 +27,11 @@ import codecs
 import importlib
 import json
 import logging
+import math
 import os
 import signal
 import sys
+from typing import Iterator
 
 from lmbench import __version__, threads
 from lmbench.errors import LMBenchError, system_refusal
@@ -55,15 +60,62 @@ def build_parser(argv: list[str] | None = None) -> OptionParser:
     return parser
 
 
-def print_human(value, indent: int = 0) -> None:
-    """Print a dict of figures as `key: value` lines, nested dicts indented."""
+def human_lines(value, indent: int = 0) -> Iterator[str]:
+    """A dict of figures as `key: value` lines, nested dicts indented."""
     pad = "  " * indent
     for key, item in value.items():
         if isinstance(item, dict):
-            print(f"{pad}{key}:")
-            print_human(item, indent + 1)
+            yield f"{pad}{key}:"
+            yield from human_lines(item, indent + 1)
         else:
-            print(f"{pad}{key}: {item}")
+            yield f"{pad}{key}: {item}"
+
+
+def json_text(value, indent: int | None = None) -> str:
+    """`value` as JSON that every parser reads: a float beyond JSON's numbers (inf, -inf, nan: a perplexity
+    beyond a float's range, the log-probability of a token of probability 0) written as null."""
+    def finite(item):
+        if isinstance(item, float):
+            return item if math.isfinite(item) else None
+        if isinstance(item, dict):
+            return {key: finite(inner) for key, inner in item.items()}
+        return [finite(inner) for inner in item] if isinstance(item, (list, tuple)) else item
+    return json.dumps(finite(value), indent=indent, default=str, allow_nan=False)
+
+
+def output_lines(result, as_json: bool) -> Iterator[str]:
+    """The lines a command's result prints: a dict of figures as JSON (--json) or `key: value` lines; any
+    other result is the command's own lines as it makes them (`score`'s rows), each a line of text or a
+    dict written as one line of JSON."""
+    if isinstance(result, dict):
+        yield from [json_text(result, indent=1)] if as_json else human_lines(result)
+    else:
+        yield from (item if isinstance(item, str) else json_text(item) for item in result or ())
+
+
+def write_output(result, as_json: bool) -> int:
+    """Print the result's lines (`output_lines`; an error of the command while it makes them goes up to the
+    command's handlers); the exit code: 0, or where standard output fails, 141 (128 + SIGPIPE) after its
+    reader went away (`| head`: a quiet stop, as `cat` makes) and 2 with one line for another failure."""
+    for line in output_lines(result, as_json):
+        try:
+            print(line)
+        except OSError as err:
+            return _unwritable(err)
+    try:
+        sys.stdout.flush()
+    except OSError as err:
+        return _unwritable(err)
+    return 0
+
+
+def _unwritable(err: OSError) -> int:
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (Python's last flush would fail again)
+    if isinstance(err, BrokenPipeError):  # the reader went away (`| head`, `--arpa /dev/stdout | head`)
+        return 141
+    print(f"lmbench: error: standard output cannot be written ({err.strerror or err}): the figures are "
+          "lost; send it to a file or terminal that takes them", file=sys.stderr)
+    return 2
 
 
 # The signals that end a process by default and that a command outlives to clean up: SIGTERM (kill), SIGHUP
@@ -121,7 +173,7 @@ def _main(argv: list[str] | None) -> int:
             given = "--threads" if args.threads else "OMP_NUM_THREADS" if os.environ.get("OMP_NUM_THREADS") else ""
             log.info("threads: %s%s", threads.described(args.threads or threads.default_threads()),
                      f"; {given} sets the count" if given else "; the count: the free cores")
-        result = args.run(args)
+        return write_output(args.run(args), getattr(args, "json", False))
     except LMBenchError as err:  # one line, whatever it quotes (a path with a newline in its name)
         print(f"lmbench: error: {str(err).replace(chr(10), chr(92) + 'n')}", file=sys.stderr)
         return 2
@@ -137,20 +189,3 @@ def _main(argv: list[str] | None) -> int:
         log.debug("the system's refusal", exc_info=True)
         print(f"lmbench: error: {system_refusal(err)}", file=sys.stderr)
         return 2
-    if result is not None:
-        try:
-            if getattr(args, "json", False):
-                print(json.dumps(result, indent=1, default=str))
-            else:
-                print_human(result)
-            sys.stdout.flush()
-        except BrokenPipeError:  # the reader went away (`| head`, `--arpa /dev/stdout | head`): as `cat` does,
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # stop quietly (Python's last flush
-            return 141                                                       # would fail again): 128 + SIGPIPE
-        except OSError as err:  # standard output unwritable (`> /dev/full`, a closed descriptor): one line
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (Python's last flush would fail again)
-            print(f"lmbench: error: standard output cannot be written ({err.strerror or err}): the figures are "
-                  "lost; send it to a file or terminal that takes them", file=sys.stderr)
-            return 2
-    return 0
-

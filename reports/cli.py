@@ -5,11 +5,11 @@ results.json without retraining, `lmbench report summary` the cross-corpus summa
 from __future__ import annotations
 
 import argparse
-import json
+import itertools
 import os
 import re
-import sys
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -219,33 +219,41 @@ def _loaded(args: argparse.Namespace):
     return load(args.model, args.row, threads=args.threads)
 
 
-def run_score(args: argparse.Namespace) -> None:
+def run_score(args: argparse.Namespace) -> Iterator[dict | str]:
     """Each non-blank line's log10 probability, tokens scored, out-of-vocabulary words and perplexity (TSV
-    under a header, or one JSON object a line), then the file's (`total`): every token of every line."""
-    from corpora.text import file_lines, read_text
-    text = sys.stdin.read() if args.file == "-" else read_text(args.file)
-    lines = [(number, line) for number, line in enumerate(file_lines(text), 1) if line.strip()]
-    if not lines:
-        raise LMBenchError(f"{args.file} holds no text to score: give a file of sentences, one a line")
-    model = _loaded(args)
+    under a header, or one JSON object a line), then the file's (`total`): every token of every line. The
+    text is read a block at a time (corpora.text.read_lines: standard input's lines scored as they come);
+    the first line is read, and a text without one refused, before the model loads."""
+    from corpora.text import read_lines
+    lines = ((number, line) for number, line in enumerate(read_lines(args.file), 1) if line.strip())
+    first = next(lines, None)
+    if first is None:
+        source = "standard input" if args.file == "-" else args.file
+        raise LMBenchError(f"{source} holds no text to score: give a file of sentences, one a line")
+    return _scores(_loaded(args), itertools.chain([first], lines), args)
 
-    def show(entry: dict) -> None:
-        entry["perplexity"] = 10.0 ** (-entry["log10_prob"] / entry["tokens"])
-        print(json.dumps(entry) if args.json else "\t".join(str(value) for value in entry.values()))
+
+def _scores(model, lines: Iterator[tuple[int, str]], args: argparse.Namespace) -> Iterator[dict | str]:
+    """run_score's rows, each made as its line is read."""
+    def shown(entry: dict) -> dict | str:
+        with np.errstate(over="ignore"):  # beyond a float's range (a line far below ARPA's zero): inf, null in JSON
+            entry = {**entry, "perplexity": float(np.power(10.0, -entry["log10_prob"] / entry["tokens"]))}
+        return entry if args.json else "\t".join(str(value) for value in entry.values())
 
     if not args.json:
-        print("line\tlog10_prob\ttokens\toov\tperplexity")
+        yield "line\tlog10_prob\ttokens\toov\tperplexity"
     whole = {"line": "total", "log10_prob": 0.0, "tokens": 0, "oov": 0}
     for line_number, line in lines:
         scores = np.array(list(model.full_scores(line, not args.no_bos, not args.no_eos)))  # (tokens, 3)
-        entry = {"line": line_number, "log10_prob": float(scores[:, 0].sum()), "tokens": len(scores),
-                 "oov": int(scores[:, 2].sum())}
+        with np.errstate(over="ignore"):  # a sum beyond a float's range: -inf (null in JSON)
+            entry = {"line": line_number, "log10_prob": float(scores[:, 0].sum()), "tokens": len(scores),
+                     "oov": int(scores[:, 2].sum())}
         whole = {**whole, **{key: whole[key] + entry[key] for key in ("log10_prob", "tokens", "oov")}}
-        show(entry)
-    show(whole)
+        yield shown(entry)
+    yield shown(whole)
 
 
-def run_generate(args: argparse.Namespace) -> dict | None:
+def run_generate(args: argparse.Namespace) -> dict | list[str]:
     """The sample's words on one line (with --json: the words, the seed text and the options)."""
     from reports.api import check_sampling
     check_sampling(args.words, args.temperature)  # before the model loads
@@ -253,8 +261,7 @@ def run_generate(args: argparse.Namespace) -> dict | None:
     if args.json:
         return {"model": args.model, "row": args.row, "seed_text": args.seed_text, "seed": args.seed,
                 "temperature": args.temperature, "words": words}
-    print(" ".join(words))
-    return None
+    return [" ".join(words)]
 
 
 def _text_corpus(args: argparse.Namespace):
