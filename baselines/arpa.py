@@ -33,7 +33,8 @@ weight is written as -99, ARPA's log10(0). Values carry 8 decimals (a relative e
 Reading: words of V missing from the file take <unk>'s unigram probability (KenLM's rule); n-grams
 holding a word outside V (e.g. lmplz's <s> and </s>) are dropped, with a log line. A damaged file
 (not UTF-8, a section shorter than its header announces, a malformed number, a number that is not
-finite, a log10 probability above 0, no closing `\\end\\`) is refused in one line naming the file
+finite as read or as converted to a natural log (|log10| above LOG10_RANGE, about 7.8e307), a log10
+probability above 0, no closing `\\end\\`) is refused in one line naming the file
 (lmbench.files.DamagedFile), and so is one that is no model, read over its own words before V's: an
 n-gram listed twice at any order, an n-gram of a word that is none of its unigrams, or a context whose
 distribution does not sum to 1 (within SUM_TOLERANCE; every context of every order, vectorized).
@@ -63,6 +64,7 @@ log = logging.getLogger(__name__)
 LN10 = np.log(10.0)
 LOG10_ZERO = -99.0
 LOG10_ABOVE_ONE = 1e-6  # a log10 probability above this is no rounding of log10 1: P > 1
+LOG10_RANGE = float(np.finfo(np.float64).max / LN10)  # |log10| beyond this: its natural log overflows a float
 SENTENCE_MARKERS = ("<s>", "</s>")  # listed with log10 P = -99 for tools that require them (KenLM)
 ARPA_FIX = "write it again (`lmbench ngram --arpa`, KenLM's lmplz or SRILM's ngram-count)"
 
@@ -169,19 +171,23 @@ def _section(text: str, n: int, expected: int) -> pd.DataFrame:
 
 
 def _log10_column(frame: pd.DataFrame, column: int, keep: np.ndarray, n: int, what: str) -> np.ndarray:
-    """A column of log10 values (empty: 0) as natural logs; a value that is not finite (nan, -inf: ARPA's
-    zero is -99), or a probability's above 0 (P > 1), is refused naming its line of the section."""
+    """A column of log10 values (empty: 0) as natural logs; a value whose natural log is not finite (nan,
+    -inf: ARPA's zero is -99; a log10 beyond LOG10_RANGE, whose conversion overflows), or a probability's
+    above 0 (P > 1), is refused naming its line of the section."""
     values = frame[column].to_numpy()[keep]
     try:
-        logs = np.where(values == "", 0.0, values).astype(np.float64)
+        log10s = np.where(values == "", 0.0, values).astype(np.float64)
     except ValueError:
         raise ValueError(f"a line of its \\{n}-grams: section holds a malformed number") from None
-    bad = np.flatnonzero(~np.isfinite(logs) | ((logs > LOG10_ABOVE_ONE) if what == "probability" else False))
+    with np.errstate(over="ignore"):  # (an overflow is refused below, on the value as converted)
+        logs = log10s * LN10
+    bad = np.flatnonzero(~np.isfinite(logs) | ((log10s > LOG10_ABOVE_ONE) if what == "probability" else False))
     if len(bad):
         line = int(np.flatnonzero(keep)[bad[0]]) + 1
         raise ValueError(f"entry {line} of its \\{n}-grams: section has log10 {what} {values[bad[0]]}, where "
-                         f"every one is finite{' and <= 0 (a probability <= 1; -99 for 0)' if what == 'probability' else ''}")
-    return logs * LN10
+                         f"every one is finite, between -{LOG10_RANGE:.3g} and {LOG10_RANGE:.3g} (a float once "
+                         f"converted to a natural log){' and <= 0 (a probability <= 1; -99 for 0)' if what == 'probability' else ''}")
+    return logs
 
 
 def read_arpa(path: str | Path, vocab: Vocabulary) -> ArpaModel:

@@ -118,11 +118,12 @@ def wall_seconds(costs: list[float], lanes: int = 1) -> float:
 
 
 def duration(seconds: float) -> str:
-    """3 h 05 min, 12 min, 40 s."""
+    """Seconds as a reader takes them in: "12.6 s", "44 min", "3 h 29 min" (the run's estimate said at
+    its start, the summary's table of what the committed runs cost)."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
     minutes = round(seconds / 60)
-    if minutes >= 60:
-        return f"{minutes // 60} h {minutes % 60:02d} min"
-    return f"{minutes} min" if minutes else f"{seconds:.0f} s"
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 class RunProgress:

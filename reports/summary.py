@@ -40,6 +40,7 @@ from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write_text, read_checked
 
 from reports.budget import budget_asked, terms
+from reports.estimate import duration
 
 from reports.experiments import NETWORKS_BEYOND_2003
 from reports.records import by_id, load_results, network_of, paper_network
@@ -391,14 +392,6 @@ def answer_block(lines: list[dict], link: str = "results/summary.md") -> str:
     return "\n".join([textwrap.fill(answer_sentence(lines), WRAP, break_on_hyphens=False), "", narrow_markdown(answer_frame(lines)), "",
                       textwrap.fill(f"{ANSWER_NOTE}{' ' + budgeted if budgeted else ''} Every family's row with its 95% interval: [{link}]({link}); "
                                     "every row of a corpus: its report, `results/NAME/report.md`.", WRAP, break_on_hyphens=False)])
-
-
-def duration(seconds: float) -> str:
-    """Seconds as a reader takes them in: "12.6 s", "44 min", "3 h 29 min"."""
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes = round(seconds / 60)
-    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 def cost_block(reports: dict[str, dict]) -> str:
