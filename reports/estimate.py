@@ -1,5 +1,10 @@
 """The whole run's estimate of `lmbench reproduce`: each row's expected cost in seconds, from a cost
-model calibrated on the committed results (results/*/results.json, their rows' `seconds`).
+model calibrated on the committed results (results/*/results.json, their rows' `seconds`), as they
+ship with the package: reports/calibration.json (`committed_results`), what the cost model reads of
+each committed full run (its corpus's tokens, its rows' kind of work, seconds and epochs), so that an
+installed lmbench, which has no results/ folder, estimates as a checkout does. `python -m
+reports.calibration` writes it again from results/ after a report is committed
+(tests/test_progress.py fails while it differs).
 
 The cost model: a row's work in tokens (`row_tokens`), times the seconds per token that the committed
 rows of the same kind of work took (`calibrate`):
@@ -23,11 +28,14 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from importlib import resources
 from pathlib import Path
 
 from lmbench.files import READ_ERRORS
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
+CALIBRATION = "calibration.json"  # the committed full runs as the cost model reads them, package data of reports/
+ROW_FIELDS = ("id", "kind", "family", "method", "ours", "paper_model", "seconds", "epochs")  # what it reads of a row
+CONFIG_FIELDS = ("objective", "schedule")  # ... and of a network row's configuration
 
 
 def cost_key(row: dict) -> str:
@@ -91,18 +99,35 @@ class CostModel:
         return pace * row_tokens(row, tokens, self.epochs(config) if config is not None else 0)
 
 
-def committed_results(folder: Path = RESULTS) -> list[dict]:
-    """The full runs' results.json under `folder` (none where the checkout has no results/)."""
+def calibration_row(row: dict) -> dict:
+    """What the cost model reads of a results row (`ROW_FIELDS`, `CONFIG_FIELDS`; a field it lacks, or
+    None, left out)."""
+    kept = {key: row[key] for key in ROW_FIELDS if row.get(key) is not None}
+    config = {key: value for key, value in (row.get("config") or {}).items() if key in CONFIG_FIELDS}
+    return {**kept, **({"config": config} if config else {})}
+
+
+def committed_results(folder: Path | None = None) -> list[dict]:
+    """The committed full (not quick) runs, each as the cost model reads it: its report's folder name,
+    its corpus, its tokens per split (`corpus_summary`), its rows (`calibration_row`). Those shipped with
+    the package (reports/calibration.json, module docstring), or, given a `folder` of reports, those of
+    its */results.json (a damaged one passed over)."""
+    if folder is None:
+        return json.loads(resources.files("reports").joinpath(CALIBRATION).read_text(encoding="utf-8"))["results"]
     found = []
-    for path in sorted(folder.glob("*/results.json")):
+    for path in sorted(Path(folder).glob("*/results.json")):
         try:
             result = json.loads(path.read_text(encoding="utf-8"))
         except READ_ERRORS:
             continue  # (a damaged committed report is `lmbench report`'s to refuse, not the estimate's)
-        settings = result.get("settings") if isinstance(result, dict) else None
-        if isinstance(result, dict) and isinstance(result.get("rows"), list) and not (
-                isinstance(settings, dict) and settings.get("quick")):
-            found.append(result)
+        if not isinstance(result, dict) or not isinstance(result.get("rows"), list):
+            continue
+        settings, summary = result.get("settings"), result.get("corpus_summary")
+        if isinstance(settings, dict) and settings.get("quick") or not isinstance(summary, dict):
+            continue
+        found.append({"report": path.parent.name, "corpus": result.get("corpus"),
+                      "corpus_summary": {"tokens": summary.get("tokens")},
+                      "rows": [calibration_row(row) for row in result["rows"]]})
     return found
 
 
@@ -161,7 +186,7 @@ class RunProgress:
                            + ([f"{len(self.not_run)} not run"] if self.not_run else []))
         cached = f" ({cached})" if cached else ""
         if not self.estimated:
-            return f"{rows} rows{cached}; no committed results (results/*/results.json) to estimate their time from"
+            return f"{rows} rows{cached}; no committed results (reports/calibration.json) to estimate their time from"
         pace = ("the networks at their pace measured here (reports/pace.py), the other rows at the committed "
                 "results'" if self.measured else "at the pace of the committed results, 2 cores")
         at_once = f"{self.at_once} rows at once; " if self.at_once > 1 else ""

@@ -3,6 +3,7 @@ a bar for the exact scoring, and the whole reproduction's estimate from each row
 (reports.estimate, calibrated on the committed results)."""
 
 import logging
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +12,8 @@ import torch
 from lmbench.progress import PlainProgress, progress_bar
 from reports.estimate import CostModel, RunProgress, committed_results, cost_key
 from tests.helpers import chain_text, write_splits
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def progress_lines(caplog) -> list[str]:
@@ -96,6 +99,22 @@ def test_every_row_of_the_committed_tables_has_an_estimate():
         for row in result["rows"]:
             assert (row["kind"] != "mix" or "mix" in model.pace) and cost_key(row) in model.pace
     assert set(SPLITS) == set(committed_results()[0]["corpus_summary"]["tokens"])
+
+
+def test_the_calibration_shipped_with_the_package_is_what_the_committed_results_make():
+    """The estimate was calibrated on results/ found beside the source files: installed from a wheel, it had
+    nothing to go by. reports/calibration.json, package data, holds what the cost model reads of the
+    committed runs; it must be what `python -m reports.calibration` makes of results/ now."""
+    from reports.calibration import SHIPPED, calibration_text
+    assert SHIPPED.read_text(encoding="utf-8") == calibration_text(committed_results(ROOT / "results")), (
+        "reports/calibration.json differs from the committed results: run python -m reports.calibration")
+    assert committed_results() == committed_results(ROOT / "results")
+
+
+def test_the_calibration_is_package_data():
+    tomllib = pytest.importorskip("tomllib")
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert "calibration.json" in package_data["reports"]
 
 
 def test_the_run_bar_takes_cached_rows_off_its_total(caplog):
