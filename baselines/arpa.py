@@ -50,8 +50,8 @@ import re
 from pathlib import Path
 from typing import Iterable
 
+import numba
 import numpy as np
-import pandas as pd
 
 from baselines.backoff import BackoffModel
 from baselines.counts import NgramTable
@@ -69,9 +69,10 @@ SENTENCE_MARKERS = ("<s>", "</s>")  # listed with log10 P = -99 for tools that r
 ARPA_FIX = "write it again (`lmbench ngram --arpa`, KenLM's lmplz or SRILM's ngram-count)"
 
 
-def _log10(values: np.ndarray) -> list[float]:
-    """Natural logs as log10 floats, -99 for log 0."""
-    return np.where(np.isfinite(values), values / LN10, LOG10_ZERO).tolist()
+def _log10(values: np.ndarray, scale: float = 1.0) -> list[float]:
+    """Logs of base e^scale (natural logs; a binary file's log10, scale LN10) as log10 floats, -99 for log 0."""
+    values = np.asarray(values, dtype=np.float64) * (scale / LN10)
+    return np.where(np.isfinite(values), values, LOG10_ZERO).tolist()
 
 
 def write_arpa(model: BackoffModel, vocab: Vocabulary, path: str | Path) -> dict[int, int]:
@@ -105,14 +106,14 @@ def _write_sections(path: Path, model: BackoffModel, vocab: Vocabulary, sizes: d
                 bow = "\t0.00000000" if N > 1 else ""
                 out.write("".join(f"{LOG10_ZERO:.8f}\t{m}{bow}\n" for m in markers))
             else:
-                grams = table.grams[n]                              # (m, n)
+                grams = table.gram_rows(n)                          # (m, n)
                 prefix = table.index(n - 1, grams[:, :-1])          # (m,) row of the context
                 text = text[prefix] + (" " + words[grams[:, -1]])
             if n < N:
-                rows = zip(_log10(model.logp[n]), text.tolist(), _log10(model.logbow[n]))
+                rows = zip(_log10(model.logp[n], model.scale), text.tolist(), _log10(model.logbow[n], model.scale))
                 out.write("".join(["%.8f\t%s\t%.8f\n" % row for row in rows]))
             else:
-                rows = zip(_log10(model.logp[n]), text.tolist())
+                rows = zip(_log10(model.logp[n], model.scale), text.tolist())
                 out.write("".join(["%.8f\t%s\n" % row for row in rows]))
             out.write("\n")
         out.write("\\end\\\n")
@@ -152,46 +153,18 @@ class ArpaModel(BackoffModel):
                            "lmbench.model.split_logprobs(model, corpus, split)")
 
 
-def _section(text: str, n: int, expected: int) -> pd.DataFrame:
-    """The rows of the \\n-grams: section as columns 0 (log10 p), 1..n (words), n+1 (log10 bow). A section
-    starts and ends at a line of its own that starts with a backslash (an entry's line starts with its number),
-    so a word such as `\\2-grams:` in an entry is a word."""
-    header = re.search(rf"^\\{n}-grams:[ \t]*$", text, flags=re.MULTILINE)
-    if header is None:
-        raise ValueError(f"it lacks its \\{n}-grams: section (cut short?)")
-    start = header.end() + 1
-    following = re.compile(r"^\\", flags=re.MULTILINE).search(text, start)
-    body = text[start:following.start() if following else len(text)]
-    frame = pd.read_csv(io.StringIO(body), sep=r"\s+", header=None, names=list(range(n + 2)),
-                        dtype=str, na_filter=False, quoting=3, engine="c")
-    if len(frame) != expected:
-        raise ValueError(f"the header announces {expected} {n}-grams but the section holds {len(frame)} "
-                         "(cut short?)")
-    return frame
-
-
-def _log10_column(frame: pd.DataFrame, column: int, keep: np.ndarray, n: int, what: str) -> np.ndarray:
-    """A column of log10 values (empty: 0) as natural logs; a value whose natural log is not finite (nan,
-    -inf: ARPA's zero is -99; a log10 beyond LOG10_RANGE, whose conversion overflows), or a probability's
-    above 0 (P > 1), is refused naming its line of the section."""
-    values = frame[column].to_numpy()[keep]
-    try:
-        log10s = np.where(values == "", 0.0, values).astype(np.float64)
-    except ValueError:
-        raise ValueError(f"a line of its \\{n}-grams: section holds a malformed number") from None
-    with np.errstate(over="ignore"):  # (an overflow is refused below, on the value as converted)
-        logs = log10s * LN10
-    bad = np.flatnonzero(~np.isfinite(logs) | ((log10s > LOG10_ABOVE_ONE) if what == "probability" else False))
-    if len(bad):
-        line = int(np.flatnonzero(keep)[bad[0]]) + 1
-        raise ValueError(f"entry {line} of its \\{n}-grams: section has log10 {what} {values[bad[0]]}, where "
-                         f"every one is finite, between -{LOG10_RANGE:.3g} and {LOG10_RANGE:.3g} (a float once "
-                         f"converted to a natural log){' and <= 0 (a probability <= 1; -99 for 0)' if what == 'probability' else ''}")
-    return logs
-
-
 def read_arpa(path: str | Path, vocab: Vocabulary) -> ArpaModel:
     """Read an ARPA file as a BackoffModel over `vocab` (ids from the vocabulary's words)."""
+    return _read(path, vocab)[0]
+
+
+def read_arpa_own(path: str | Path) -> tuple[ArpaModel, Vocabulary]:
+    """An ARPA file over the vocabulary it holds: the words of its unigrams, `<unk>` first, then the others in the
+    file's order (`reports.api.load`); read once."""
+    return _read(path, None)
+
+
+def _read(path: str | Path, vocab: Vocabulary | None) -> tuple[ArpaModel, Vocabulary]:
     path = Path(path)
     if not path.is_file():
         raise LMBenchError(f"ARPA file {path} does not exist: give the path of a file written by "
@@ -199,132 +172,471 @@ def read_arpa(path: str | Path, vocab: Vocabulary) -> ArpaModel:
     return read_checked(path, lambda p: _parse(p, vocab), what="ARPA file", fix=ARPA_FIX)
 
 
+# ---- parsing: one compiled pass over the file's bytes per section ------------------------------------------
+#
+# A line is split at ASCII whitespace (space, tab, CR, VT, FF); a line of whitespace alone is blank (skipped).
+# A number is read by the fast path of decimal conversion where it is exact (at most 19 significant digits
+# whose value is below 2^53, a power of ten up to 22: one correctly rounded product or quotient, what
+# strtod gives); any other (more digits, an exponent beyond, inf, nan) is read by Python's float, so every
+# value is the correctly rounded one, as a text reader gives it. A word of an n-gram is looked up among the
+# unigrams' bytes (a hash table, FNV-1a), so only the unigrams are decoded.
+
+POW10 = np.array([10.0 ** k for k in range(23)])
+FNV_OFFSET, FNV_PRIME = np.uint64(14695981039346656037), np.uint64(1099511628211)
+FIELDS, UNKNOWN_WORD, MORE = 1, 2, 3  # _scan's refusals
+
+
+@numba.njit(cache=True, inline="always")
+def _space(c) -> bool:
+    return c == 32 or c == 9 or c == 13 or c == 11 or c == 12
+
+
+@numba.njit(cache=True)
+def _backslash_lines(data):
+    """The start of every line that begins with a backslash (a section's line: an entry starts with its number)."""
+    starts = []
+    if data.shape[0] and data[0] == 92:
+        starts.append(0)
+    for i in range(data.shape[0] - 1):
+        if data[i] == 10 and data[i + 1] == 92:
+            starts.append(i + 1)
+    return np.array(starts, dtype=np.int64)
+
+
+@numba.njit(cache=True)
+def _entries(data, start, end) -> int:
+    """The lines of data[start:end] that hold something besides whitespace."""
+    count, blank = 0, True
+    for i in range(start, end):
+        c = data[i]
+        if c == 10:
+            count += 0 if blank else 1
+            blank = True
+        elif not _space(c):
+            blank = False
+    return count + (0 if blank else 1)
+
+
+@numba.njit(cache=True, inline="always")
+def _number(data, i, j):
+    """(the decimal data[i:j] as a float, True) where the fast path reads it exactly, else (0.0, False)."""
+    k, negative = i, False
+    if k < j and (data[k] == 45 or data[k] == 43):
+        negative = data[k] == 45
+        k += 1
+    mantissa, significant, exponent, digits = np.int64(0), 0, 0, 0
+    fraction = False
+    while k < j:
+        c = data[k]
+        if 48 <= c <= 57:
+            digits += 1
+            if mantissa or c != 48:
+                significant += 1
+                if significant > 18:
+                    return 0.0, False
+                mantissa = mantissa * 10 + (c - 48)
+            if fraction:
+                exponent -= 1
+        elif c == 46 and not fraction:
+            fraction = True
+        else:
+            break
+        k += 1
+    if digits == 0:
+        return 0.0, False
+    if k < j and (data[k] == 101 or data[k] == 69):
+        k += 1
+        sign, value, seen = 1, 0, 0
+        if k < j and (data[k] == 45 or data[k] == 43):
+            sign = -1 if data[k] == 45 else 1
+            k += 1
+        while k < j and 48 <= data[k] <= 57 and value < 100000:
+            value = value * 10 + (data[k] - 48)
+            seen += 1
+            k += 1
+        if not seen:
+            return 0.0, False
+        exponent += sign * value
+    if k != j or mantissa > (1 << 53):
+        return 0.0, False
+    if exponent == 0:
+        value = np.float64(mantissa)
+    elif 0 < exponent <= 22:
+        value = np.float64(mantissa) * POW10[exponent]
+    elif -22 <= exponent < 0:
+        value = np.float64(mantissa) / POW10[-exponent]
+    else:
+        return 0.0, False
+    return (-value if negative else value), True
+
+
+@numba.njit(cache=True, inline="always")
+def _hash(data, i, j):
+    h = FNV_OFFSET
+    for k in range(i, j):
+        h = (h ^ np.uint64(data[k])) * FNV_PRIME
+    return h
+
+
+@numba.njit(cache=True, inline="always")
+def _same(data, i, j, k, l) -> bool:
+    if j - i != l - k:
+        return False
+    for x in range(j - i):
+        if data[i + x] != data[k + x]:
+            return False
+    return True
+
+
+@numba.njit(cache=True)
+def _word_table(data, starts, ends):
+    """(open-addressing table of the unigrams' rows by their bytes, the first row repeated or -1, its twin)."""
+    size = 1
+    while size < 2 * starts.shape[0] + 2:
+        size *= 2
+    table = np.full(size, -1, np.int64)
+    mask = np.uint64(size - 1)
+    for row in range(starts.shape[0]):
+        slot = _hash(data, starts[row], ends[row]) & mask
+        while table[slot] >= 0:
+            other = table[slot]
+            if _same(data, starts[row], ends[row], starts[other], ends[other]):
+                return table, row, other
+            slot = (slot + np.uint64(1)) & mask
+        table[slot] = row
+    return table, -1, -1
+
+
+@numba.njit(cache=True, inline="always")
+def _word(data, i, j, table, starts, ends) -> int:
+    mask = np.uint64(table.shape[0] - 1)
+    slot = _hash(data, i, j) & mask
+    while table[slot] >= 0:
+        row = table[slot]
+        if _same(data, i, j, starts[row], ends[row]):
+            return row
+        slot = (slot + np.uint64(1)) & mask
+    return -1
+
+
+@numba.njit(cache=True)
+def _scan(data, start, end, n, m, table, starts, ends):
+    """The m entries of an order-n section data[start:end]: (ids (m, n) over the unigrams' rows (order 1: the
+    words' byte spans, in starts / ends), log10 p (m,), log10 bow (m,; 0 where absent), slow (m,) int8: bit 1 a
+    probability, bit 2 a weight the fast path did not read, refusal, its entry, its detail)."""
+    ids = np.empty((m, n), np.int32)
+    logp, logbow, slow = np.empty(m), np.zeros(m), np.zeros(m, np.int8)
+    entry, i = 0, start
+    while i < end:
+        fields, k = 0, i
+        while True:
+            while k < end and _space(data[k]):
+                k += 1
+            if k >= end or data[k] == 10:
+                break
+            f = k
+            while k < end and data[k] != 10 and not _space(data[k]):
+                k += 1
+            fields += 1
+            if entry >= m:
+                return ids, logp, logbow, slow, MORE, entry, 0
+            if fields > n + 2:
+                return ids, logp, logbow, slow, FIELDS, entry, fields
+            if fields == 1:
+                value, fast = _number(data, f, k)
+                logp[entry] = value
+                slow[entry] |= 0 if fast else 1
+            elif fields <= n + 1 and n == 1:
+                starts[entry], ends[entry] = f, k
+            elif fields <= n + 1:
+                row = _word(data, f, k, table, starts, ends)
+                if row < 0:
+                    return ids, logp, logbow, slow, UNKNOWN_WORD, entry, fields - 1
+                ids[entry, fields - 2] = row
+            else:
+                value, fast = _number(data, f, k)
+                logbow[entry] = value
+                slow[entry] |= 0 if fast else 2
+        if 0 < fields < n + 1:
+            return ids, logp, logbow, slow, FIELDS, entry, fields
+        if fields:
+            entry += 1
+        i = k + 1
+    return ids, logp, logbow, slow, 0, entry, 0
+
+
+@numba.njit(cache=True)
+def _joined(data, starts, ends):
+    """The words of the spans, each followed by a newline (decoded at once)."""
+    out = np.empty(int(np.sum(ends - starts)) + starts.shape[0], np.uint8)
+    at = 0
+    for row in range(starts.shape[0]):
+        for k in range(starts[row], ends[row]):
+            out[at] = data[k]
+            at += 1
+        out[at] = 10
+        at += 1
+    return out
+
+
+def _lines(data: np.ndarray, start: int, end: int, entries: np.ndarray) -> list[str]:
+    """The text of some entries of a section (what a refusal quotes)."""
+    lines = [line for line in bytes(data[start:end]).split(b"\n") if line.strip()]
+    return [lines[int(e)].decode("utf-8", "replace") for e in entries]
+
+
+class _Section:
+    """The parsed entries of the \\n-grams: section: ids (m, n) (order 1: the file's own word of each entry),
+    natural-log probabilities and back-off weights (`_Reader.section`)."""
+
+    def __init__(self, n: int, ids: np.ndarray, logp: np.ndarray, logbow: np.ndarray):
+        self.n, self.ids, self.logp, self.logbow = n, ids, logp, logbow
+
+
+class _Reader:
+    """An ARPA file's bytes, its header and where each section lies; `section(n)` parses one (order 1 first: its
+    words are what the others' are looked up among). A file that is none is a ValueError."""
+
+    def __init__(self, data: np.ndarray):
+        self.data = data
+        marks = _backslash_lines(data)
+        self.found = {}  # order: (start, end) of its section's entries
+        for at, mark in enumerate(marks.tolist()):
+            line = bytes(data[mark:mark + 64]).split(b"\n", 1)[0]
+            match = re.fullmatch(rb"\\(\d+)-grams:", line.rstrip(b" \t\r"))
+            if match and int(match[1]) not in self.found:
+                end = int(marks[at + 1]) if at + 1 < len(marks) else len(data)
+                self.found[int(match[1])] = (min(mark + len(line) + 1, end), end)
+        header_end = self.found[1][0] if 1 in self.found else min(len(data), 1 << 20)
+        self.header = _header_counts(io.StringIO(bytes(data[:header_end]).decode("utf-8")))
+        if not bytes(data[-64:]).rstrip().endswith(b"\\end\\"):
+            raise ValueError("it does not end with \\end\\ (cut short?)")
+        self.order = max(self.header)
+        self.table = self.starts = self.ends = np.zeros(0, np.int64)  # the unigrams' words (`section(1)`)
+        self.words = np.zeros(0, dtype=object)
+
+    def section(self, n: int) -> _Section:
+        if n not in self.found:
+            raise ValueError(f"it lacks its \\{n}-grams: section (cut short?)")
+        data, (start, end), m = self.data, self.found[n], self.header[n]
+        if n == 1:
+            self.starts, self.ends = np.zeros(m, np.int64), np.zeros(m, np.int64)
+        ids, logp, logbow, slow, refusal, entry, detail = _scan(data, start, end, n, m, self.table, self.starts, self.ends)
+        if refusal == MORE or (not refusal and entry != m):
+            raise ValueError(f"the header announces {m} {n}-grams but the section holds {_entries(data, start, end)} "
+                             "(cut short?)")
+        if refusal == FIELDS:
+            raise ValueError(f"entry {entry + 1} of its \\{n}-grams: section has {detail}{'+' if detail > n + 2 else ''} "
+                             f"fields, where an entry has {n + 1} or {n + 2}: its log10 probability, {n} "
+                             f"word{'s' if n > 1 else ''} and its log10 back-off weight (or none)")
+        if refusal == UNKNOWN_WORD:
+            raise ValueError(f"entry {entry + 1} of its \\{n}-grams: section holds a word that is none of its unigrams")
+        slowly = np.flatnonzero(slow)
+        for e, line in zip(slowly.tolist(), _lines(data, start, end, slowly) if len(slowly) else ()):
+            fields = line.split()
+            for bit, column, values in ((1, 0, logp), (2, n + 1, logbow)):
+                if slow[e] & bit:
+                    try:
+                        values[e] = float(fields[column])
+                    except ValueError:
+                        raise ValueError(f"entry {e + 1} of its \\{n}-grams: section holds a malformed number "
+                                         f"{fields[column]!r}") from None
+        if n == 1:
+            self.table, twin, _ = _word_table(data, self.starts, self.ends)
+            if twin >= 0:
+                word = bytes(data[self.starts[twin]:self.ends[twin]]).decode("utf-8", "replace")
+                raise ValueError(f"its \\1-grams: section lists {word!r} twice")
+            self.words = np.array(bytes(_joined(data, self.starts, self.ends)).decode("utf-8").split("\n")[:-1],
+                                  dtype=object)
+            ids = np.arange(m, dtype=np.int32)[:, None]
+        return _Section(n, ids, *(_natural(values, n, what, data, start, end)
+                                  for values, what in ((logp, "probability"), (logbow, "back-off weight"))))
+
+
+def _natural(log10s: np.ndarray, n: int, what: str, data: np.ndarray, start: int, end: int) -> np.ndarray:
+    """A column of log10 values as natural logs; a value whose natural log is not finite (nan, -inf: ARPA's zero
+    is -99; a log10 beyond LOG10_RANGE, whose conversion overflows), or a probability's above 0 (P > 1), is
+    refused naming its entry of the section."""
+    with np.errstate(over="ignore", invalid="ignore"):  # (an overflow is refused below, on the value as converted)
+        logs = log10s * LN10
+    bad = np.flatnonzero(~np.isfinite(logs) | ((log10s > LOG10_ABOVE_ONE) if what == "probability" else False))
+    if len(bad):
+        column = 0 if what == "probability" else n + 1
+        value = _lines(data, start, end, bad[:1])[0].split()[column]
+        raise ValueError(f"entry {int(bad[0]) + 1} of its \\{n}-grams: section has log10 {what} {value}, where "
+                         f"every one is finite, between -{LOG10_RANGE:.3g} and {LOG10_RANGE:.3g} (a float once "
+                         f"converted to a natural log){' and <= 0 (a probability <= 1; -99 for 0)' if what == 'probability' else ''}")
+    return logs
+
+
 def read_arpa_words(path: str | Path) -> list[str]:
     """The words of the file's \\1-grams: section, in the file's order: the vocabulary an ARPA file holds."""
     def read(path: Path) -> list[str]:
-        text = path.read_text(encoding="utf-8")
-        return _section(text, 1, _header_counts(io.StringIO(text))[1])[1].tolist()
+        reader = _Reader(np.fromfile(path, dtype=np.uint8))
+        reader.section(1)
+        return reader.words.tolist()
 
     return read_checked(Path(path), read, what="ARPA file", fix=ARPA_FIX)
 
 
-def _parse(path: Path, vocab: Vocabulary) -> ArpaModel:
-    text = path.read_text(encoding="utf-8")
-    header = _header_counts(io.StringIO(text))
-    if not text.rstrip().endswith("\\end\\"):
-        raise ValueError("it does not end with \\end\\ (cut short?)")
-    N = max(header)
-    frames = {n: _section(text, n, header[n]) for n in range(1, N + 1)}
-    own_words = frames[1][1].to_numpy()                                # the file's own vocabulary
-    distinct, word_ids = np.unique(own_words, return_inverse=True)
-    _refuse_repeats(word_ids[:, None], distinct, 1)                     # (before words are looked up)
-    own = pd.Index(own_words)
-    grams, logp, logbow = {}, [np.zeros(0)], [np.zeros(0)]            # over the file's words
-    for n in range(1, N + 1):
-        frame, every = frames[n], np.ones(len(frames[n]), dtype=bool)
-        rows = np.column_stack([own.get_indexer(frame[j].to_numpy()) for j in range(1, n + 1)])  # (m, n)
-        if n > 1 and (rows < 0).any():
-            line = int(np.flatnonzero((rows < 0).any(axis=1))[0]) + 1
-            raise ValueError(f"entry {line} of its \\{n}-grams: section holds a word that is none of its unigrams")
-        if n > 1:
-            _refuse_repeats(rows, own_words, n)
-        grams[n] = rows
-        logp.append(_log10_column(frame, 0, every, n, "probability"))
-        logbow.append(_log10_column(frame, n + 1, every, n, "back-off weight"))
-    _refuse_unnormalised(_model(len(own_words), N, grams, logp, logbow), own_words)
-    return _over(vocab, path, own_words, grams, logp, logbow)
+def _parse(path: Path, vocab: Vocabulary | None) -> tuple[ArpaModel, Vocabulary]:
+    """The file's model over `vocab` (None: over its own words, `<unk>` first), checked as the module docstring
+    says. Where `vocab` holds the file's words and no other (a file read over its own words), each section is
+    parsed, relabelled, sorted into the table and checked before the next is read."""
+    reader = _Reader(np.fromfile(path, dtype=np.uint8))
+    unigrams = reader.section(1)
+    own_words = reader.words
+    if vocab is None:
+        vocab = Vocabulary([UNK] + [word for word in own_words.tolist() if word != UNK])
+    index = vocab._index
+    to_vocab = np.fromiter((index.get(word, -1) for word in own_words.tolist()), dtype=np.int64, count=len(own_words))
+    if len(own_words) == len(vocab) and (to_vocab >= 0).all():  # the vocabulary's words, in some order
+        to_vocab = to_vocab.astype(np.int32)
+        build = _Build(len(vocab), reader.order, np.array(vocab.words, dtype=object))
+        for n in range(1, reader.order + 1):
+            section = unigrams if n == 1 else reader.section(n)
+            section.ids = to_vocab[section.ids]
+            build.add(section)
+        return build.model(), vocab
+    sections = [unigrams] + [reader.section(n) for n in range(2, reader.order + 1)]
+    build = _Build(len(own_words), reader.order, own_words)            # (checked over its own words)
+    for section in sections:
+        build.add(_Section(section.n, section.ids, section.logp, section.logbow))
+    return _over(vocab, path, to_vocab, sections), vocab
 
 
-def _model(V: int, N: int, grams: dict[int, np.ndarray], logp: list[np.ndarray], logbow: list[np.ndarray]) -> ArpaModel:
-    """The model of order N over V words whose order-n entries are the rows `grams[n]` (ids, any order; order 1
-    the ids 0..V-1 in any order) with those log probabilities and back-off weights."""
-    table = NgramTable(V, {n: grams[n] for n in range(2, N + 1)})
-    unigram = grams[1][:, 0]
-    logp, logbow = list(logp), list(logbow)
-    logp[1], logbow[1] = _scatter(unigram, logp[1]), _scatter(unigram, logbow[1])
-    for n in range(2, N + 1):                                         # the table sorts each order:
-        row = table.index(n, grams[n])                                # (m,) row of each line read
-        logp[n] = _scatter(row, logp[n])
-        logbow[n] = _scatter(row, logbow[n])
-    model = ArpaModel(N)
-    model.set_parameters(table, logp, logbow)
-    return model
+class _Build:
+    """The model of order N over V words, one order at a time (`add`: the order-n entries, ids in any order;
+    order 1 every id once), each checked as it is added (`check`): no n-gram twice, every n-gram's first n - 1
+    words an (n-1)-gram of the file, every distribution summing to 1 (SUM_TOLERANCE). Each order's (m, n) ids
+    are let go once it is checked (its table decodes them from its keys where asked: NgramTable.gram_rows)."""
 
+    def __init__(self, V: int, N: int, words: np.ndarray, check: bool = True):
+        self.table, self.words, self.check = NgramTable(V, {}, order=N), words, check
+        self.logp, self.logbow = [np.zeros(0)], [np.zeros(0)]
+        self.suffix = [np.zeros(0, np.int64)] * 2  # suffix[n][row]: the row of its last n - 1 words (`_check`)
 
-def _refuse_repeats(rows: np.ndarray, words: np.ndarray, n: int) -> None:
-    """Refuse an order whose entries list one n-gram twice (two probabilities of one event)."""
-    ordered = rows[np.lexsort(rows.T[::-1])]
-    repeated = np.flatnonzero((ordered[1:] == ordered[:-1]).all(axis=1))
-    if len(repeated):
-        raise ValueError(f"its \\{n}-grams: section lists {' '.join(words[ordered[repeated[0]]])!r} twice")
+    def add(self, section: _Section) -> None:
+        n, ids, table, words = section.n, section.ids, self.table, self.words
+        if n == 1:
+            self.logp.append(_scatter(ids[:, 0], section.logp))
+            self.logbow.append(_scatter(ids[:, 0], section.logbow))
+            if self.check:
+                _refuse_sum(np.array([np.exp(self.logp[1]).sum()]), lambda bad: "of its unigrams")
+            return
+        prefix = table.index(n - 1, ids[:, :-1])                          # (m,) row of each entry's first n - 1 words
+        if (prefix < 0).any():
+            entry = int(np.flatnonzero(prefix < 0)[0])
+            raise ValueError(f"its \\{n}-grams: section lists {' '.join(words[ids[entry]])!r}, whose first {n - 1} "
+                             f"words are no {n - 1}-gram of the file")
+        keys = table._extend(n, table._pack(ids[:, :-1]) if table.packed[n] else None, prefix, ids[:, -1])
+        order = np.argsort(keys, kind="stable")
+        keys = keys[order]
+        repeated = np.flatnonzero(keys[1:] == keys[:-1])
+        if len(repeated):
+            raise ValueError(f"its \\{n}-grams: section lists {' '.join(words[ids[order[repeated[0]]]])!r} twice")
+        table.grams.append(np.ascontiguousarray(ids[order], dtype=np.int32))
+        table.keys.append(keys)
+        context = prefix[order]
+        table._child_starts[n - 1] = np.concatenate([[0], np.cumsum(np.bincount(context, minlength=table.size(n - 1)))])
+        self.logp.append(section.logp[order])
+        self.logbow.append(section.logbow[order])
+        section.ids = section.logp = section.logbow = None
+        if self.check:
+            self._check(n, context)
+            if n > 2:
+                table.grams[n - 1] = None  # (order n + 1 reads order n's keys and its suffix rows only)
+                self.suffix[n - 1] = None
+
+    def _check(self, n: int, context: np.ndarray) -> None:
+        """Refuse a file whose distributions after the contexts of order n - 1 are not distributions: P(. | h)
+        over the file's words must sum to 1 within SUM_TOLERANCE for every h, computed for all of them at once:
+        the n-grams listed after h, plus bow(h) times the mass that the lower order gives the words not listed
+        after h (probabilities above their rounding, back-off weights inflated). The lower order's P(w | h') of
+        a listed h w is that of h' w where the file lists it (one sorted search of its key, from the row of h'
+        found at the order below: `suffix`), else the whole back-off rule's."""
+        table = self.table
+        grams = table.grams[n]                                        # (m, n) in the table's order
+        if n == 2:
+            below = grams[:, 1].astype(np.int64)
+        elif table.packed[n - 1]:
+            below = table._locate(n - 1, table._pack(grams[:, 1:]))
+        else:
+            shorter = self.suffix[n - 1][context]                     # the row of h' (h without its first word)
+            below = table._locate(n - 1, np.where(shorter >= 0, shorter * table.vocab_size + grams[:, -1], -1))
+        self.suffix.append(below)
+        lower = np.empty(len(grams))
+        listed = below >= 0
+        lower[listed] = self.logp[n - 1][below[listed]]
+        rest = np.flatnonzero(~listed)
+        if len(rest):
+            lower[rest] = _conditional(table, self.logp, self.logbow, grams[rest, 1:-1], grams[rest, -1])
+        size = table.size(n - 1)
+        total = (np.bincount(context, np.exp(self.logp[n]), minlength=size)
+                 + np.exp(self.logbow[n - 1]) * (1 - np.bincount(context, np.exp(lower), minlength=size)))
+        _refuse_sum(total, lambda bad: f"after {' '.join(self.words[table.gram_rows(n - 1)[bad]])!r}")
+
+    def model(self) -> ArpaModel:
+        if self.check and self.table.order > 1:
+            self.table.grams[self.table.order] = None
+        self.suffix = []
+        model = ArpaModel(self.table.order)
+        model.set_parameters(self.table, self.logp, self.logbow)
+        return model
 
 
 SUM_TOLERANCE = 1e-3  # |sum - 1| of a context's distribution beyond this: not a model (8 printed decimals: 1e-7)
 
 
-def _conditional(model: ArpaModel, contexts: np.ndarray, words: np.ndarray) -> np.ndarray:
+def _refuse_sum(total: np.ndarray, context) -> None:
+    bad = np.flatnonzero(~(np.abs(total - 1) <= SUM_TOLERANCE))
+    if len(bad):
+        raise ValueError(f"the distribution {context(int(bad[0]))} sums to {total[bad[0]]:.6g}, not 1 (within "
+                         f"{SUM_TOLERANCE:g}): its probabilities or back-off weights are not a model's")
+
+
+def _conditional(table: NgramTable, logp: list, logbow: list, contexts: np.ndarray, words: np.ndarray) -> np.ndarray:
     """ln P(words[i] | contexts[i]) by the back-off rule, for (m, k) contexts and (m,) words at once."""
     k = contexts.shape[1]
-    result, best = model.logp[1][words].copy(), np.ones(len(words), dtype=np.int64)
+    result, best = logp[1][words].copy(), np.ones(len(words), dtype=np.int64)
     for n in range(2, k + 2):
-        rows = model.table.index(n, np.column_stack([contexts[:, k - (n - 1):], words]))
+        rows = table.index(n, np.column_stack([contexts[:, k - (n - 1):], words]))
         hit = rows >= 0
-        result[hit], best[hit] = model.logp[n][rows[hit]], n
+        result[hit], best[hit] = logp[n][rows[hit]], n
     for m in range(1, k + 1):
-        rows = model.table.index(m, contexts[:, k - m:])
+        rows = table.index(m, contexts[:, k - m:])
         use = (rows >= 0) & (best <= m)
-        result[use] += model.logbow[m][rows[use]]
+        result[use] += logbow[m][rows[use]]
     return result
 
 
-def _refuse_unnormalised(model: ArpaModel, words: np.ndarray) -> None:
-    """Refuse a file whose distributions are not distributions: P(. | h) over the file's words must sum to 1
-    within SUM_TOLERANCE for the empty context and every context h of order < N, computed for all of them at
-    once, order by order: the n-grams listed after h, plus bow(h) times the mass that the lower order gives
-    the words not listed after h (probabilities above their rounding, back-off weights inflated)."""
-    totals = [np.array([np.exp(model.logp[1]).sum()])]
-    contexts = [np.zeros((1, 0), dtype=np.int64)]
-    for n in range(2, model.order + 1):
-        grams = model.table.grams[n]                                  # (m, n) in the table's order
-        context = model.table.index(n - 1, grams[:, :-1])             # (m,) row of each one's context
-        size = model.table.size(n - 1)
-        listed = np.bincount(context, np.exp(model.logp[n]), minlength=size)
-        lower = np.bincount(context, np.exp(_conditional(model, grams[:, 1:-1], grams[:, -1])), minlength=size)
-        totals.append(listed + np.exp(model.logbow[n - 1]) * (1 - lower))
-        contexts.append(model.table.grams[n - 1])
-    for total, context in zip(totals, contexts):
-        bad = np.flatnonzero(~(np.abs(total - 1) <= SUM_TOLERANCE))
-        if len(bad):
-            after = f"after {' '.join(words[context[bad[0]]])!r}" if context.shape[1] else "of its unigrams"
-            raise ValueError(f"the distribution {after} sums to {total[bad[0]]:.6g}, not 1 (within "
-                             f"{SUM_TOLERANCE:g}): its probabilities or back-off weights are not a model's")
-
-
-def _over(vocab: Vocabulary, path: Path, own_words: np.ndarray, grams: dict[int, np.ndarray],
-          logp: list[np.ndarray], logbow: list[np.ndarray]) -> ArpaModel:
+def _over(vocab: Vocabulary, path: Path, to_vocab: np.ndarray, sections: list[_Section]) -> ArpaModel:
     """The file's model (over its own words) as a model over `vocab` (module docstring: words outside V dropped,
     V's unlisted words <unk>'s unigram)."""
-    to_vocab = pd.Index(vocab.words).get_indexer(own_words)          # file word -> id of V, -1 outside
-    V, N = len(vocab), len(grams)
+    V = len(vocab)
     dropped = 0
-    for n in range(1, N + 1):
-        ids = to_vocab[grams[n]]                                      # (m, n)
+    for section in sections:
+        ids = to_vocab[section.ids]                                   # (m, n)
         keep = (ids >= 0).all(axis=1)
         dropped += int((~keep).sum())
-        grams[n], logp[n], logbow[n] = ids[keep], logp[n][keep], logbow[n][keep]
+        section.ids, section.logp, section.logbow = ids[keep], section.logp[keep], section.logbow[keep]
     if dropped:
         log.info("%s: dropped %d n-grams holding words outside the vocabulary", path, dropped)
+    unigrams = sections[0]
     unlisted = np.ones(V, dtype=bool)
-    unlisted[grams[1][:, 0]] = False
+    unlisted[unigrams.ids[:, 0]] = False
     if unlisted[vocab.unk_id]:
         raise LMBenchError(f"{path} lacks {UNK} and {int(unlisted.sum())} words of the vocabulary: "
                            "build the ARPA file over this vocabulary with <unk> included")
-    unk = logp[1][np.flatnonzero(grams[1][:, 0] == vocab.unk_id)[0]]
+    unk = unigrams.logp[np.flatnonzero(unigrams.ids[:, 0] == vocab.unk_id)[0]]
     extra = np.flatnonzero(unlisted)                                  # KenLM: unlisted words are <unk>
-    grams[1] = np.concatenate([grams[1], extra[:, None]]).astype(np.int64)
-    logp[1] = np.concatenate([logp[1], np.full(len(extra), unk)])
-    logbow[1] = np.concatenate([logbow[1], np.zeros(len(extra))])
-    return _model(V, N, grams, logp, logbow)
+    unigrams.ids = np.concatenate([unigrams.ids, extra[:, None]]).astype(np.int64)
+    unigrams.logp = np.concatenate([unigrams.logp, np.full(len(extra), unk)])
+    unigrams.logbow = np.concatenate([unigrams.logbow, np.zeros(len(extra))])
+    build = _Build(V, len(sections), np.array(vocab.words, dtype=object), check=False)
+    for section in sections:
+        build.add(section)
+    return build.model()
 
 
 def _scatter(row: np.ndarray, values: np.ndarray) -> np.ndarray:

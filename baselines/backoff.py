@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numba
 import numpy as np
 
 from baselines.counts import NgramCounts, NgramTable
@@ -66,6 +67,7 @@ class BackoffModel(LanguageModel):
     """A back-off model over an NgramTable (see the module docstring)."""
 
     min_order, max_order = 1, 6
+    scale = 1.0  # the natural log of the base of logp and logbow: 1 (natural logs), or LN10 (log10, a binary file's)
 
     def __init__(self, order: int):
         if not self.min_order <= order <= self.max_order:
@@ -75,12 +77,13 @@ class BackoffModel(LanguageModel):
         self.table: NgramTable | None = None
         self.logp: list[np.ndarray] = []
         self.logbow: list[np.ndarray] = []
+        self._walked: tuple | None = None  # (table, `_walk`'s arrays of it)
 
     def set_parameters(self, table: NgramTable, logp: list[np.ndarray], logbow: list[np.ndarray]) -> None:
         """Install the parameters: lists indexed by order (entry 0 unused); logbow has orders < N."""
         self.table, self.vocab_size = table, table.vocab_size
-        self.logp = [np.zeros(0)] + [np.asarray(logp[n], dtype=np.float64) for n in range(1, self.order + 1)]
-        self.logbow = [np.zeros(0)] + [np.asarray(logbow[n], dtype=np.float64) for n in range(1, self.order)]
+        self.logp = [np.zeros(0)] + [_values(logp[n]) for n in range(1, self.order + 1)]
+        self.logbow = [np.zeros(0)] + [_values(logbow[n]) for n in range(1, self.order)]
 
     def _estimate_in_memory(self, counts: NgramCounts, listing: Listing, values: list[np.ndarray],
                             logp1: np.ndarray) -> tuple[NgramTable, list[np.ndarray], list[np.ndarray]]:
@@ -97,13 +100,53 @@ class BackoffModel(LanguageModel):
         return listing.table, logp, logbow
 
     def score(self, stream: np.ndarray, start: int) -> np.ndarray:
-        """Natural-log P(stream[t] | up to N-1 previous tokens) for t >= start, in one pass per order
+        """Natural-log P(stream[t] | up to N-1 previous tokens) for t >= start: the compiled walk
+        (`walk`), or for a table of the bounded-memory path (memory-mapped columns) one pass per order
         over each SCORE_CHUNK positions (with the N-1 tokens before them)."""
+        if self.table.walkable():
+            return self.walk(stream, start)[0]
         return in_chunks(self._score, stream, start, self.order - 1)
+
+    def score_segments(self, stream: np.ndarray, segments: np.ndarray) -> np.ndarray:
+        """LanguageModel.score_segments: every segment in one compiled pass (`walk`)."""
+        return self.walk(stream, segments=segments)[0]
+
+    def walk(self, stream: np.ndarray, start: int = 0, segments: np.ndarray | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
+        """(natural-log P, n-gram length) of every position t >= start, or of each segment's (`segments`: rows
+        (first, start, end), LanguageModel.score_segments): the back-off rule in one compiled pass over the
+        stream (`_walk`), the length being the highest order listed that ends at t (KenLM's `ngram_length`)."""
+        if type(stream) is not np.ndarray or stream.dtype != np.int32 or not stream.flags.c_contiguous:
+            stream = np.ascontiguousarray(stream, dtype=np.int32)
+        segments = (np.array(((0, start, len(stream)),), dtype=np.int64) if segments is None
+                    else np.ascontiguousarray(segments, dtype=np.int64))
+        logprobs, lengths, outside = _walk(stream, segments, *self._walk_parameters())
+        if outside >= 0:
+            raise LMBenchError(f"the stream holds id {int(stream[outside])}, outside 0 .. {self.vocab_size - 1}: encode "
+                               "it with the model's vocabulary")
+        return logprobs, lengths
+
+    def _walk_parameters(self) -> tuple:
+        """`_walk`'s arrays (read-only views, one numba type whatever made them), kept while the table is."""
+        if self._walked is None or self._walked[0] is not self.table:
+            def fixed(values, dtype) -> np.ndarray:
+                view = np.ascontiguousarray(np.asarray(values), dtype=dtype).view()
+                view.flags.writeable = False
+                return view
+            N, table, kind = self.order, self.table, np.asarray(self.logp[1]).dtype
+            none = (fixed(np.zeros(0), np.int64),)  # (order N has no children nor weights: a placeholder)
+            parameters = (tuple(fixed(table.keys[n], np.int64) for n in range(1, N + 1)),
+                          tuple(fixed(table.child_starts(n), np.int64) for n in range(1, N)) + none,
+                          tuple(fixed(self.logp[n], kind) for n in range(1, N + 1)),
+                          tuple(fixed(self.logbow[n], kind) for n in range(1, N)) + (fixed(np.zeros(0), kind),),
+                          table.vocab_size, table.bits, max(n for n in range(1, N + 1) if n == 1 or table.packed[n]),
+                          float(self.scale))
+            self._walked = (table, parameters)
+        return self._walked[1]
 
     def _score(self, stream: np.ndarray, start: int) -> np.ndarray:
         idx = self.table.index_stream(stream, self.order)   # idx[n]: (T,) row of the n-gram ending at t
-        result = self.logp[1][stream].copy()                # (T,) order 1 always listed
+        result = self.logp[1][stream].astype(np.float64)    # (T,) order 1 always listed
         best = np.ones(len(stream), dtype=np.int64)         # (T,) highest listed order n*
         for n in range(2, self.order + 1):
             hit = idx[n] >= 0
@@ -114,7 +157,7 @@ class BackoffModel(LanguageModel):
             context[1:] = idx[m][:-1]
             use = (context >= 0) & (best <= m)
             result[use] += self.logbow[m][context[use]]
-        return result[start:]
+        return result[start:] * self.scale
 
     def distribution(self, context: Sequence[int]) -> np.ndarray:
         """P(w | context) for every id w, shape (V,): the back-off rule applied to all V words."""
@@ -122,7 +165,7 @@ class BackoffModel(LanguageModel):
         context = [int(c) for c in context][len(context) - min(len(context), self.order - 1):]
         L = len(context)
         words = np.arange(V, dtype=np.int64)
-        result = self.logp[1].copy()                        # (V,)
+        result = self.logp[1].astype(np.float64)            # (V,)
         best = np.ones(V, dtype=np.int64)
         for n in range(2, L + 2):
             history = np.asarray(context[L - (n - 1):], dtype=np.int64)
@@ -134,4 +177,78 @@ class BackoffModel(LanguageModel):
             row = int(self.table.index(m, np.asarray(context[L - m:])[None, :])[0])
             if row >= 0:
                 result[best <= m] += self.logbow[m][row]
-        return np.exp(result)
+        return np.exp(result * self.scale)
+
+
+def _values(values: np.ndarray) -> np.ndarray:
+    """Parameters as float64, or float32 as they are (a binary file's, memory-mapped: not copied)."""
+    values = np.asarray(values)
+    return values if values.dtype == np.float32 else values.astype(np.float64, copy=False)
+
+
+@numba.njit(cache=True, inline="always")
+def _find(keys, key, lo, hi) -> int:
+    """The row of `key` in keys[lo:hi] (sorted), -1 where absent."""
+    end = hi
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < end and keys[lo] == key else -1
+
+
+@numba.njit(cache=True)
+def _walk(stream, segments, keys, children, logp, logbow, vocab_size, bits, packed, scale):
+    """(log P * scale, n-gram length, -1) of each scored token of each segment (first, start, end) of the stream:
+    of stream[t] for start <= t < end, from up to N-1 tokens before it from `first` on (a segment is read
+    alone), the segments' one after the other; (empty, empty, t) where stream[t] is no id of the vocabulary.
+
+    Per order n (tuples indexed n - 1): `keys` the table's sorted keys, `children` its child starts
+    (NgramTable.child_starts: the rows of order n + 1 after row i of order n are children[i] ..
+    children[i + 1]), `logp`, `logbow` the parameters. Walking the stream, `row[n]` is the row of the
+    n-gram ending at t (-1: not listed); it is searched only where its first n - 1 words are listed
+    (the row at t - 1), among that row's children, by its key (packed up to order `packed`, else
+    the prefix's row times V plus the word): one short binary search per order and token."""
+    N = len(keys)
+    scored = 0
+    for s in range(segments.shape[0]):
+        scored += max(segments[s, 2] - segments[s, 1], 0)
+        for t in range(segments[s, 0], segments[s, 2]):
+            if not 0 <= stream[t] < vocab_size:
+                return np.empty(0, np.float64), np.empty(0, np.int64), t
+    out = np.empty(scored, np.float64)
+    length = np.empty(scored, np.int64)
+    prev_row, prev_key = np.empty(N + 1, np.int64), np.empty(N + 1, np.int64)
+    row, key = np.full(N + 1, -1, np.int64), np.full(N + 1, -1, np.int64)
+    at = 0
+    for s in range(segments.shape[0]):
+        first, start, end = segments[s, 0], segments[s, 1], segments[s, 2]
+        prev_row[:] = -1
+        prev_key[:] = -1
+        for t in range(max(first, start - (N - 1)), end):
+            w = np.int64(stream[t])
+            row[1], key[1] = w, w
+            best = 1
+            for n in range(2, N + 1):
+                p = prev_row[n - 1]
+                if p < 0:
+                    row[n] = -1
+                    continue
+                k = (prev_key[n - 1] << bits) | w if n <= packed else p * vocab_size + w
+                r = _find(keys[n - 1], k, children[n - 2][p], children[n - 2][p + 1])
+                row[n], key[n] = r, k
+                if r >= 0:
+                    best = n
+            if t >= start:
+                value = np.float64(logp[best - 1][row[best]])
+                for m in range(best, N):
+                    if prev_row[m] >= 0:
+                        value += logbow[m - 1][prev_row[m]]
+                out[at] = value * scale
+                length[at] = best
+                at += 1
+            for n in range(1, N + 1):
+                prev_row[n], prev_key[n] = row[n], key[n]
+    return out, length, -1

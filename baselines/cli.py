@@ -1,9 +1,13 @@
-"""`lmbench ngram`: fit an n-gram baseline and print its train/valid/test perplexity.
+"""`lmbench ngram`: fit an n-gram baseline and print its train/valid/test perplexity; `lmbench build-binary`.
 
     lmbench ngram --method {add-one-unigram,deleted-interpolation,katz,kneser-ney,kneser-ney-backoff,class,
                             infini-gram}
                   --order N [--classes C] [--min-ngram-count C] [--memory SIZE [--tmp-dir DIR]]
-                  [--arpa OUT] [--save-logprobs OUT.npz] [corpus options] [--json]
+                  [--arpa OUT] [--binary OUT [--float64]] [--save-logprobs OUT.npz] [corpus options] [--json]
+    lmbench build-binary MODEL.arpa OUT [--float64] [--json]
+
+`--binary` and `build-binary` write a model as a binary file (baselines.binary), which `lmbench.load` opens
+memory-mapped without parsing: the ARPA file's KenLM counterpart is its build_binary.
 
 The methods are `baselines.methods.METHODS`; this file reads the options and runs one. For infini-gram
 (the ∞-gram interpolated with interpolated KN, baselines/infinigram.py) --order is the KN model's order,
@@ -19,7 +23,7 @@ from baselines.methods import BOUNDED_METHODS, CLUSTER_PASSES, METHODS, NGramOpt
 from corpora.cli import add_corpus_options, load_corpus
 from lmbench.errors import LMBenchError
 from lmbench.model import split_perplexity
-from lmbench.options import bounded, integer, output_directory, output_file, refuse_overwriting
+from lmbench.options import bounded, existing_file, integer, output_directory, output_file, refuse_overwriting
 
 
 def infini_gram_figures(model, corpus) -> dict:
@@ -77,15 +81,53 @@ def register(subparsers) -> None:
     add_memory_options(parser, ", ".join(BOUNDED_METHODS))
     parser.add_argument("--arpa", metavar="OUT", type=output_file, default=None,
                         help="also write the model as an ARPA file (back-off methods)")
+    parser.add_argument("--binary", metavar="OUT", type=output_file, default=None,
+                        help="also write the fitted model as a binary file, which `lmbench.load` and `lmbench score` "
+                             "open at once, memory-mapped (every method; docs/api.md)")
+    add_float64(parser)
     parser.add_argument("--save-logprobs", metavar="OUT.npz", type=output_file, default=None,
                         help="save the per-token log-probabilities of valid and test (for lmbench mix)")
     add_corpus_options(parser)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.set_defaults(run=run)
 
+    parser = subparsers.add_parser("build-binary", help="convert an ARPA file into a binary model file, which opens "
+                                   "at once, memory-mapped (as KenLM's build_binary)")
+    parser.add_argument("arpa", type=existing_file, metavar="MODEL.arpa",
+                        help="an ARPA file (`lmbench ngram --arpa`, KenLM's lmplz, SRILM), checked as it is read")
+    parser.add_argument("out", type=output_file, metavar="OUT", help="the binary file to write (e.g. kn5.lmb)")
+    add_float64(parser)
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.set_defaults(run=run_build_binary)
+
+
+def add_float64(parser) -> None:
+    parser.add_argument("--float64", action="store_true",
+                        help="with a binary file: keep its log10 probabilities and back-off weights as float64 "
+                             "(default float32, as KenLM's binary files: half the bytes, scores to 1e-7)")
+
+
+def run_build_binary(args: argparse.Namespace) -> dict:
+    """Read the ARPA file over its own words (checked, baselines.arpa) and write it as a binary file
+    (baselines.binary)."""
+    from baselines.arpa import read_arpa_own
+    from baselines.binary import write_binary
+    refuse_overwriting(args, {"OUT": args.out}, {"MODEL.arpa": args.arpa})
+    started = time.perf_counter()
+    model, vocab = read_arpa_own(args.arpa)
+    read_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    ngrams = write_binary(model, vocab, args.out, "float64" if args.float64 else "float32")
+    return {"arpa": str(args.arpa), "binary": str(args.out), "order": model.order, "vocab_size": len(vocab),
+            "ngrams": ngrams, "values": "float64" if args.float64 else "float32",
+            "bytes": args.out.stat().st_size if args.out.is_file() else None,
+            "read_seconds": round(read_seconds, 3), "write_seconds": round(time.perf_counter() - started, 3)}
+
 
 def run(args: argparse.Namespace) -> dict:
-    refuse_overwriting(args, {"--arpa": args.arpa, "--save-logprobs": args.save_logprobs})
+    refuse_overwriting(args, {"--arpa": args.arpa, "--save-logprobs": args.save_logprobs, "--binary": args.binary})
+    if args.float64 and not args.binary:
+        raise LMBenchError("--float64 sets the values of a binary file: give --binary OUT too, or drop --float64")
     model = make_ngram(NGramOptions(args.method, args.order, args.classes, args.min_ngram_count, args.cluster_passes,
                                     args.memory, args.tmp_dir))
     if args.arpa:
@@ -118,5 +160,12 @@ def run(args: argparse.Namespace) -> dict:
         started = time.perf_counter()
         result["arpa"] = {"path": str(args.arpa), "ngrams": write_arpa(model, corpus.vocab, args.arpa),
                           "seconds": round(time.perf_counter() - started, 3)}
+    if args.binary:
+        from baselines.binary import write_binary
+        started = time.perf_counter()
+        values = "float64" if args.float64 else "float32"
+        ngrams = write_binary(model, corpus.vocab, args.binary, values)
+        result["binary"] = {"path": str(args.binary), "values": values, **({"ngrams": ngrams} if ngrams else {}),
+                            "seconds": round(time.perf_counter() - started, 3)}
     return result
 

@@ -5,13 +5,15 @@ Public API
 `NgramTable(vocab_size, grams)`: the sorted distinct n-grams of orders 1..N of a model, with int64
     keys for `np.searchsorted` lookup. Order 1 is always dense: entry w is word id w, for every id
     of the vocabulary (so a unigram level covers all of V).
-    - `table.order`, `table.vocab_size`, `table.grams[n]` ((m_n, n) int32, lexicographic order),
+    - `table.order`, `table.vocab_size`, `table.grams[n]` ((m_n, n) int32, lexicographic order; None
+      in a table read from a binary file, whose `table.gram_rows(n)` decodes them from the keys),
       `table.keys[n]` ((m_n,) int64, increasing), `table.packed[n]` (bool), `table.size(n)`.
     - `table.index(n, grams)`: row index at order n of each query n-gram ((m, n) ids), -1 if absent.
     - `table.index_stream(stream, max_order)`: list `idx` with `idx[n][t]` the row index of the
       n-gram ending at position t (stream[t-n+1 .. t]), -1 if absent or t < n - 1. Batch scoring.
     - `table.children(n, context_index)`: the rows [lo, hi) at order n whose first n-1 words are
-      the (n-1)-gram `context_index` (contiguous because rows are sorted).
+      the (n-1)-gram `context_index` (contiguous because rows are sorted); `table.child_starts(n)`
+      the same for every row of order n at once (what BackoffModel.walk searches in).
 `count_ngrams(stream, order, vocab_size, packed=None)` -> `NgramCounts`:
     `.table` (an NgramTable), `.counts[n]` (int64 per row; order 1 is bincount over V),
     `.at[n]` (row index of the n-gram starting at each position t = 0 .. len - n),
@@ -65,6 +67,7 @@ class NgramTable:
         self.vocab_size = int(vocab_size)
         self.order = order or max([1, *grams])
         self.bits = key_bits(self.vocab_size)
+        self._child_starts: dict[int, np.ndarray] = {}
         self.packed = [False] + [packs(self.vocab_size, n) and packed is not False
                                  for n in range(1, self.order + 1)]
         self.grams: list[np.ndarray | None] = [None, np.arange(self.vocab_size, dtype=np.int32)[:, None]]
@@ -152,11 +155,39 @@ class NgramTable:
             idx.append(found)
         return idx
 
+    def gram_rows(self, n: int) -> np.ndarray:
+        """grams[n], decoded from the keys where the table holds none (a binary file's, baselines.binary)."""
+        if self.grams[n] is not None:
+            return self.grams[n]
+        keys = np.asarray(self.keys[n])
+        if self.packed[n]:
+            mask = (1 << self.bits) - 1
+            return np.column_stack([(keys >> (self.bits * (n - 1 - j))) & mask for j in range(n)]).astype(np.int32)
+        return np.column_stack([self.gram_rows(n - 1)[keys // self.vocab_size], keys % self.vocab_size]).astype(np.int32)
+
+    def child_starts(self, n: int) -> np.ndarray:
+        """(m_n + 1,) int64, for n < N: the rows of order n + 1 whose first n words are row i of order n
+        are child_starts(n)[i] .. [i + 1] - 1 (rows are sorted, so they are contiguous); computed once
+        (one sorted search), or given (a binary file's, baselines.binary)."""
+        starts = self._child_starts.get(n)
+        if starts is None:
+            keys, above = self.keys[n], self.keys[n + 1]
+            bounds = keys << self.bits if self.packed[n + 1] else np.arange(len(keys), dtype=np.int64) * self.vocab_size
+            starts = np.append(np.searchsorted(above, bounds), len(above)).astype(np.int64)
+            self._child_starts[n] = starts
+        return starts
+
+    def walkable(self) -> bool:
+        """Whether BackoffModel.walk scores over this table: its child starts given (a binary file's), or its
+        keys in memory (not the memory-mapped columns of the bounded path, baselines.disk_counts, whose
+        child starts would take memory in proportion to the model: scored by sorted searches instead)."""
+        return (len(self._child_starts) >= self.order - 1
+                or not any(isinstance(keys, np.memmap) for keys in self.keys[2:]))
+
     def children(self, n: int, context_index: int) -> tuple[int, int]:
         """Rows [lo, hi) at order n whose first n-1 words are row `context_index` of order n-1."""
-        context = self.grams[n - 1][context_index][None, :]
         if self.packed[n]:
-            lo_key = int(self._pack(context)[0]) << self.bits
+            lo_key = int(self.keys[n - 1][context_index]) << self.bits
             hi_key = lo_key + (1 << self.bits)
         else:
             lo_key = context_index * self.vocab_size

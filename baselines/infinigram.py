@@ -149,8 +149,20 @@ class SuffixIndex:
 
     def __init__(self, directory: Path, vocab_size: int):
         directory = Path(directory)
-        self.tokens, self.sa, self.keys = (np.asarray(np.load(directory / f"{name}.npy", mmap_mode="r"))
-                                           for name in ("tokens", "sa", "keys"))
+        self._open(*(np.asarray(np.load(directory / f"{name}.npy", mmap_mode="r")) for name in ("tokens", "sa", "keys")),
+                   vocab_size)
+
+    @classmethod
+    def from_arrays(cls, tokens: np.ndarray, sa: np.ndarray, keys: np.ndarray, vocab_size: int) -> "SuffixIndex":
+        """The index of these arrays (a binary file's, baselines.binary), as they are."""
+        if not len(tokens) == len(sa) == len(keys):
+            raise ValueError(f"its index arrays differ in length ({len(tokens)}, {len(sa)}, {len(keys)})")
+        index = cls.__new__(cls)
+        index._open(tokens, sa, keys, vocab_size)
+        return index
+
+    def _open(self, tokens: np.ndarray, sa: np.ndarray, keys: np.ndarray, vocab_size: int) -> None:
+        self.tokens, self.sa, self.keys = tokens, sa, keys
         self.size = len(self.tokens)
         self.nbytes = self.tokens.nbytes + self.sa.nbytes + self.keys.nbytes
         self.bits, self.group = key_layout(vocab_size)

@@ -41,7 +41,7 @@ log = logging.getLogger("lmbench")
 
 # Each package's command line and the subcommands its `register` adds (tests/test_cli.py checks them), and
 # the commands that take --threads (their package loads torch: the cores are measured before).
-COMMANDS = {"corpora.cli": ("corpus",), "baselines.cli": ("ngram",), "neural.cli": ("train", "eval", "nplm"),
+COMMANDS = {"corpora.cli": ("corpus",), "baselines.cli": ("ngram", "build-binary"), "neural.cli": ("train", "eval", "nplm"),
             "mixing.cli": ("mix",), "reports.cli": ("reproduce", "report", "score", "generate")}
 THREADED = ("train", "eval", "nplm", "reproduce", "score", "generate")
 

@@ -43,8 +43,9 @@ from typing import Iterator
 
 import numpy as np
 
-from baselines.arpa import LN10, LOG10_ZERO, read_arpa, read_arpa_words
+from baselines.arpa import LN10, LOG10_ZERO, read_arpa_own
 from baselines.backoff import BackoffModel
+from baselines.binary import is_binary
 from corpora.record import load_recorded
 from corpora.vocab import UNK, Vocabulary
 from lmbench.errors import LMBenchError
@@ -158,6 +159,33 @@ class TextModel:
                                "words (or eos=True on a model with an end marker)")
         return perplexity(logprobs)
 
+    def score_many(self, texts, *, bos: bool = True, eos: bool = True) -> np.ndarray:
+        """lmbench's: KenLM's `score(text, bos=, eos=)` of each text of a list (log10 P, 0.0 for a text of no
+        token without eos), as one array; each text is read alone, after the begin marker when `bos`. A back-off
+        model scores them all in one compiled pass (`LanguageModel.score_segments`): what `lmbench score FILE`
+        does with a file's lines."""
+        fix = "give a list of texts (str), each of whitespace-separated words"
+        if isinstance(texts, (str, bytes)):
+            raise LMBenchError(f"score_many takes a list of texts, not one text ({texts!r:.40}): {fix}, or score(text)")
+        texts = [_text(text, "a text", fix).split() for text in texts]
+        begin = 1 if bos and self.begin is not None else 0
+        end = [self.vocab.word(self.end)] if eos and self.end is not None else []
+        lengths = np.array([len(words) + len(end) for words in texts], dtype=np.int64)  # (k,) tokens scored
+        firsts = np.cumsum(lengths + begin) - (lengths + begin)                         # (k,) where each starts
+        stream = np.empty(int(np.sum(lengths + begin)), dtype=np.int32)
+        is_begin = np.zeros(len(stream), dtype=bool)
+        is_begin[firsts[lengths > 0] if begin else []] = True
+        stream[is_begin] = self.begin if begin else 0
+        stream[~is_begin & np.repeat(lengths > 0, lengths + begin)] = self.vocab.encode(
+            [word for words in texts if words or end for word in (*words, *end)])
+        scored = lengths > 0
+        segments = np.column_stack([firsts, firsts + begin, firsts + begin + lengths])[scored]
+        totals = np.zeros(len(texts))
+        if scored.any():
+            logprobs = self.model.score_segments(stream, segments) / LN10
+            totals[scored] = np.add.reduceat(logprobs, np.cumsum(lengths[scored]) - lengths[scored])
+        return totals
+
     def full_scores(self, text: str | bytes, bos: bool = True, eos: bool = True, *,
                     history: str | bytes | None = None) -> Iterator[tuple[float, int, bool]]:
         """(log10 probability, n-gram length, out of vocabulary) for each token scored (KenLM's `full_scores`;
@@ -168,13 +196,12 @@ class TextModel:
         stream, start, words = self._stream(text, bos, eos, history)
         if not words:
             return
-        logprobs = self.model.score(stream, start) / LN10
-        positions = np.arange(start, len(stream))
         if isinstance(self.model, BackoffModel):
-            found = self.model.table.index_stream(stream, self.model.order)  # found[n][t]: n-gram ending at t, or -1
-            lengths = np.max([np.where(found[n] >= 0, n, 1) for n in range(1, self.model.order + 1)], axis=0)[start:]
+            logprobs, lengths = self.model.walk(stream, start)  # (lengths: the longest n-gram listed ending there)
         else:
+            logprobs, positions = self.model.score(stream, start), np.arange(start, len(stream))
             lengths = positions + 1 if self.order is None else np.minimum(positions + 1, self.order)
+        logprobs = logprobs / LN10
         oov = [word not in self.vocab or word == UNK for word in words]
         for logprob, length, unknown in zip(logprobs.tolist(), lengths.tolist(), oov):
             yield logprob, int(length), unknown
@@ -344,34 +371,60 @@ def load(path: str | Path, row: str | None = None, *, device: str = "auto", thre
     path = Path(path)
     if path.is_file():
         if row is not None:
-            raise LMBenchError(f"row {row!r}: {path} is a file (an ARPA file has no rows); a row names a model of "
-                               "a work folder (runs/NAME)")
+            raise LMBenchError(f"row {row!r}: {path} is a file (an ARPA or binary model file has no rows); a row names "
+                               "a model of a work folder (runs/NAME)")
+        if is_binary(path):
+            return TextModel(*_binary(path), str(path))
         with open(path, "rb") as f:
             first = f.read(1 << 12).lstrip().split(b"\n", 1)[0].strip()
         if first != b"\\data\\":
-            raise LMBenchError(f"{path} is a file that is no ARPA file (its first line is not \\data\\): give an ARPA "
-                               "file, a network run folder (lmbench train --out) or a work folder (runs/NAME) with a row")
-        vocab = Vocabulary([UNK] + [word for word in read_arpa_words(path) if word != UNK])
-        return TextModel(read_arpa(path, vocab), vocab, str(path))
+            raise LMBenchError(f"{path} is a file that is no ARPA file (its first line is not \\data\\) nor a binary "
+                               "model file (lmbench build-binary): give one of them, a network run folder (lmbench "
+                               "train --out) or a work folder (runs/NAME) with a row")
+        return TextModel(*read_arpa_own(path), str(path))
     if (path / "rows").is_dir():
         return _row(path, row, device, threads)
     if path.is_dir() and any((path / name).exists() for name in (*NETWORK_FILES, "corpus.json")):
         if row is not None:
             raise LMBenchError(f"row {row!r}: {path} is a network run folder, which holds one model; a row names a "
                                "model of a work folder (runs/NAME)")
-        return _network(path, load_recorded(path), device, threads, str(path))
+        return _network(path, load_recorded(path).vocab, device, threads, str(path))
     what = "a folder" if path.is_dir() else "no file or folder"
     raise LMBenchError(f"{path} is {what}, not a saved model: give an ARPA file, a network run folder "
                        "(lmbench train --out) or a work folder (runs/NAME) with a row")
 
 
-def _network(run: Path, corpus, device: str, threads: int | None, name: str) -> TextModel:
+def _binary(path: Path, fix: str = "") -> tuple[LanguageModel, Vocabulary]:
+    """(model, vocabulary) of a binary model file (baselines.binary), memory-mapped; a damaged one refused in one
+    line naming it and `fix` (checked against its record where it has one: a work folder's)."""
+    from baselines.binary import FIX, read_binary
+    return read_checked(path, read_binary, what="binary model file", fix=fix or FIX)
+
+
+def _network(run: Path, vocab: Vocabulary, device: str, threads: int | None, name: str) -> TextModel:
+    from types import SimpleNamespace
+
     from neural.training.checkpoint import load_network
-    return TextModel(load_network(run, corpus, device=device, threads=threads), corpus.vocab, name)
+    return TextModel(load_network(run, SimpleNamespace(vocab=vocab), device=device, threads=threads), vocab, name)
+
+
+KEPT_VOCABULARY = "vocab.json"  # a work folder's vocabulary, what a network row is read over (`kept_vocabulary`)
+
+
+def kept_model(work: Path, row_id: str, fingerprint: str) -> Path:
+    """Where a work folder keeps the model of its n-gram row (a binary model file, baselines.binary, float64:
+    written by reports.pipeline when the row is fitted), under the row's fingerprint as a network's training
+    folder is."""
+    return Path(work) / "ngram" / f"{row_id}-{fingerprint}.lmb"
+
+
+def kept_vocabulary(work: Path) -> Path:
+    """Where a work folder keeps its corpus's vocabulary (written by reports.pipeline with corpus.json)."""
+    return Path(work) / KEPT_VOCABULARY
 
 
 def _row(work: Path, row: str | None, device: str, threads: int | None) -> TextModel:
-    """Row `row` of the work folder `work`, over the corpus the folder records (`row_model`)."""
+    """Row `row` of the work folder `work` (`row_model`), from what the folder keeps."""
     saved = sorted(path.name[:-len(".json")] for path in (work / "rows").glob("*.json"))
     if row is None or row not in saved:
         asked = "name one of its rows" if row is None else f"it holds no row {row!r}"
@@ -381,17 +434,43 @@ def _row(work: Path, row: str | None, device: str, threads: int | None) -> TextM
     if record["kind"] == "mix":
         raise LMBenchError(f"row {row} of {work} mixes {', '.join(record['parts'])}: a mixture is no one saved "
                            f"model; load a part (row={record['parts'][0]!r})")
-    return row_model(work, record, load_recorded(work), device=device, threads=threads)
+    return row_model(work, record, device=device, threads=threads)
 
 
-def row_model(work: Path, record: dict, corpus, *, device: str = "auto", threads: int | None = None) -> TextModel:
-    """The model of a row of work folder `work` (`record`: its rows/ID.json, or its row of results.json) over
-    `corpus`, the corpus it ran on: a network row's best model from its training folder, an n-gram row
-    refitted."""
+def row_model(work: Path, record: dict, corpus=None, *, device: str = "auto", threads: int | None = None) -> TextModel:
+    """The model of a row of work folder `work` (`record`: its rows/ID.json, or its row of results.json): a
+    network row's best model from its training folder (`nplm/ID-FINGERPRINT`) over the vocabulary the folder
+    keeps (`kept_vocabulary`), an n-gram row's kept model (`kept_model`). A folder made before they were kept
+    is read over `corpus` (the corpus it ran on; None: the one its corpus.json records, loaded), an n-gram row
+    refitted on it (every method is deterministic)."""
+    work = Path(work)
     name = f"{work}:{record['id']}"
     if record["kind"] == "network":
-        return _network(work / "nplm" / f"{record['id']}-{record['fingerprint']}", corpus, device, threads, name)
+        folder = work / "nplm" / f"{record['id']}-{record['fingerprint']}"
+        if corpus is None and kept_vocabulary(work).is_file():
+            return _network(folder, Vocabulary.load(kept_vocabulary(work)), device, threads, name)
+        corpus = corpus if corpus is not None else _recorded(work, record, "its vocabulary")
+        return _network(folder, corpus.vocab, device, threads, name)
+    kept = kept_model(work, record["id"], record["fingerprint"])
+    if kept.is_file():
+        return TextModel(*_binary(kept, fix=f"delete it and run its `lmbench reproduce` command again, which fits "
+                                            f"row {record['id']} again"), name)
     from baselines.methods import NGramOptions, make_ngram
+    corpus = corpus if corpus is not None else _recorded(work, record, "its model")
     options = NGramOptions(record["method"], record["n"], record["classes"], record["min_ngram_count"],
                            record["cluster_passes"])
     return TextModel(make_ngram(options).fit(corpus), corpus.vocab, name)
+
+
+def _recorded(work: Path, record: dict, what: str):
+    """The corpus a work folder records, for a row of a folder made before it kept `what`; where it cannot be
+    loaded (its files moved), one line saying what is missing and what makes the folder stand on its own."""
+    try:
+        return load_recorded(work)
+    except LMBenchError as err:
+        problem = str(err).split(": ", 1)[0]
+        raise LMBenchError(f"row {record['id']} of {work} keeps no copy of {what} (the folder was made before "
+                           f"`lmbench reproduce` kept them) and cannot be read without its corpus: {problem}; put the "
+                           f"corpus files back where {work}/corpus.json records them, or run the `lmbench reproduce` "
+                           f"command that made {work} again with its corpus (its rows stay cached), which keeps "
+                           f"every row's model and the vocabulary in {work}") from None
