@@ -95,7 +95,7 @@ def register(subparsers) -> None:
                                    "at once, memory-mapped (as KenLM's build_binary)")
     parser.add_argument("arpa", type=existing_file, metavar="MODEL.arpa",
                         help="an ARPA file (`lmbench ngram --arpa`, KenLM's lmplz, SRILM), checked as it is read")
-    parser.add_argument("out", type=output_file, metavar="OUT", help="the binary file to write (e.g. kn5.lmb)")
+    parser.add_argument("out", type=output_file, help="the binary file to write (e.g. kn5.lmb)")
     add_float64(parser)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.set_defaults(run=run_build_binary)
@@ -112,7 +112,7 @@ def run_build_binary(args: argparse.Namespace) -> dict:
     (baselines.binary)."""
     from baselines.arpa import read_arpa_own
     from baselines.binary import write_binary
-    refuse_overwriting(args, {"OUT": args.out}, {"MODEL.arpa": args.arpa})
+    refuse_overwriting(args, {"out": args.out}, {"MODEL.arpa": args.arpa})
     started = time.perf_counter()
     model, vocab = read_arpa_own(args.arpa)
     read_seconds = time.perf_counter() - started

@@ -7,7 +7,8 @@ know), so that `corpus`, `ngram` and `mix` start without the networks' registry,
 torch (`neural.families`). Before a command that trains or scores a network (`THREADED`: those with
 --threads) loads it, the free cores are measured and OpenMP asked for passive waiting where some are busy
 (`lmbench.threads`, read by torch when it loads), and the first log line says how many threads the run
-takes and why.
+takes and why; `score` and `generate` (`WHEN_A_NETWORK`, lmbench_cli.score) do so only for a model that is
+a network, an n-gram model being scored without torch, the measure or the line.
 
 Each package registers its subcommands through a `register(subparsers)` function whose `run(args)`
 returns a dict of figures: printed as JSON with --json, else as indented `key: value` lines; or the
@@ -42,8 +43,11 @@ log = logging.getLogger("lmbench")
 # Each package's command line and the subcommands its `register` adds (tests/test_cli.py checks them), and
 # the commands that take --threads (their package loads torch: the cores are measured before).
 COMMANDS = {"corpora.cli": ("corpus",), "baselines.cli": ("ngram", "build-binary"), "neural.cli": ("train", "eval", "nplm"),
-            "mixing.cli": ("mix",), "reports.cli": ("reproduce", "report", "score", "generate")}
+            "mixing.cli": ("mix",), "reports.cli": ("reproduce", "report"), "lmbench_cli.score": ("score", "generate")}
 THREADED = ("train", "eval", "nplm", "reproduce", "score", "generate")
+# of those, the commands whose parser loads no torch and that run a network only for some models (`runs_network`,
+# lmbench_cli.score): the cores are measured, and the threads said, once the parsed model is known to be one
+WHEN_A_NETWORK = ("score", "generate")
 
 
 def build_parser(argv: list[str] | None = None) -> OptionParser:
@@ -162,14 +166,19 @@ def _main(argv: list[str] | None) -> int:
             stream.reconfigure(encoding="utf-8")                                               # write them
     try:
         argv = list(sys.argv[1:] if argv is None else argv)
-        if next((word for word in argv if not word.startswith("-")), None) in THREADED:
+        command = next((word for word in argv if not word.startswith("-")), None)
+        if command in THREADED and command not in WHEN_A_NETWORK:
             threads.bound_thread_variables()  # a thread count torch's OpenMP would crash on, refused first
             threads.choose_waiting()  # the free cores now, before the command's package loads torch
         args = build_parser(argv).parse_args(argv)
         args.argv = argv  # the words, for a command that relaunches itself
         logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                             format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
-        if hasattr(args, "threads"):  # a command that may run torch: its threads and why
+        threaded = hasattr(args, "threads") and (command not in WHEN_A_NETWORK or args.runs_network(args))
+        if threaded and command in WHEN_A_NETWORK:  # (its parser loaded no torch)
+            threads.bound_thread_variables()
+            threads.choose_waiting()
+        if threaded:  # a command that may run torch: its threads and why
             given = "--threads" if args.threads else "OMP_NUM_THREADS" if os.environ.get("OMP_NUM_THREADS") else ""
             log.info("threads: %s%s", threads.described(args.threads or threads.default_threads()),
                      f"; {given} sets the count" if given else "; the count: the free cores")

@@ -162,8 +162,12 @@ class TextModel:
     def score_many(self, texts, *, bos: bool = True, eos: bool = True) -> np.ndarray:
         """lmbench's: KenLM's `score(text, bos=, eos=)` of each text of a list (log10 P, 0.0 for a text of no
         token without eos), as one array; each text is read alone, after the begin marker when `bos`. A back-off
-        model scores them all in one compiled pass (`LanguageModel.score_segments`): what `lmbench score FILE`
-        does with a file's lines."""
+        model scores them all in one compiled pass (`LanguageModel.score_segments`)."""
+        return self.score_lines(texts, bos=bos, eos=eos)[0]
+
+    def score_lines(self, texts, *, bos: bool = True, eos: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(log10 P, tokens scored, words out of the vocabulary) of each text of a list, as `score_many` scores
+        them and `full_scores` counts them: `lmbench score FILE`'s lines."""
         fix = "give a list of texts (str), each of whitespace-separated words"
         if isinstance(texts, (str, bytes)):
             raise LMBenchError(f"score_many takes a list of texts, not one text ({texts!r:.40}): {fix}, or score(text)")
@@ -183,8 +187,10 @@ class TextModel:
         totals = np.zeros(len(texts))
         if scored.any():
             logprobs = self.model.score_segments(stream, segments) / LN10
-            totals[scored] = np.add.reduceat(logprobs, np.cumsum(lengths[scored]) - lengths[scored])
-        return totals
+            with np.errstate(over="ignore"):  # a sum beyond a float's range: -inf
+                totals[scored] = np.add.reduceat(logprobs, np.cumsum(lengths[scored]) - lengths[scored])
+        oov = np.array([sum(_oov(self.vocab, words)) for words in texts], dtype=np.int64)
+        return totals, lengths, oov
 
     def full_scores(self, text: str | bytes, bos: bool = True, eos: bool = True, *,
                     history: str | bytes | None = None) -> Iterator[tuple[float, int, bool]]:
@@ -202,7 +208,7 @@ class TextModel:
             logprobs, positions = self.model.score(stream, start), np.arange(start, len(stream))
             lengths = positions + 1 if self.order is None else np.minimum(positions + 1, self.order)
         logprobs = logprobs / LN10
-        oov = [word not in self.vocab or word == UNK for word in words]
+        oov = _oov(self.vocab, words)
         for logprob, length, unknown in zip(logprobs.tolist(), lengths.tolist(), oov):
             yield logprob, int(length), unknown
 
@@ -303,6 +309,11 @@ class TextModel:
         return self.vocab.decode(drawn)
 
 
+def _oov(vocab: Vocabulary, words: list[str]) -> list[bool]:
+    """Whether each word is out of the vocabulary (read as <unk>), <unk> itself included: full_scores' oov."""
+    return [word not in vocab or word == UNK for word in words]
+
+
 def _text(value, what: str, fix: str) -> str:
     """A text as a str: bytes read as UTF-8, as KenLM reads them; anything else refused in one line."""
     if isinstance(value, str):
@@ -392,6 +403,21 @@ def load(path: str | Path, row: str | None = None, *, device: str = "auto", thre
     what = "a folder" if path.is_dir() else "no file or folder"
     raise LMBenchError(f"{path} is {what}, not a saved model: give an ARPA file, a network run folder "
                        "(lmbench train --out) or a work folder (runs/NAME) with a row")
+
+
+def holds_network(path: str | Path, row: str | None = None) -> bool:
+    """Whether `load(path, row)` would load a network (torch): a network run folder, or a work folder's network
+    row; not a file (an ARPA or binary model file) nor a work folder's n-gram or mixture row. What load refuses
+    (no such path, row or record) is left to it: False."""
+    path = Path(path)
+    if path.is_file() or not path.is_dir():
+        return False
+    if not (path / "rows").is_dir():
+        return True
+    try:
+        return json.loads((path / "rows" / f"{row}.json").read_text(encoding="utf-8")).get("kind") == "network"
+    except (OSError, ValueError, AttributeError, TypeError):
+        return False
 
 
 def _binary(path: Path, fix: str = "") -> tuple[LanguageModel, Vocabulary]:

@@ -1,29 +1,26 @@
 """`lmbench reproduce brown|ap` runs the paper's table end to end, `lmbench reproduce text --train A
 --valid B --test C` the same comparison on a user's corpus; `lmbench report ...` rebuilds a report from
-results.json without retraining, `lmbench report summary` the cross-corpus summary from every report's."""
+results.json without retraining, `lmbench report summary` the cross-corpus summary from every report's.
+(`lmbench score` and `generate`, on a saved model, are lmbench_cli.score's: this module reads the networks'
+registry, and with it torch, as it loads.)"""
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import re
 from pathlib import Path
-from typing import Iterator
-
-import numpy as np
 
 from baselines.cli import add_memory_options
 from baselines.methods import BOUNDED_METHODS
 from lmbench.errors import LMBenchError
-from lmbench.options import (NAME_BYTES, THREADS_MAX, examined_path, existing_file, integer, number, output_directory,
+from lmbench.options import (NAME_BYTES, THREADS_MAX, existing_file, integer, number, output_directory,
                              refuse_overwriting, split_fractions, write_refusal)
 from neural.precision import CHOICES as PRECISION_CHOICES
 from reports.experiments import DEFAULT, EXTRA_ROWS, KINDS, NETWORKS_BEYOND_2003, OURS, ROWS, TABLE1_NETWORKS
 
 CORPORA = sorted(ROWS) + ["text"]
 NETWORK_IDS = [DEFAULT] + [name.lower() for name in TABLE1_NETWORKS] + [OURS, *NETWORKS_BEYOND_2003]
-SAMPLE_MAX = 100_000  # words one `lmbench generate` draws at most
 EXTRA_GROUPS = sorted({name for groups in EXTRA_ROWS.values() for name in groups})
 
 
@@ -175,93 +172,6 @@ def register(subparsers) -> None:
                      "are written, and the answer block of the README.md beside that folder")
     _add_allow_dirty(parser)
     parser.set_defaults(run=run_report)
-
-    parser = subparsers.add_parser("score", help="score a file of raw text with a saved model: each line's log10 "
-                                   "probability and perplexity, then the file's (reports.api)")
-    _add_model(parser)
-    parser.add_argument("file", type=text_file, help="a UTF-8 text file, one sentence a line (blank lines "
-                        "skipped), or - for standard input")
-    parser.add_argument("--no-bos", action="store_true", help="read each line from an empty context, not after "
-                        "the begin marker")
-    parser.add_argument("--no-eos", action="store_true", help="do not score the end marker after each line")
-    parser.add_argument("--json", action="store_true", help="JSON lines instead of TSV")
-    parser.set_defaults(run=run_score)
-
-    parser = subparsers.add_parser("generate", help="sample text from a saved model (reproducible with --seed)")
-    _add_model(parser)
-    parser.add_argument("--words", type=integer(1, SAMPLE_MAX), default=20, help="how many words to draw (default 20)")
-    parser.add_argument("--seed-text", default=None, help="the text the sample continues (default: the start of a "
-                        "sentence, after the corpus's marker)")
-    parser.add_argument("--seed", type=integer(0, 2 ** 32 - 1), default=0,
-                        help="the random seed: the same seed, the same words (default 0)")
-    parser.add_argument("--temperature", type=number(1e-3, 1e3), default=1.0,
-                        help="divides the log-probabilities: below 1 likelier words, above 1 flatter (default 1)")
-    parser.add_argument("--json", action="store_true", help="print the words as JSON")
-    parser.set_defaults(run=run_generate)
-
-
-def text_file(text: str) -> Path | str:
-    """`lmbench score`'s text: - (standard input) or an existing file."""
-    return text if text == "-" else existing_file(text)
-
-
-def _add_model(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", type=examined_path, help="an ARPA file, a network run folder (lmbench train "
-                        "--out), or a work folder (runs/NAME) with --row")
-    parser.add_argument("--row", default=None, help="with a work folder: the id of the row to load, e.g. "
-                        "kn-interp-5, lstm")
-    parser.add_argument("--threads", type=integer(1, THREADS_MAX), default=None,
-                        help="CPU threads of a network (default: the free cores)")
-
-
-def _loaded(args: argparse.Namespace):
-    from reports.api import load
-    return load(args.model, args.row, threads=args.threads)
-
-
-def run_score(args: argparse.Namespace) -> Iterator[dict | str]:
-    """Each non-blank line's log10 probability, tokens scored, out-of-vocabulary words and perplexity (TSV
-    under a header, or one JSON object a line), then the file's (`total`): every token of every line. The
-    text is read a block at a time (corpora.text.read_lines: standard input's lines scored as they come);
-    the first line is read, and a text without one refused, before the model loads."""
-    from corpora.text import read_lines
-    lines = ((number, line) for number, line in enumerate(read_lines(args.file), 1) if line.strip())
-    first = next(lines, None)
-    if first is None:
-        source = "standard input" if args.file == "-" else args.file
-        raise LMBenchError(f"{source} holds no text to score: give a file of sentences, one a line")
-    return _scores(_loaded(args), itertools.chain([first], lines), args)
-
-
-def _scores(model, lines: Iterator[tuple[int, str]], args: argparse.Namespace) -> Iterator[dict | str]:
-    """run_score's rows, each made as its line is read."""
-    def shown(entry: dict) -> dict | str:
-        with np.errstate(over="ignore"):  # beyond a float's range (a line far below ARPA's zero): inf, null in JSON
-            entry = {**entry, "perplexity": float(np.power(10.0, -entry["log10_prob"] / entry["tokens"]))}
-        return entry if args.json else "\t".join(str(value) for value in entry.values())
-
-    if not args.json:
-        yield "line\tlog10_prob\ttokens\toov\tperplexity"
-    whole = {"line": "total", "log10_prob": 0.0, "tokens": 0, "oov": 0}
-    for line_number, line in lines:
-        scores = np.array(list(model.full_scores(line, not args.no_bos, not args.no_eos)))  # (tokens, 3)
-        with np.errstate(over="ignore"):  # a sum beyond a float's range: -inf (null in JSON)
-            entry = {"line": line_number, "log10_prob": float(scores[:, 0].sum()), "tokens": len(scores),
-                     "oov": int(scores[:, 2].sum())}
-        whole = {**whole, **{key: whole[key] + entry[key] for key in ("log10_prob", "tokens", "oov")}}
-        yield shown(entry)
-    yield shown(whole)
-
-
-def run_generate(args: argparse.Namespace) -> dict | list[str]:
-    """The sample's words on one line (with --json: the words, the seed text and the options)."""
-    from reports.api import check_sampling
-    check_sampling(args.words, args.temperature)  # before the model loads
-    words = _loaded(args).sample(args.words, args.seed_text, args.seed, args.temperature)
-    if args.json:
-        return {"model": args.model, "row": args.row, "seed_text": args.seed_text, "seed": args.seed,
-                "temperature": args.temperature, "words": words}
-    return [" ".join(words)]
 
 
 def _text_corpus(args: argparse.Namespace):

@@ -340,6 +340,7 @@ class Reproduction:
                                f"{self.settings.corpus} table; its networks: "
                                f"{','.join(row.id for row in table if row.family)}, ours, or a family of --extra")
         write_record(self.work, self.corpus_options())  # (once the rows asked for are known to be there)
+        self.keep_vocabulary()
         self.seeded = seed_copies(table, self.seeds[1:], self.seeds_for or (trained if self.left_out else ()))
         self.rows = table + [copy for copies in self.seeded.values() for copy in copies]
         self.original = {copy.id: row_id for row_id, copies in self.seeded.items() for copy in copies}
@@ -378,6 +379,9 @@ class Reproduction:
             if not held:
                 return False
             result = self.read_cached(row, progress)
+            if result is not None and row.kind == "ngram" and not self.model_kept(row):
+                log.info("row %s: fitted again to keep its model (the folder was made before models were kept)", row.id)
+                self.keep_model(row, self.fitted(row))
             if result is None:
                 log.info("row %s: running", row.id)
                 progress.running(row.id)
@@ -534,12 +538,36 @@ class Reproduction:
         saved.save(self._logprobs_path(row.id), {k: v for k, v in logprobs.items() if not k.endswith("train")},
                    self.corpus, checked=True)
 
-    def _run_ngram(self, row: Row) -> RowRun:
+    def fitted(self, row: Row):
+        """The n-gram row's model, fitted on the corpus (under the run's memory cap, where it has one)."""
         from baselines.methods import BOUNDED_METHODS, NGramOptions, make_ngram
         bounded = {"memory": self.text.memory, "tmp_dir": self.text.tmp_dir} if (
             self.text is not None and row.method in BOUNDED_METHODS) else {}
-        model = make_ngram(NGramOptions(row.method, row.n, row.classes, row.min_ngram_count, row.cluster_passes,
-                                        **bounded)).fit(self.corpus)
+        return make_ngram(NGramOptions(row.method, row.n, row.classes, row.min_ngram_count, row.cluster_passes,
+                                       **bounded)).fit(self.corpus)
+
+    def keep_vocabulary(self) -> None:
+        """The corpus's vocabulary, kept in the work folder (reports.api.kept_vocabulary): what a network row is
+        read over without its corpus files."""
+        from reports.api import kept_vocabulary
+        write_checked(kept_vocabulary(self.work), self.corpus.vocab.save)
+
+    def model_kept(self, row: Row) -> bool:
+        from reports.api import kept_model
+        return kept_model(self.work, row.id, self.fingerprint(row)).is_file()
+
+    def keep_model(self, row: Row, model) -> None:
+        """An n-gram row's fitted model, kept in the work folder as a binary model file of float64 values
+        (reports.api.kept_model, baselines.binary), so that `lmbench.load(work, row=ID)` reads it, its corpus
+        files not needed: the figures it gives are the row's."""
+        from baselines.binary import write_binary
+        from reports.api import kept_model
+        path = kept_model(self.work, row.id, self.fingerprint(row))
+        write_checked(path, lambda target: write_binary(model, self.corpus.vocab, target, "float64"))
+
+    def _run_ngram(self, row: Row) -> RowRun:
+        model = self.fitted(row)
+        self.keep_model(row, model)
         figures = {"effective_n": model.profile(self.corpus, "test")} if row.method == "infini-gram" else {}
         # (test tokens by effective n, for the report's figure) with the context buckets of deleted
         # interpolation, the effective n of the infini-gram (whose train contexts occur in train itself: not scored)

@@ -48,7 +48,8 @@ CORPUS_FILES = ("--train", "--valid", "--test", "--corpus-file")
 POSITIONALS = {"corpus": ["text"], "ngram": ["--method", "kneser-ney"], "nplm train": [], "nplm eval": ["{dir}"],
                "train": [], "eval": ["{dir}"],
                "nplm neighbors": ["{dir}", "w1"], "mix": ["{npz}"], "reproduce": ["text"], "report": ["text"],
-               "score": ["{dir}", "{text}"], "generate": ["{dir}"]}  # {text}: a text file
+               "score": ["{dir}", "{text}"], "generate": ["{dir}"],
+               "build-binary": ["{text}", "{npz}"]}  # {text}: a text file (build-binary: its ARPA file, then its OUT)
 
 
 def subcommands(parser: argparse.ArgumentParser, words: tuple[str, ...] = ()):
@@ -126,7 +127,8 @@ def with_value(command: str, name: str, action, value: str, place: dict) -> list
     words = base(command, place)
     if action.option_strings:
         return [*words, name, value]
-    positional = POSITIONALS[command].index({"dir": "{dir}", "model": "{dir}", "file": "{text}"}.get(name, "{npz}"))
+    positional = POSITIONALS[command].index({"dir": "{dir}", "model": "{dir}", "file": "{text}", "arpa": "{text}"}.get(
+        name, "{npz}"))
     words[len(command.split()) + positional] = value
     return words
 

@@ -75,7 +75,7 @@ NO_TEXT = {"closed": (lambda: None, "closed"),
 def test_standard_input_that_is_no_text_is_refused_in_one_line(tmp_path, capsys, monkeypatch, case):
     opened, named = NO_TEXT[case]
     monkeypatch.setattr(sys, "stdin", opened())
-    monkeypatch.setattr("reports.cli._loaded", pytest.fail)  # refused before the model loads
+    monkeypatch.setattr("lmbench_cli.score._loaded", pytest.fail)  # refused before the model loads
     line = error_line(capsys, ["score", arpa_file(tmp_path), "-", "--threads", "1"])
     assert "standard input" in line and named in line, line
 
