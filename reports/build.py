@@ -22,6 +22,7 @@ from lmbench.schema import check
 from reports import summary
 from reports.claims import NO_INTERVAL, TOO_FEW_NOTE, check_claims, decimals, seeds_advice
 from reports.figures import DRAWING_CODE, draw_all, drawn_once
+from reports.markup import markdown_table, markdown_text
 from reports.provenance import code_state, stamp
 from reports.records import current_format, read_results, upgrade
 from reports.tables import PAPER_TABLE, _display, comparison, figure, to_markdown, write_tables
@@ -163,6 +164,8 @@ def _neighbors_frame(results: dict) -> pd.DataFrame | None:
                          for word, near in neighbors["words"].items()])
 
 
+NEIGHBOURS_HEADING = "Nearest neighbours in the word features C of "  # the row's id after it
+MARKERS = ("<unk>", "</d>")  # the corpora's words that report.md's prose sets as code, as they are
 SAMPLES_HEADING = "Samples: the same text continued by each kind of model"
 
 
@@ -182,12 +185,6 @@ def _samples(results: dict) -> tuple[str, pd.DataFrame] | None:
                            "continuation": text}
                           for row in samples["rows"] for text in row["continuations"]])
     return note, frame
-
-
-def _markdown_cells(frame: pd.DataFrame) -> pd.DataFrame:
-    """Text cells that stay text in a markdown table: <, > and | escaped (<unk> and </d> bare would be tags)."""
-    return frame.map(lambda cell: cell.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-                     .replace("|", "\\|") if isinstance(cell, str) else cell)
 
 
 def _training_frame(results: dict) -> pd.DataFrame | None:
@@ -345,21 +342,19 @@ def _build(stage: Path, report_dir: Path, code: dict, results_dir: Path, corpus:
     headings = _headings(results)
     title = headings["title"]
 
-    md = [_stamp(results["meta"], code), "", f"# {title}", "", f"## {summary.HEADING}", "",
+    md = [markdown_text(_stamp(results["meta"], code)), "", f"# {markdown_text(title)}", "", f"## {summary.HEADING}", "",
           *summary.summary_markdown(across, across_figure, across_figure and f"figures/{across_figure.name}"),
-          f"{_corpus_line(results)} {headings['note']}{_intervals_note(results)}".replace("<unk>", "`<unk>`").replace("</d>", "`</d>`"),
-          "",  # (<unk> bare would be a tag)
-          to_markdown(table), "", f"## {headings['claims']}", "",
-          *([claims_note, ""] if claims_note else []), claims_frame.to_markdown(index=False)]
+          markdown_text(f"{_corpus_line(results)} {headings['note']}{_intervals_note(results)}", code=MARKERS), "",
+          to_markdown(table), "", f"## {markdown_text(headings['claims'])}", "",
+          *([markdown_text(claims_note), ""] if claims_note else []), markdown_table(claims_frame)]
     if training is not None:
-        md += ["", "## How the networks were trained", "", training_note(results), "", training.to_markdown(index=False)]
+        md += ["", "## How the networks were trained", "", markdown_text(training_note(results)), "",
+               markdown_table(training)]
     if neighbors is not None:
-        md += ["", f"## Nearest neighbours in the word features C of {results['neighbors']['row']}", "",
-               neighbors.to_markdown(index=False)]
+        md += ["", f"## {markdown_text(NEIGHBOURS_HEADING + results['neighbors']['row'])}", "", markdown_table(neighbors)]
     samples = _samples(results)
     if samples is not None:
-        md += ["", f"## {SAMPLES_HEADING}", "", samples[0].replace("<", "&lt;"), "",
-               _markdown_cells(samples[1]).to_markdown(index=False)]
+        md += ["", f"## {SAMPLES_HEADING}", "", markdown_text(samples[0]), "", markdown_table(samples[1])]
     md += ["", "## Figures", ""] + [f"![{p.stem}](figures/{p.name})" for p in figures]
     atomic_write_text(stage / "report.md", "\n".join(md) + "\n")
 
@@ -375,7 +370,7 @@ def _build(stage: Path, report_dir: Path, code: dict, results_dir: Path, corpus:
         sections.append(("training", "How the networks were trained",
                          f"<p>{html.escape(training_note(results))}</p>" + html_table(training)))
     if neighbors is not None:
-        sections.append(("neighbours", f"Nearest neighbours in the word features C of {results['neighbors']['row']}",
+        sections.append(("neighbours", NEIGHBOURS_HEADING + results["neighbors"]["row"],
                          html_table(neighbors)))
     if samples is not None:
         sections.append(("samples", SAMPLES_HEADING, f"<p>{html.escape(samples[0])}</p>" + html_table(samples[1])))

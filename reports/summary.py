@@ -43,6 +43,7 @@ from reports.budget import budget_asked, terms
 from reports.estimate import duration
 
 from reports.experiments import NETWORKS_BEYOND_2003
+from reports.markup import markdown_cell, markdown_table, markdown_text
 from reports.records import by_id, load_results, network_of, paper_network
 
 log = logging.getLogger(__name__)
@@ -336,8 +337,8 @@ def answer_frame(lines: list[dict]) -> pd.DataFrame:
 def narrow_markdown(frame: pd.DataFrame) -> str:
     """A Markdown table without padding: each line as long as its own cells (the answer table's lines
     stay under 110 characters, where aligned columns would take the widest cell of each)."""
-    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "|".join(":--" for _ in frame.columns) + "|"]
-    return "\n".join(lines + ["| " + " | ".join(str(value) for value in row) + " |" for row in frame.values])
+    lines = ["| " + " | ".join(map(markdown_cell, frame.columns)) + " |", "|" + "|".join(":--" for _ in frame.columns) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(markdown_cell(str(value)) for value in row) + " |" for row in frame.values])
 
 
 def families_frame(lines: list[dict]) -> pd.DataFrame:
@@ -389,7 +390,8 @@ def answer_block(lines: list[dict], link: str = "results/summary.md") -> str:
                                        f"{BUDGETED} budgeted only: a corpus's only row of that kind trained under a "
                                        "compute budget (which rows, in which report, under which budget: the "
                                        "summary).")
-    return "\n".join([textwrap.fill(answer_sentence(lines), WRAP, break_on_hyphens=False), "", narrow_markdown(answer_frame(lines)), "",
+    return "\n".join([textwrap.fill(markdown_text(answer_sentence(lines)), WRAP, break_on_hyphens=False), "",
+                      narrow_markdown(answer_frame(lines)), "",
                       textwrap.fill(f"{ANSWER_NOTE}{' ' + budgeted if budgeted else ''} Every family's row with its 95% interval: [{link}]({link}); "
                                     "every row of a corpus: its report, `results/NAME/report.md`.", WRAP, break_on_hyphens=False)])
 
@@ -521,8 +523,8 @@ def summary_figure(lines: list[dict], path: Path) -> Path | None:
 def summary_markdown(lines: list[dict], figure: Path | None, figure_link: str | None = None) -> list[str]:
     """The summary's Markdown: the answer, every family's rows, the figure."""
     budgeted = budget_note(lines)
-    return [ANSWER_NOTE, "", narrow_markdown(answer_frame(lines)), "", *([budgeted, ""] if budgeted else []),
-            "Every family's rows:", "", NOTE, "", families_frame(lines).to_markdown(index=False), "",
+    return [ANSWER_NOTE, "", narrow_markdown(answer_frame(lines)), "", *([markdown_text(budgeted), ""] if budgeted else []),
+            "Every family's rows:", "", NOTE, "", markdown_table(families_frame(lines)), "",
             *([f"![summary]({figure_link or figure.name})", ""] if figure else [])]
 
 
@@ -541,7 +543,7 @@ def write_summary(reports_root: Path = RESULTS) -> dict:
         raise LMBenchError(f"no report listed in {reports_root / INDEX} has a results.json: list the report "
                            "folders there, one a line, after `lmbench reproduce ... --report-dir` made them")
     figure = summary_figure(lines, reports_root / "summary.png")
-    atomic_write_text(reports_root / "summary.md", "\n".join([f"# {HEADING}", "", answer_sentence(lines), "",
+    atomic_write_text(reports_root / "summary.md", "\n".join([f"# {HEADING}", "", markdown_text(answer_sentence(lines)), "",
                                                               *summary_markdown(lines, figure)]))
     written = {"summary": str(reports_root / "summary.md"), "figure": str(figure), "lines": lines}
     readme = reports_root.parent / README

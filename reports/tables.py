@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from lmbench.files import atomic_write_text
+from reports.markup import latex_table, markdown_table
 from reports.records import by_id, family_shape, network_of, shape, training_cost
 
 PAPER_CSV = Path(__file__).with_name("paper_tables.csv")
@@ -144,10 +145,10 @@ def to_markdown(frame: pd.DataFrame) -> str:
     shown = _display(frame)
     paper_part = shown[~frame["extra"].to_numpy()]
     extra_part = shown[frame["extra"].to_numpy()]
-    text = paper_part.to_markdown(index=False)
+    text = markdown_table(paper_part)
     if len(extra_part):
         rule = "| " + " | ".join("--" for _ in shown.columns) + " |"
-        extra_lines = extra_part.to_markdown(index=False).splitlines()[2:]
+        extra_lines = markdown_table(extra_part).splitlines()[2:]
         text += "\n" + rule + "\n" + "\n".join(extra_lines)
     return text
 
@@ -157,5 +158,5 @@ def write_tables(frame: pd.DataFrame, directory: Path) -> dict[str, Path]:
     paths = {"md": directory / "table.md", "csv": directory / "table.csv", "tex": directory / "table.tex"}
     atomic_write_text(paths["md"], to_markdown(frame) + "\n")
     atomic_write_text(paths["csv"], frame.drop(columns=["id"]).to_csv(index=False))
-    atomic_write_text(paths["tex"], _display(frame).to_latex(index=False, escape=True))
+    atomic_write_text(paths["tex"], latex_table(_display(frame)))
     return paths
