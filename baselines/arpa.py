@@ -44,6 +44,7 @@ A section begins at a line of its own: a word such as
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import re
@@ -184,6 +185,7 @@ def _read(path: str | Path, vocab: Vocabulary | None) -> tuple[ArpaModel, Vocabu
 POW10 = np.array([10.0 ** k for k in range(23)])
 FNV_OFFSET, FNV_PRIME = np.uint64(14695981039346656037), np.uint64(1099511628211)
 FIELDS, UNKNOWN_WORD, MORE = 1, 2, 3  # _scan's refusals
+BLOCK = 1 << 23  # bytes read at once (whole lines: a longer line doubles it)
 
 
 @numba.njit(cache=True, inline="always")
@@ -192,15 +194,25 @@ def _space(c) -> bool:
 
 
 @numba.njit(cache=True)
-def _backslash_lines(data):
-    """The start of every line that begins with a backslash (a section's line: an entry starts with its number)."""
+def _backslash_lines(data, length, previous):
+    """The start of every line of data[:length] that begins with a backslash (a section's line: an entry starts with
+    its number), `previous` the byte before the block (a newline at the file's start)."""
     starts = []
-    if data.shape[0] and data[0] == 92:
+    if length and data[0] == 92 and previous == 10:
         starts.append(0)
-    for i in range(data.shape[0] - 1):
+    for i in range(length - 1):
         if data[i] == 10 and data[i + 1] == 92:
             starts.append(i + 1)
     return np.array(starts, dtype=np.int64)
+
+
+@numba.njit(cache=True)
+def _last_line_end(data, length) -> int:
+    """The position after the last newline of data[:length] (0: none)."""
+    for i in range(length - 1, -1, -1):
+        if data[i] == 10:
+            return i + 1
+    return 0
 
 
 @numba.njit(cache=True)
@@ -279,11 +291,12 @@ def _hash(data, i, j):
 
 
 @numba.njit(cache=True, inline="always")
-def _same(data, i, j, k, l) -> bool:
+def _same(data, i, j, words, k, l) -> bool:
+    """Whether data[i:j] and words[k:l] are the same bytes."""
     if j - i != l - k:
         return False
     for x in range(j - i):
-        if data[i + x] != data[k + x]:
+        if data[i + x] != words[k + x]:
             return False
     return True
 
@@ -300,7 +313,7 @@ def _word_table(data, starts, ends):
         slot = _hash(data, starts[row], ends[row]) & mask
         while table[slot] >= 0:
             other = table[slot]
-            if _same(data, starts[row], ends[row], starts[other], ends[other]):
+            if _same(data, starts[row], ends[row], data, starts[other], ends[other]):
                 return table, row, other
             slot = (slot + np.uint64(1)) & mask
         table[slot] = row
@@ -308,61 +321,62 @@ def _word_table(data, starts, ends):
 
 
 @numba.njit(cache=True, inline="always")
-def _word(data, i, j, table, starts, ends) -> int:
+def _word(data, i, j, table, words, starts, ends) -> int:
+    """The unigram row of the word data[i:j] (the unigrams' words are words[starts[row]:ends[row]]), -1: none."""
     mask = np.uint64(table.shape[0] - 1)
     slot = _hash(data, i, j) & mask
     while table[slot] >= 0:
         row = table[slot]
-        if _same(data, i, j, starts[row], ends[row]):
+        if _same(data, i, j, words, starts[row], ends[row]):
             return row
         slot = (slot + np.uint64(1)) & mask
     return -1
 
 
 @numba.njit(cache=True)
-def _scan(data, start, end, n, m, table, starts, ends):
-    """The m entries of an order-n section data[start:end]: (ids (m, n) over the unigrams' rows (order 1: the
-    words' byte spans, in starts / ends), log10 p (m,), log10 bow (m,; 0 where absent), slow (m,) int8: bit 1 a
-    probability, bit 2 a weight the fast path did not read, refusal, its entry, its detail)."""
-    ids = np.empty((m, n), np.int32)
-    logp, logbow, slow = np.empty(m), np.zeros(m), np.zeros(m, np.int8)
-    entry, i = 0, start
-    while i < end:
+def _scan(data, length, n, table, words, starts, ends, ids, logp, logbow, slow, entry):
+    """The entries of an order-n section in data[:length] (whole lines), from entry number `entry` on, into ids
+    (m, n) (the unigrams' rows; order 1: each word's span, into starts / ends), log10 p, log10 bow (0 where
+    absent) and slow (bit 1: a probability, bit 2: a weight the fast path did not read); returns (refusal, the
+    entry after the last, its detail)."""
+    m, i = logp.shape[0], 0
+    while i < length:
         fields, k = 0, i
         while True:
-            while k < end and _space(data[k]):
+            while k < length and _space(data[k]):
                 k += 1
-            if k >= end or data[k] == 10:
+            if k >= length or data[k] == 10:
                 break
             f = k
-            while k < end and data[k] != 10 and not _space(data[k]):
+            while k < length and data[k] != 10 and not _space(data[k]):
                 k += 1
             fields += 1
             if entry >= m:
-                return ids, logp, logbow, slow, MORE, entry, 0
+                return MORE, entry, 0
             if fields > n + 2:
-                return ids, logp, logbow, slow, FIELDS, entry, fields
+                return FIELDS, entry, fields
             if fields == 1:
                 value, fast = _number(data, f, k)
                 logp[entry] = value
-                slow[entry] |= 0 if fast else 1
+                slow[entry] = 0 if fast else 1
+                logbow[entry] = 0.0
             elif fields <= n + 1 and n == 1:
                 starts[entry], ends[entry] = f, k
             elif fields <= n + 1:
-                row = _word(data, f, k, table, starts, ends)
+                row = _word(data, f, k, table, words, starts, ends)
                 if row < 0:
-                    return ids, logp, logbow, slow, UNKNOWN_WORD, entry, fields - 1
+                    return UNKNOWN_WORD, entry, fields - 1
                 ids[entry, fields - 2] = row
             else:
                 value, fast = _number(data, f, k)
                 logbow[entry] = value
                 slow[entry] |= 0 if fast else 2
         if 0 < fields < n + 1:
-            return ids, logp, logbow, slow, FIELDS, entry, fields
+            return FIELDS, entry, fields
         if fields:
             entry += 1
         i = k + 1
-    return ids, logp, logbow, slow, 0, entry, 0
+    return 0, entry, 0
 
 
 @numba.njit(cache=True)
@@ -379,10 +393,10 @@ def _joined(data, starts, ends):
     return out
 
 
-def _lines(data: np.ndarray, start: int, end: int, entries: np.ndarray) -> list[str]:
-    """The text of some entries of a section (what a refusal quotes)."""
-    lines = [line for line in bytes(data[start:end]).split(b"\n") if line.strip()]
-    return [lines[int(e)].decode("utf-8", "replace") for e in entries]
+def _lines(data: np.ndarray, length: int, entries: list[int]) -> list[str]:
+    """The text of some entries of a block of whole lines (numbered from its first, 0)."""
+    lines = [line for line in bytes(data[:length]).split(b"\n") if line.strip()]
+    return [lines[e].decode("utf-8", "replace") for e in entries]
 
 
 class _Section:
@@ -394,66 +408,119 @@ class _Section:
 
 
 class _Reader:
-    """An ARPA file's bytes, its header and where each section lies; `section(n)` parses one (order 1 first: its
-    words are what the others' are looked up among). A file that is none is a ValueError."""
+    """An ARPA file read a block at a time (BLOCK bytes: the whole file is never in memory): its header, where
+    each section lies, and `section(n)`, each parsed (order 1 first: its words, kept, are what the others' are
+    looked up among). A file that is none is a ValueError."""
 
-    def __init__(self, data: np.ndarray):
-        self.data = data
-        marks = _backslash_lines(data)
+    def __init__(self, path: Path):
+        self.file = open(path, "rb")
+        self.size = path.stat().st_size
+        self.buffer = np.empty(BLOCK, dtype=np.uint8)
+        marks, previous = [], 10
+        for offset, length in self.blocks(0, self.size, whole_lines=False):
+            marks += (offset + _backslash_lines(self.buffer, length, previous)).tolist()
+            previous = int(self.buffer[length - 1])
         self.found = {}  # order: (start, end) of its section's entries
-        for at, mark in enumerate(marks.tolist()):
-            line = bytes(data[mark:mark + 64]).split(b"\n", 1)[0]
+        for at, mark in enumerate(marks):
+            line = self.read(mark, 64).split(b"\n", 1)[0]
             match = re.fullmatch(rb"\\(\d+)-grams:", line.rstrip(b" \t\r"))
             if match and int(match[1]) not in self.found:
-                end = int(marks[at + 1]) if at + 1 < len(marks) else len(data)
+                end = marks[at + 1] if at + 1 < len(marks) else self.size
                 self.found[int(match[1])] = (min(mark + len(line) + 1, end), end)
-        header_end = self.found[1][0] if 1 in self.found else min(len(data), 1 << 20)
-        self.header = _header_counts(io.StringIO(bytes(data[:header_end]).decode("utf-8")))
-        if not bytes(data[-64:]).rstrip().endswith(b"\\end\\"):
+        header_end = self.found[1][0] if 1 in self.found else min(self.size, 1 << 20)
+        self.header = _header_counts(io.StringIO(self.read(0, header_end).decode("utf-8")))
+        if not self.read(max(self.size - 64, 0), 64).rstrip().endswith(b"\\end\\"):
             raise ValueError("it does not end with \\end\\ (cut short?)")
         self.order = max(self.header)
         self.table = self.starts = self.ends = np.zeros(0, np.int64)  # the unigrams' words (`section(1)`)
+        self.words_data = np.zeros(0, np.uint8)
         self.words = np.zeros(0, dtype=object)
+
+    def close(self) -> None:
+        self.file.close()
+
+    def read(self, offset: int, length: int) -> bytes:
+        self.file.seek(offset)
+        return self.file.read(length)
+
+    def blocks(self, start: int, end: int, whole_lines: bool = True):
+        """(offset, length) of each block of file[start:end] read into self.buffer, cut after its last newline
+        (`whole_lines`; the buffer grows for a line longer than it)."""
+        offset = start
+        while offset < end:
+            self.file.seek(offset)
+            length = self.file.readinto(memoryview(self.buffer)[:min(len(self.buffer), end - offset)])
+            if length == 0:
+                raise ValueError("it is shorter than its sections (cut short?)")
+            if whole_lines and offset + length < end:
+                cut = _last_line_end(self.buffer, length)
+                if cut == 0:  # a line longer than the buffer: read it again into one twice as long
+                    self.buffer = np.empty(2 * len(self.buffer), dtype=np.uint8)
+                    continue
+                length = cut
+            yield offset, length
+            offset += length
+
+    def entry_lines(self, n: int, entries: list[int]) -> list[str]:
+        """The text of some entries of the \\n-grams: section (what a refusal quotes), read again."""
+        wanted, found, first = sorted(set(entries)), {}, 0
+        for offset, length in self.blocks(*self.found[n]):
+            count = _entries(self.buffer, 0, length)
+            inside = [e for e in wanted if first <= e < first + count]
+            found.update(zip(inside, _lines(self.buffer, length, [e - first for e in inside])))
+            first += count
+        return [found[e] for e in entries]
 
     def section(self, n: int) -> _Section:
         if n not in self.found:
             raise ValueError(f"it lacks its \\{n}-grams: section (cut short?)")
-        data, (start, end), m = self.data, self.found[n], self.header[n]
-        if n == 1:
+        (start, end), m = self.found[n], self.header[n]
+        ids, logp, logbow, slow = (np.empty((m, n), np.int32), np.empty(m), np.empty(m), np.empty(m, np.int8))
+        if n == 1:  # the unigrams' bytes, kept: every other section's words are looked up among them
+            self.words_data = np.frombuffer(self.read(start, end - start), dtype=np.uint8)
             self.starts, self.ends = np.zeros(m, np.int64), np.zeros(m, np.int64)
-        ids, logp, logbow, slow, refusal, entry, detail = _scan(data, start, end, n, m, self.table, self.starts, self.ends)
+            parts = [(self.words_data, 0, len(self.words_data))]
+        else:
+            parts = ((self.buffer, offset, length) for offset, length in self.blocks(start, end))
+        entry = refusal = detail = 0
+        for data, offset, length in parts:
+            first = entry
+            refusal, entry, detail = _scan(data, length, n, self.table, self.words_data, self.starts, self.ends,
+                                           ids, logp, logbow, slow, entry)
+            if refusal:
+                break
+            slowly = np.flatnonzero(slow[first:entry]).tolist()
+            for e, line in zip(slowly, _lines(data, length, slowly) if slowly else ()):
+                fields = line.split()
+                for bit, column, values in ((1, 0, logp), (2, n + 1, logbow)):
+                    if slow[first + e] & bit:
+                        try:
+                            values[first + e] = float(fields[column])
+                        except ValueError:
+                            raise ValueError(f"entry {first + e + 1} of its \\{n}-grams: section holds a malformed "
+                                             f"number {fields[column]!r}") from None
         if refusal == MORE or (not refusal and entry != m):
-            raise ValueError(f"the header announces {m} {n}-grams but the section holds {_entries(data, start, end)} "
-                             "(cut short?)")
+            held = sum(_entries(self.buffer, 0, length) for _, length in self.blocks(start, end))
+            raise ValueError(f"the header announces {m} {n}-grams but the section holds {held} (cut short?)")
         if refusal == FIELDS:
             raise ValueError(f"entry {entry + 1} of its \\{n}-grams: section has {detail}{'+' if detail > n + 2 else ''} "
                              f"fields, where an entry has {n + 1} or {n + 2}: its log10 probability, {n} "
                              f"word{'s' if n > 1 else ''} and its log10 back-off weight (or none)")
         if refusal == UNKNOWN_WORD:
             raise ValueError(f"entry {entry + 1} of its \\{n}-grams: section holds a word that is none of its unigrams")
-        slowly = np.flatnonzero(slow)
-        for e, line in zip(slowly.tolist(), _lines(data, start, end, slowly) if len(slowly) else ()):
-            fields = line.split()
-            for bit, column, values in ((1, 0, logp), (2, n + 1, logbow)):
-                if slow[e] & bit:
-                    try:
-                        values[e] = float(fields[column])
-                    except ValueError:
-                        raise ValueError(f"entry {e + 1} of its \\{n}-grams: section holds a malformed number "
-                                         f"{fields[column]!r}") from None
         if n == 1:
-            self.table, twin, _ = _word_table(data, self.starts, self.ends)
+            self.table, twin, _ = _word_table(self.words_data, self.starts, self.ends)
             if twin >= 0:
-                word = bytes(data[self.starts[twin]:self.ends[twin]]).decode("utf-8", "replace")
+                word = bytes(self.words_data[self.starts[twin]:self.ends[twin]]).decode("utf-8", "replace")
                 raise ValueError(f"its \\1-grams: section lists {word!r} twice")
-            self.words = np.array(bytes(_joined(data, self.starts, self.ends)).decode("utf-8").split("\n")[:-1],
+            self.words = np.array(bytes(_joined(self.words_data, self.starts, self.ends)).decode("utf-8").split("\n")[:-1],
                                   dtype=object)
             ids = np.arange(m, dtype=np.int32)[:, None]
-        return _Section(n, ids, *(_natural(values, n, what, data, start, end)
-                                  for values, what in ((logp, "probability"), (logbow, "back-off weight"))))
+        return _Section(n, ids, *(_natural(values, n, what, self) for values, what in ((logp, "probability"),
+                                                                                         (logbow, "back-off weight"))))
 
 
-def _natural(log10s: np.ndarray, n: int, what: str, data: np.ndarray, start: int, end: int) -> np.ndarray:
+def _natural(log10s: np.ndarray, n: int, what: str, reader: _Reader) -> np.ndarray:
     """A column of log10 values as natural logs; a value whose natural log is not finite (nan, -inf: ARPA's zero
     is -99; a log10 beyond LOG10_RANGE, whose conversion overflows), or a probability's above 0 (P > 1), is
     refused naming its entry of the section."""
@@ -462,7 +529,7 @@ def _natural(log10s: np.ndarray, n: int, what: str, data: np.ndarray, start: int
     bad = np.flatnonzero(~np.isfinite(logs) | ((log10s > LOG10_ABOVE_ONE) if what == "probability" else False))
     if len(bad):
         column = 0 if what == "probability" else n + 1
-        value = _lines(data, start, end, bad[:1])[0].split()[column]
+        value = reader.entry_lines(n, [int(bad[0])])[0].split()[column]
         raise ValueError(f"entry {int(bad[0]) + 1} of its \\{n}-grams: section has log10 {what} {value}, where "
                          f"every one is finite, between -{LOG10_RANGE:.3g} and {LOG10_RANGE:.3g} (a float once "
                          f"converted to a natural log){' and <= 0 (a probability <= 1; -99 for 0)' if what == 'probability' else ''}")
@@ -472,9 +539,9 @@ def _natural(log10s: np.ndarray, n: int, what: str, data: np.ndarray, start: int
 def read_arpa_words(path: str | Path) -> list[str]:
     """The words of the file's \\1-grams: section, in the file's order: the vocabulary an ARPA file holds."""
     def read(path: Path) -> list[str]:
-        reader = _Reader(np.fromfile(path, dtype=np.uint8))
-        reader.section(1)
-        return reader.words.tolist()
+        with contextlib.closing(_Reader(path)) as reader:
+            reader.section(1)
+            return reader.words.tolist()
 
     return read_checked(Path(path), read, what="ARPA file", fix=ARPA_FIX)
 
@@ -483,7 +550,11 @@ def _parse(path: Path, vocab: Vocabulary | None) -> tuple[ArpaModel, Vocabulary]
     """The file's model over `vocab` (None: over its own words, `<unk>` first), checked as the module docstring
     says. Where `vocab` holds the file's words and no other (a file read over its own words), each section is
     parsed, relabelled, sorted into the table and checked before the next is read."""
-    reader = _Reader(np.fromfile(path, dtype=np.uint8))
+    with contextlib.closing(_Reader(path)) as reader:
+        return _parsed(reader, path, vocab)
+
+
+def _parsed(reader: _Reader, path: Path, vocab: Vocabulary | None) -> tuple[ArpaModel, Vocabulary]:
     unigrams = reader.section(1)
     own_words = reader.words
     if vocab is None:
@@ -535,13 +606,18 @@ class _Build:
         repeated = np.flatnonzero(keys[1:] == keys[:-1])
         if len(repeated):
             raise ValueError(f"its \\{n}-grams: section lists {' '.join(words[ids[order[repeated[0]]]])!r} twice")
+        section.ids = None                                                # (each array let go once sorted)
         table.grams.append(np.ascontiguousarray(ids[order], dtype=np.int32))
+        del ids
         table.keys.append(keys)
         context = prefix[order]
+        del prefix
         table._child_starts[n - 1] = np.concatenate([[0], np.cumsum(np.bincount(context, minlength=table.size(n - 1)))])
         self.logp.append(section.logp[order])
-        self.logbow.append(section.logbow[order])
-        section.ids = section.logp = section.logbow = None
+        section.logp = None
+        self.logbow.append(section.logbow[order] if n < table.order else np.zeros(0))  # (order N: no weights)
+        section.logbow = None
+        del order
         if self.check:
             self._check(n, context)
             if n > 2:

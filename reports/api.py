@@ -175,21 +175,21 @@ class TextModel:
         begin = 1 if bos and self.begin is not None else 0
         end = [self.vocab.word(self.end)] if eos and self.end is not None else []
         lengths = np.array([len(words) + len(end) for words in texts], dtype=np.int64)  # (k,) tokens scored
-        firsts = np.cumsum(lengths + begin) - (lengths + begin)                         # (k,) where each starts
-        stream = np.empty(int(np.sum(lengths + begin)), dtype=np.int32)
-        is_begin = np.zeros(len(stream), dtype=bool)
-        is_begin[firsts[lengths > 0] if begin else []] = True
-        stream[is_begin] = self.begin if begin else 0
-        stream[~is_begin & np.repeat(lengths > 0, lengths + begin)] = self.vocab.encode(
-            [word for words in texts if words or end for word in (*words, *end)])
         scored = lengths > 0
-        segments = np.column_stack([firsts, firsts + begin, firsts + begin + lengths])[scored]
-        totals = np.zeros(len(texts))
+        sizes = np.where(scored, lengths + begin, 0)                                   # (k,) each one's stream
+        firsts = np.cumsum(sizes) - sizes
+        ids = self.vocab.encode([word for words in texts if words or end for word in (*words, *end)])
+        stream = np.full(int(sizes.sum()), self.begin if begin else 0, dtype=np.int32)
+        read = np.ones(len(stream), dtype=bool)
+        read[firsts[scored] if begin else []] = False                                   # (the begin markers)
+        stream[read] = ids
+        totals, oov = np.zeros(len(texts)), np.zeros(len(texts), dtype=np.int64)
         if scored.any():
-            logprobs = self.model.score_segments(stream, segments) / LN10
+            starts = np.cumsum(lengths[scored]) - lengths[scored]                       # each one's first token
+            logprobs = self.model.score_segments(stream, np.column_stack([firsts, firsts + begin, firsts + sizes])[scored])
             with np.errstate(over="ignore"):  # a sum beyond a float's range: -inf
-                totals[scored] = np.add.reduceat(logprobs, np.cumsum(lengths[scored]) - lengths[scored])
-        oov = np.array([sum(_oov(self.vocab, words)) for words in texts], dtype=np.int64)
+                totals[scored] = np.add.reduceat(logprobs / LN10, starts)
+            oov[scored] = np.add.reduceat((ids == self.vocab.unk_id).astype(np.int64), starts)  # (full_scores' oov)
         return totals, lengths, oov
 
     def full_scores(self, text: str | bytes, bos: bool = True, eos: bool = True, *,

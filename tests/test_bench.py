@@ -43,6 +43,7 @@ TINY = {  # script: (its tiny command's arguments, extra environment); "{tiny}":
     "infinigram_bench.py": (["--tiny"], {}),
     "infinigram_weights.py": (["{tiny}"], {}),
     "lstm_lanes.py": (["--tiny"], {}),
+    "ngram_api_bench.py": (["--tiny"], {}),
     "ngram_bench.py": (["--tiny"], {}),
     "nplm_bench.py": (["--tiny", "--device", "cpu"], {}),
     "parallel_bench.py": (["--vocab", "300", "--batch", "16", "--seconds", "0.2", "--processes", "2",

@@ -137,11 +137,16 @@ def test_the_walk_scores_as_the_back_off_rule(corpus, order, packed):
 
 
 def test_score_many_is_score_of_each(arpa):
+    """score_many: each text's score; score_lines (`lmbench score FILE`): full_scores' sums and counts."""
     model = lmbench.load(arpa)
     sentences = random_sentences(model.vocab, np.random.default_rng(1)) + ["", "   "]
     for bos, eos in ((True, True), (False, False), (False, True)):
         expected = [model.score(sentence, bos=bos, eos=eos) for sentence in sentences]
         assert np.allclose(model.score_many(sentences, bos=bos, eos=eos), expected, rtol=1e-12, atol=1e-12)
+        logprobs, tokens, oov = model.score_lines(sentences, bos=bos, eos=eos)
+        scores = [np.array(list(model.full_scores(sentence, bos, eos))).reshape(-1, 3) for sentence in sentences]
+        assert tokens.tolist() == [len(s) for s in scores] and oov.tolist() == [int(s[:, 2].sum()) for s in scores]
+        assert np.allclose(logprobs, [s[:, 0].sum() for s in scores], rtol=1e-12, atol=1e-12)
 
 
 NUMBERS = ("-5.0103", "-5.0103e0", "-50103E-4", "-.50103e1", "-5.01030000000000000000000000000001", "-5.",
@@ -232,3 +237,25 @@ def test_a_damaged_binary_file_is_refused_in_one_line(arpa, tmp_path, damage):
 def lmbench_main(argv):
     from lmbench_cli import main
     return main(argv)
+
+
+def test_the_reader_reads_a_file_a_block_at_a_time(arpa, tmp_path, monkeypatch):
+    """Blocks far shorter than the file (and than some of its lines, which double the block): the same model,
+    and a refusal names the entry of the section that holds the bad value, as with one block."""
+    import baselines.arpa
+    whole, vocab = read_arpa_own(arpa)
+    lines = arpa.read_text().split("\n")
+    at = lines.index("\\3-grams:") + 40                               # an entry beyond the first blocks
+    lines[at] = "\t".join(["nan", *lines[at].split("\t")[1:]])
+    bad = tmp_path / "bad.arpa"
+    bad.write_text("\n".join(lines))
+    with pytest.raises(LMBenchError) as at_once:
+        read_arpa(bad, vocab)
+    monkeypatch.setattr(baselines.arpa, "BLOCK", 16)
+    blocked, _ = read_arpa_own(arpa)
+    for n in range(1, whole.order + 1):
+        assert np.array_equal(blocked.table.keys[n], whole.table.keys[n])
+        assert np.array_equal(blocked.logp[n], whole.logp[n])
+    with pytest.raises(LMBenchError) as blockwise:
+        read_arpa(bad, vocab)
+    assert str(blockwise.value) == str(at_once.value) and "entry 40 of its \\3-grams: section" in str(at_once.value)
