@@ -7,10 +7,14 @@ the run's training tokens/s (validation and scoring excluded: the trainer's own 
 of the whole call and its tokens per CPU second of this process (the whole call's: steadier than wall time
 where other work shares the cores), then each precision's tokens/s and tokens per CPU second against the first's (after a warm-up run of the first). The
 update is the recipe's (the objective's default k); `--device cuda` measures the GPU path (the issue 51
-target: MLP1 >= 10x 48.7k tokens/s on an H200). Wall-clock timings on a shared machine are noisy.
+target: MLP1 >= 10x 48.7k tokens/s on an H200). `--batch-size 128 512` measures each batch (windows or lanes
+an update) in each precision, the same training tokens each (the first's updates): how much more an update
+of more windows costs where a small one waits on latency (issue 66). Wall-clock timings on a shared machine
+are noisy; tokens per CPU second are steadier.
 
     PYTHONPATH=. python bench/train_speed.py [--shape MLP1] [--updates 400] [--device cpu] [--threads 1]
     PYTHONPATH=. python bench/train_speed.py --model transformer --updates 30 --precision fp32 bf16
+    PYTHONPATH=. python bench/train_speed.py --vocab 10000 --batch-size 128 512 --threads 1
     PYTHONPATH=. python bench/train_speed.py --tiny        # the test suite's seconds-long run
 """
 
@@ -18,9 +22,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +65,8 @@ def main() -> None:
     parser.add_argument("--precision", nargs="+", default=["fp32"], choices=CHOICES)
     parser.add_argument("--device", default="cpu", help="cpu, cuda, auto")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--batch-size", type=int, nargs="+", default=[None],
+                        help="windows (or lanes) an update, each measured (default: the recipe's)")
     parser.add_argument("--tiny", action="store_true", help="a seconds-long run (|V| 300, 30 updates): the tests'")
     args = parser.parse_args()
     if args.tiny:
@@ -70,18 +78,22 @@ def main() -> None:
     elif args.tiny:
         shape = FAMILIES[args.model].quick
     first = None
-    for precision in [args.precision[0], *args.precision]:  # the first twice: a warm-up run, not printed
+    variants = [(precision, batch) for precision in args.precision for batch in args.batch_size]
+    for precision, batch in [variants[0], *variants]:  # the first twice: a warm-up run, not printed
         config = RunConfig(model=args.model, **shape, **({"objective": args.objective} if args.objective else {}),
-                           device=args.device, threads=args.threads, epochs=1, max_steps=args.updates,
-                           precision=precision)
+                           device=args.device, threads=args.threads, epochs=1, precision=precision,
+                           batch_size=batch)
         per_update = config.batch * (1 if FAMILIES[args.model].context == "window" else config.steps or 512)
-        corpus = zipf_corpus(args.vocab, (args.updates + 2) * per_update)
+        if first is None:
+            tokens = args.updates * per_update  # every variant trains as many tokens as the first's updates
+        config = replace(config, max_steps=math.ceil(tokens / per_update))
+        corpus = zipf_corpus(args.vocab, tokens + 2 * per_update)
         with tempfile.TemporaryDirectory() as out:
             started, cpu = time.perf_counter(), time.process_time()
             result = train_network(corpus, config, out, progress=False, evaluate=False)
             wall, cpu = time.perf_counter() - started, time.process_time() - cpu
         figures = {"model": args.model, **({"shape": args.shape} if args.model == "nplm" else {}),
-                   "precision": config.precision, "asked": precision, "vocab": args.vocab,
+                   "precision": config.precision, "asked": precision, "batch": config.batch, "vocab": args.vocab,
                    "objective": config.objective, "device": args.device, "threads": args.threads,
                    "updates": result["updates"], "tokens": result["tokens"],
                    "train_tokens_per_s": round(result["tokens_per_s"]), "wall_seconds": round(wall, 2),
