@@ -24,6 +24,9 @@ import numpy as np
 from lmbench.errors import LMBenchError
 
 SCORE_CHUNK = 1 << 20  # positions scored at once by `in_chunks`
+SAMPLE_MAX = 10_000  # words one sample draws at most (reports.api.TextModel.sample, `lmbench generate --words`):
+# a word is a step of `LanguageModel.reader`, on one CPU core 6 ms for an LSTM of 256 units over 10,000 words and
+# 20 ms for a Transformer (its window of 128), so a sample takes at most minutes
 
 
 class Corpus(Protocol):
@@ -99,6 +102,34 @@ class LanguageModel(ABC):
     def distribution(self, context: Sequence[int]) -> np.ndarray:
         """P(w | context) for every id w, shape (vocab_size,); context is a sequence of ids,
         oldest first, possibly shorter than order - 1 (the start of a stream)."""
+
+    def reader(self, context: Sequence[int]) -> "Reader":
+        """The model reading a stream a token at a time from `context` (ids, oldest first), as a sample is
+        drawn: `Reader.distribution()` is distribution(the tokens read), `Reader.read(token)` reads one more.
+        Each step costs what one `distribution` of the tokens the model reads costs, not the whole stream's
+        length: the base keeps the last order - 1 tokens; a stream network carries its state instead
+        (`neural.networks.stream.StreamLanguageModel`)."""
+        return Reader(self, context)
+
+
+class Reader:
+    """`LanguageModel.reader`'s base: the tokens read, of which the last order - 1 are kept (all of them for
+    a model of order None), each distribution asked of the model. `read` trims the tokens once they are
+    twice as many as kept, so that a step costs O(order) on average however long the stream."""
+
+    def __init__(self, model: LanguageModel, context: Sequence[int]):
+        self.model, self.context = model, [int(token) for token in context]
+        self.keep = None if model.order is None else model.order - 1
+
+    def distribution(self) -> np.ndarray:
+        """P(. | the tokens read), shape (vocab_size,)."""
+        return self.model.distribution(self.context)
+
+    def read(self, token: int) -> None:
+        """Read one more token."""
+        self.context.append(int(token))
+        if self.keep is not None and len(self.context) > 2 * self.keep + 16:
+            del self.context[:len(self.context) - self.keep]
 
 
 def split_logprobs(model: LanguageModel, corpus: Corpus, split: str) -> np.ndarray:

@@ -16,9 +16,9 @@ from typing import Iterator
 import numpy as np
 
 from lmbench.errors import LMBenchError
+from lmbench.model import SAMPLE_MAX
 from lmbench.options import THREADS_MAX, examined_path, existing_file, integer, number
 
-SAMPLE_MAX = 100_000  # words one `lmbench generate` draws at most
 BATCH = 512  # lines of a file scored together (TextModel.score_lines); standard input's are scored as they come
 
 
@@ -36,7 +36,9 @@ def register(subparsers) -> None:
 
     parser = subparsers.add_parser("generate", help="sample text from a saved model (reproducible with --seed)")
     _add_model(parser)
-    parser.add_argument("--words", type=integer(1, SAMPLE_MAX), default=20, help="how many words to draw (default 20)")
+    parser.add_argument("--words", type=integer(1, SAMPLE_MAX), default=20,
+                        help=f"how many words to draw (default 20; at most {SAMPLE_MAX:,}: each word is a step of the "
+                             "model, up to tens of milliseconds for a network on a CPU)")
     parser.add_argument("--seed-text", default=None, help="the text the sample continues (default: the start of a "
                         "sentence, after the corpus's marker)")
     parser.add_argument("--seed", type=integer(0, 2 ** 32 - 1), default=0,

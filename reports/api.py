@@ -50,7 +50,8 @@ from corpora.record import load_recorded
 from corpora.vocab import UNK, Vocabulary
 from lmbench.errors import LMBenchError
 from lmbench.files import read_checked
-from lmbench.model import LanguageModel, perplexity
+from lmbench.model import SAMPLE_MAX, LanguageModel, perplexity
+from lmbench.threads import THREADS_BOUND
 
 KENLM_MARKERS = ("<s>", "</s>")
 KENLM_FORM = object()  # `score`'s context when none is given: KenLM's score(text), not nltk.lm's score(word, context)
@@ -271,8 +272,7 @@ class TextModel:
                    bos: bool = True) -> list[tuple[str, float]]:
         """The k most likely next words after `context` (a text or a list of words; None: the start of a unit)
         with their probabilities, most likely first (ties: the vocabulary's order)."""
-        if not isinstance(k, int) or k < 1:
-            raise LMBenchError(f"k={k!r}: give a number of words of at least 1")
+        k = whole_number(k, "k", 1, fix="a number of words")
         p = self.model.distribution(self._context(context, bos, "context"))
         best = np.argsort(-p, kind="stable")[:k]
         return [(self.vocab.word(int(i)), float(p[i])) for i in best]
@@ -283,29 +283,26 @@ class TextModel:
         otherwise, as nltk returns them; `text_seed` a list of words (nltk's) or a text, `random_seed` a whole
         number, a random.Random (nltk's) or None."""
         words = self.sample(num_words, text_seed, random_seed, temperature, bos)
-        return words[0] if num_words == 1 else words
+        return words[0] if len(words) == 1 else words
 
     def sample(self, num_words: int, text_seed: str | list[str] | None = None, random_seed=None,
                temperature: float = 1.0, bos: bool = True) -> list[str]:
-        """A list of `num_words` words drawn one at a time from the model's distribution after the seed (a text
-        or a list of words; the seed is not repeated in the answer, as in nltk.lm's `generate`), each given
-        everything drawn before (a stream network its whole sample, an n-gram or window network its last
-        order - 1). `temperature` divides the log-probabilities (below 1: likelier words; above 1: flatter).
+        """A list of `num_words` words (at most SAMPLE_MAX) drawn one at a time from the model's distribution after
+        the seed (a text or a list of words; the seed is not repeated in the answer, as in nltk.lm's `generate`),
+        each given everything drawn before (a stream network its whole sample, an n-gram or window network its
+        last order - 1), read as the model reads a stream (`LanguageModel.reader`: a recurrent network's state
+        carried, each word fed once; a Transformer's window slid), so that a word costs the same however many
+        came before. `temperature` divides the log-probabilities (below 1: likelier words; above 1: flatter).
         The same `random_seed` (a whole number) gives the same words; a random.Random draws the seed of the
         sample from itself (nltk's: consecutive calls continue it); None draws a fresh sample."""
-        check_sampling(num_words, temperature)
-        context = self._context(text_seed, bos, "seed text (--seed-text)")
+        num_words, temperature = check_sampling(num_words, temperature)
+        reader = self.model.reader(self._context(text_seed, bos, "seed text (--seed-text)"))
         rng = _generator(random_seed)
         drawn = []
         for _ in range(num_words):
-            p = np.asarray(self.model.distribution(context), dtype=np.float64)
-            if temperature != 1:
-                with np.errstate(divide="ignore"):
-                    logits = np.log(p) / temperature
-                p = np.exp(logits - logits.max())
-            word = int(rng.choice(len(p), p=p / p.sum()))
-            drawn.append(word)
-            context.append(word)
+            if drawn:
+                reader.read(drawn[-1])
+            drawn.append(draw(reader.distribution(), temperature, rng))
         return self.vocab.decode(drawn)
 
 
@@ -344,21 +341,60 @@ def _generator(random_seed) -> np.random.Generator:
         return random_seed
     if isinstance(random_seed, random.Random):
         return np.random.default_rng(random_seed.getrandbits(128))
-    if random_seed is None or (isinstance(random_seed, numbers.Integral) and not isinstance(random_seed, bool)
-                               and random_seed >= 0):
-        return np.random.default_rng(random_seed)
-    raise LMBenchError(f"random_seed={random_seed!r} (--seed): give a whole number of at least 0, a random.Random "
-                       "(nltk.lm's), or None for a fresh sample")
+    if random_seed is None:
+        return np.random.default_rng()
+    return np.random.default_rng(whole_number(random_seed, "random_seed", 0, option="--seed", fix="a seed", more=(
+        "a random.Random (nltk.lm's), or None for a fresh sample")))
 
 
-def check_sampling(num_words: int, temperature: float) -> None:
-    """Refuse in one line a number of words to draw below 1, or a temperature that is not above 0."""
-    if isinstance(num_words, bool) or not isinstance(num_words, int) or num_words < 1:
-        raise LMBenchError(f"num_words={num_words!r} (--words): give a number of words of at least 1")
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not math.isfinite(temperature) \
-            or temperature <= 0:
-        raise LMBenchError(f"temperature={temperature!r} (--temperature): give a finite number above 0 (1: the model's "
-                           "own distribution)")
+def whole_number(value, name: str, least: int, most: int | None = None, *, option: str = "", fix: str = "a number",
+                 more: str = "") -> int:
+    """The API's whole numbers (`k`, `num_words`, a seed, `threads`) as an int: an int or a numpy integer, not a
+    bool (True is no count), from `least` to `most` (None: no bound); anything else refused in one line naming
+    the argument (and its `option` on the command line), its value and what it takes (`fix`, what the number
+    is; `more`, what else it may be)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= least \
+            and (most is None or value <= most):
+        return int(value)
+    bounds = f"of at least {least:,}" if most is None else f"from {least:,} to {most:,}"
+    raise LMBenchError(f"{_argument(name, value, option)}: give {fix}, a whole number {bounds}"
+                       + (f", {more}" if more else ""))
+
+
+def positive_number(value, name: str, *, option: str = "", fix: str = "") -> float:
+    """The API's real numbers (`temperature`) as a float: a finite number above 0, an int or a numpy number
+    included, not a bool; anything else refused in one line (`fix`: what the number does)."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
+        return float(value)
+    raise LMBenchError(f"{_argument(name, value, option)}: give a finite number above 0" + (f" ({fix})" if fix else ""))
+
+
+def _argument(name: str, value, option: str) -> str:
+    """An argument as a refusal names it: `k=True (a bool)`, `num_words=0 (--words)`."""
+    kind = "" if type(value) in (int, float, str) else f" (a {type(value).__name__})"
+    return f"{name}={value!r:.60}{kind}" + (f" ({option})" if option else "")
+
+
+def check_sampling(num_words: int, temperature: float) -> tuple[int, float]:
+    """(num_words, temperature) checked (`whole_number`, `positive_number`): from 1 to SAMPLE_MAX words, a finite
+    temperature above 0; refused in one line otherwise."""
+    return (whole_number(num_words, "num_words", 1, SAMPLE_MAX, option="--words", fix=(
+                f"a number of words (a sample draws one word at a time; {SAMPLE_MAX:,} at most, a longer text in "
+                "several samples, each seeded with the last words of the one before)")),
+            positive_number(temperature, "temperature", option="--temperature",
+                            fix="1: the model's own distribution"))
+
+
+def draw(p: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
+    """One word drawn from the distribution `p` (V,) at `temperature`: p^(1 / temperature), renormalised, each
+    log-probability taken from the largest before it is divided, so that the weights stay finite at any finite
+    temperature above 0 (the likeliest words 1, the others at most 1; a temperature near 0 draws the likeliest)."""
+    p = np.asarray(p, dtype=np.float64)
+    if temperature != 1:
+        with np.errstate(divide="ignore", over="ignore", under="ignore"):
+            logits = np.log(p)
+            p = np.exp((logits - logits.max()) / temperature)
+    return int(rng.choice(len(p), p=p / p.sum()))
 
 
 def markers(model: LanguageModel, vocab: Vocabulary) -> tuple[int | None, int | None]:
@@ -379,6 +415,9 @@ def load(path: str | Path, row: str | None = None, *, device: str = "auto", thre
     """The model saved at `path` (an ARPA file, a network run folder, or a work folder with `row`, the id of
     one of its rows; module docstring) as a `TextModel`. `device`: where a network runs ("auto": CUDA when
     there is one); `threads`: its CPU threads (None: the free cores)."""
+    if threads is not None:
+        threads = whole_number(threads, "threads", 1, THREADS_BOUND, option="--threads", fix="a count of CPU threads",
+                               more="or None for the free cores")
     path = Path(path)
     if path.is_file():
         if row is not None:
@@ -455,12 +494,38 @@ def _row(work: Path, row: str | None, device: str, threads: int | None) -> TextM
     if row is None or row not in saved:
         asked = "name one of its rows" if row is None else f"it holds no row {row!r}"
         raise LMBenchError(f"{work} is a work folder: {asked} (row=ID, --row ID): {', '.join(saved) or 'none run yet'}")
-    record = read_checked(work / "rows" / f"{row}.json", lambda p: json.loads(p.read_text(encoding="utf-8")), what="cached row",
-                          fix=f"run its `lmbench reproduce` command again, which runs row {row} again")
+    record = read_checked(work / "rows" / f"{row}.json", _row_record, what="cached row",
+                          fix=f"delete it and run its `lmbench reproduce` command again, which runs row {row} again")
     if record["kind"] == "mix":
         raise LMBenchError(f"row {row} of {work} mixes {', '.join(record['parts'])}: a mixture is no one saved "
                            f"model; load a part (row={record['parts'][0]!r})")
     return row_model(work, record, device=device, threads=threads)
+
+
+NGRAM_RECORD = ("method", "n", "classes", "min_ngram_count", "cluster_passes")  # refits an n-gram row (NGramOptions)
+
+
+def _row_record(path: Path) -> dict:
+    """A work folder's rows/ID.json as `load` reads it: an object with the id, kind and fingerprint that every
+    row's record holds, a mixture's parts; ValueError naming what is missing or of the wrong type (read_checked
+    makes it one line)."""
+    record = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(record, dict):
+        raise ValueError(f"it holds a JSON {type(record).__name__}, not a row's record (an object)")
+    for key in ("id", "kind", "fingerprint"):
+        if key not in record:
+            raise ValueError(f"it has no {key}")
+        if not isinstance(record[key], str):
+            raise ValueError(f"its {key} is {record[key]!r:.40}, not a string")
+    if record["kind"] not in ("ngram", "network", "mix"):
+        raise ValueError(f"its kind {record['kind']!r:.40} is none of a row's (ngram, network, mix)")
+    missing = [key for key in NGRAM_RECORD if key not in record] if record["kind"] == "ngram" else []
+    if missing:
+        raise ValueError(f"it is an n-gram row's without its {', '.join(missing)}")
+    parts = record.get("parts")
+    if record["kind"] == "mix" and not (isinstance(parts, list) and parts and all(isinstance(p, str) for p in parts)):
+        raise ValueError(f"it is a mixture whose parts are {parts!r:.60}, not a list of row ids")
+    return record
 
 
 def row_model(work: Path, record: dict, corpus=None, *, device: str = "auto", threads: int | None = None) -> TextModel:
@@ -483,8 +548,7 @@ def row_model(work: Path, record: dict, corpus=None, *, device: str = "auto", th
                                             f"row {record['id']} again"), name)
     from baselines.methods import NGramOptions, make_ngram
     corpus = corpus if corpus is not None else _recorded(work, record, "its model")
-    options = NGramOptions(record["method"], record["n"], record["classes"], record["min_ngram_count"],
-                           record["cluster_passes"])
+    options = NGramOptions(*(record[key] for key in NGRAM_RECORD))
     return TextModel(make_ngram(options).fit(corpus), corpus.vocab, name)
 
 

@@ -66,6 +66,11 @@ def check_results(results) -> None:
     if not (isinstance(corpus, dict) and isinstance(corpus.get("vocab_size"), int)
             and isinstance(corpus.get("tokens"), dict) and all(isinstance(n, int) for n in corpus["tokens"].values())):
         raise ValueError("its corpus_summary has no vocab_size and tokens per split")
+    meta, trained = results["meta"], results["meta"].get("trained")
+    for key, value in [*((key, meta.get(key)) for key in ("wall_seconds", "rows_seconds")),
+                       ("trained.wall_seconds", trained.get("wall_seconds") if isinstance(trained, dict) else None)]:
+        if value is not None and not (_number(value) and value >= 0):
+            raise ValueError(f"its meta has {key} {value!r}, not a finite number >= 0 (the run's seconds)")
     ids = set()
     for number, row in enumerate(results["rows"], 1):
         if not isinstance(row, dict):

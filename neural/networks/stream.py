@@ -225,6 +225,55 @@ class StreamNetwork(nn.Module):
     def history_log_probs(self, context: list[int]) -> torch.Tensor:
         raise NotImplementedError
 
+    def reader(self, context: Sequence[int]) -> "StreamReader":
+        """The network reading a stream a token at a time from `context` (`lmbench.model.LanguageModel.reader`):
+        a family's own carries its state (`RecurrentNetwork`: the hidden state; the Transformer: the window
+        it reads); this one reads the whole history at each step, as `log_distribution` does."""
+        return StreamReader(self, context)
+
+
+class StreamReader:
+    """`StreamNetwork.reader`: the tokens read, held as the inputs that predict the next ([PAD, w_0, ...]);
+    `distribution()` is P(. | them), as `StreamLanguageModel.distribution` of the same tokens (the history read
+    as `score_stream` reads it, in eval mode, fp32), `read(token)` adds one. This base reads them all at each
+    step (`history_log_probs`); a family's reader reads each token a bounded number of times."""
+
+    def __init__(self, net: StreamNetwork, context: Sequence[int]):
+        self.net, self.inputs = net, [PAD_ID, *(int(token) for token in context)]
+
+    def read(self, token: int) -> None:
+        self.inputs.append(int(token))
+
+    @torch.inference_mode()
+    def distribution(self) -> np.ndarray:
+        was_training = self.net.training
+        self.net.eval()
+        try:
+            return torch.exp(self.log_probs()).cpu().numpy()
+        finally:
+            self.net.train(was_training)
+
+    def log_probs(self) -> torch.Tensor:
+        """float64 log P(. | the tokens read) (V,)."""
+        return self.net.history_log_probs(self.inputs[1:])
+
+
+class RecurrentReader(StreamReader):
+    """`RecurrentNetwork.reader`: the state after the tokens fed so far, and the features of the last; the
+    tokens read since are fed when the next distribution is asked, each once (one `encode` of [PAD, context]
+    first, from the zero state, as `history_log_probs` reads it, then one of the tokens read since)."""
+
+    def __init__(self, net: "RecurrentNetwork", context: Sequence[int]):
+        super().__init__(net, context)
+        self.state, self.z = None, None  # (the state carried; z (1, h) of the last input fed)
+
+    def log_probs(self) -> torch.Tensor:
+        if self.inputs:
+            inputs = torch.tensor([self.inputs], dtype=torch.int64, device=self.net.embedding.device)  # (1, T)
+            z, self.state = self.net.encode(inputs, self.state)
+            self.z, self.inputs = z[0, -1:], []
+        return self.net.log_probs(self.z)[0]
+
 
 EVAL_LANES = 32  # pieces of a split a recurrent network scores side by side (on CUDA 8 times as many)
 EVAL_WARMUP = 2000  # tokens each piece reads before its first scored token
@@ -347,6 +396,10 @@ class RecurrentNetwork(StreamNetwork):
         z, _ = self.encode(inputs[None, :], None)  # (1, len + 1, h)
         return self.log_probs(z[0, -1:])[0]
 
+    def reader(self, context: Sequence[int]) -> RecurrentReader:
+        """The state carried from token to token (`RecurrentReader`): each token read is fed once."""
+        return RecurrentReader(self, context)
+
 
 class StreamLanguageModel(LanguageModel):
     """A trained stream network behind the suite's interface (order None: the whole history). It is
@@ -370,3 +423,7 @@ class StreamLanguageModel(LanguageModel):
 
     def distribution(self, context: Sequence[int]) -> np.ndarray:
         return torch.exp(self.net.log_distribution(list(context))).cpu().numpy()
+
+    def reader(self, context: Sequence[int]) -> StreamReader:
+        """The network's own reader (`StreamNetwork.reader`): its state carried, not the stream read again."""
+        return self.net.reader(context)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, Sequence
 
 import numpy as np
 import torch
@@ -45,7 +45,7 @@ from torch.nn import functional as F
 from lmbench.errors import LMBenchError
 from neural.networks.nplm import PAD_ID
 from neural.families import Family, check_numbers, register
-from neural.networks.stream import STREAM, StreamNetwork, StreamShape, padded_inputs
+from neural.networks.stream import STREAM, StreamNetwork, StreamReader, StreamShape, padded_inputs
 from neural.outputs.flops import output_flops
 from neural.precision import bf16_products
 
@@ -213,13 +213,42 @@ class TransformerNetwork(StreamNetwork):
 
     def history_log_probs(self, context: list[int]) -> torch.Tensor:
         """log P(. | context) (V,) from the window that `score_stream` gives target len(context)."""
-        inputs = padded_inputs(np.asarray(context, dtype=np.int64))  # (t + 1,)
-        target = len(context)
+        return self.window_log_probs(padded_inputs(np.asarray(context, dtype=np.int64)), len(context))
+
+    def window_log_probs(self, inputs: Sequence[int], target: int) -> torch.Tensor:
+        """log P(. | stream[:target]) (V,) from the window that `score_stream` gives target t = `target`: its
+        inputs [u, t] (`window_of`, at most L) are the last t + 1 - u of `inputs`, the stream's inputs up to t
+        ([PAD, w_0 .. w_{t-1}], or at least their last L)."""
         u, _ = self.window_of(target)
+        width = target + 1 - u
         row = torch.full((1, self.shape.length), PAD_ID, dtype=torch.int64, device=self.embedding.device)
-        row[0, : target + 1 - u] = torch.from_numpy(inputs[u: target + 1])
+        row[0, :width] = torch.as_tensor(np.asarray(inputs[len(inputs) - width:], dtype=np.int64))
         z, _ = self.encode(row)  # (1, L, d)
-        return self.log_probs(z[0, target - u: target - u + 1])[0]
+        return self.log_probs(z[0, width - 1: width])[0]
+
+    def reader(self, context: Sequence[int]) -> "TransformerReader":
+        """The window slid along the tokens read (`TransformerReader`): at most L inputs read a step."""
+        return TransformerReader(self, context)
+
+
+class TransformerReader(StreamReader):
+    """`TransformerNetwork.reader`: the last L inputs of the tokens read and the position of the next target;
+    each distribution reads its window of them (`window_log_probs`), as `history_log_probs` of all the tokens
+    read does, so that a step costs one window of L however many tokens were read."""
+
+    def __init__(self, net: TransformerNetwork, context: Sequence[int]):
+        super().__init__(net, context)
+        self.target = len(self.inputs) - 1  # t: the tokens read
+        del self.inputs[:-net.shape.length]
+
+    def read(self, token: int) -> None:
+        self.inputs.append(int(token))
+        self.target += 1
+        if len(self.inputs) > self.net.shape.length:
+            del self.inputs[0]
+
+    def log_probs(self) -> torch.Tensor:
+        return self.net.window_log_probs(self.inputs, self.target)
 
 
 register(Family("transformer", TransformerShape, TransformerNetwork, label="Transformer", order=3, mixed_precision=True,
