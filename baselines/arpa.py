@@ -82,8 +82,9 @@ def write_arpa(model: BackoffModel, vocab: Vocabulary, path: str | Path) -> dict
     The words of an order-n row are its context's text (order n-1, already built) plus one word,
     so each order costs one string concatenation per row; lines are %-formatted."""
     if not isinstance(model, BackoffModel) or model.table is None:
+        from baselines.methods import listed, methods_where
         raise LMBenchError(f"{type(model).__name__} is not a fitted back-off model: ARPA export needs "
-                           "katz, kneser-ney or kneser-ney-backoff, fitted first")
+                           f"{listed(methods_where(lambda m: m.arpa))}, fitted first")
     if len(vocab) != model.vocab_size:
         raise LMBenchError(f"the vocabulary has {len(vocab)} words but the model {model.vocab_size}: "
                            "pass the vocabulary of the corpus the model was fitted on")
@@ -702,8 +703,9 @@ def _over(vocab: Vocabulary, path: Path, to_vocab: np.ndarray, sections: list[_S
     unlisted = np.ones(V, dtype=bool)
     unlisted[unigrams.ids[:, 0]] = False
     if unlisted[vocab.unk_id]:
-        raise LMBenchError(f"{path} lacks {UNK} and {int(unlisted.sum())} words of the vocabulary: "
-                           "build the ARPA file over this vocabulary with <unk> included")
+        others = int(unlisted.sum()) - 1  # (the vocabulary's words it lacks besides <unk>)
+        lacks = f" and {others:,} other word{'' if others == 1 else 's'} of the vocabulary" if others else ""
+        raise LMBenchError(f"{path} lacks {UNK}{lacks}: build the ARPA file over this vocabulary with <unk> included")
     unk = unigrams.logp[np.flatnonzero(unigrams.ids[:, 0] == vocab.unk_id)[0]]
     extra = np.flatnonzero(unlisted)                                  # KenLM: unlisted words are <unk>
     unigrams.ids = np.concatenate([unigrams.ids, extra[:, None]]).astype(np.int64)

@@ -1,7 +1,6 @@
 """`lmbench ngram`: fit an n-gram baseline and print its train/valid/test perplexity; `lmbench build-binary`.
 
-    lmbench ngram --method {add-one-unigram,deleted-interpolation,katz,kneser-ney,kneser-ney-backoff,class,
-                            infini-gram}
+    lmbench ngram --method NAME (baselines.methods.METHODS)
                   --order N [--classes C] [--min-ngram-count C] [--memory SIZE [--tmp-dir DIR]]
                   [--arpa OUT] [--binary OUT [--float64]] [--save-logprobs OUT.npz] [corpus options] [--json]
     lmbench build-binary MODEL.arpa OUT [--float64] [--json]
@@ -9,7 +8,8 @@
 `--binary` and `build-binary` write a model as a binary file (baselines.binary), which `lmbench.load` opens
 memory-mapped without parsing: the ARPA file's KenLM counterpart is its build_binary.
 
-The methods are `baselines.methods.METHODS`; this file reads the options and runs one. For infini-gram
+The methods are the registry `baselines.methods.METHODS` (its choices, the help and the refusals here come from
+each method's registration); this file reads the options and runs one. For infini-gram
 (the ∞-gram interpolated with interpolated KN, baselines/infinigram.py) --order is the KN model's order,
 train is not scored (its contexts occur in train itself), and the figures add the index and the test
 tokens' effective n.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from baselines.methods import BOUNDED_METHODS, CLUSTER_PASSES, METHODS, NGramOptions, make_ngram
+from baselines.methods import CLUSTER_PASSES, METHODS, NGramOptions, listed, make_ngram, methods_where
 from corpora.cli import add_corpus_options, load_corpus
 from lmbench.errors import LMBenchError
 from lmbench.model import split_perplexity
@@ -71,16 +71,18 @@ def register(subparsers) -> None:
                         help="n of the n-gram; default: " + ", ".join(
                             f"{name} {m.default_order}" for name, m in METHODS.items()))
     parser.add_argument("--classes", type=integer(2), default=None,
-                        help="number of word classes (class-based methods)")
+                        help=f"{listed(methods_where(lambda m: 'classes' in m.options))}: number of word classes")
     parser.add_argument("--cluster-passes", type=integer(1), default=CLUSTER_PASSES, metavar="P",
-                        help=f"class: at most P passes of the exchange algorithm (default {CLUSTER_PASSES})")
+                        help=f"{listed(methods_where(lambda m: 'cluster_passes' in m.options))}: at most P passes of "
+                             f"the exchange algorithm (default {CLUSTER_PASSES})")
     parser.add_argument("--min-ngram-count", type=integer(1), default=1, metavar="C",
-                        help="katz, kneser-ney-backoff, class: leave out the n-grams of order >= 3 seen fewer "
+                        help=f"{', '.join(methods_where(lambda m: 'min_ngram_count' in m.options))}: leave out the "
+                             "n-grams of order >= 3 seen fewer "
                              "than C times in train (SRILM's default cutoffs are C = 2; default 1: "
                              "keep all)")
-    add_memory_options(parser, ", ".join(BOUNDED_METHODS))
+    add_memory_options(parser, ", ".join(methods_where(lambda m: m.bounded)))
     parser.add_argument("--arpa", metavar="OUT", type=output_file, default=None,
-                        help="also write the model as an ARPA file (back-off methods)")
+                        help=f"also write the model as an ARPA file ({listed(methods_where(lambda m: m.arpa))})")
     parser.add_argument("--binary", metavar="OUT", type=output_file, default=None,
                         help="also write the fitted model as a binary file, which `lmbench.load` and `lmbench score` "
                              "open at once, memory-mapped (every method; docs/api.md)")
@@ -130,11 +132,9 @@ def run(args: argparse.Namespace) -> dict:
         raise LMBenchError("--float64 sets the values of a binary file: give --binary OUT too, or drop --float64")
     model = make_ngram(NGramOptions(args.method, args.order, args.classes, args.min_ngram_count, args.cluster_passes,
                                     args.memory, args.tmp_dir))
-    if args.arpa:
-        from baselines.backoff import BackoffModel
-        if not isinstance(model, BackoffModel):
-            raise LMBenchError(f"--arpa needs a back-off model and --method {args.method} is not one: "
-                               "use katz, kneser-ney or kneser-ney-backoff, or drop --arpa")
+    if args.arpa and not METHODS[args.method].arpa:
+        raise LMBenchError(f"--arpa needs a back-off model and --method {args.method} is not one: "
+                           f"use {listed(methods_where(lambda m: m.arpa))}, or drop --arpa")
     corpus = load_corpus(args)
     started = time.perf_counter()
     model.fit(corpus)

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from baselines.cli import add_memory_options
-from baselines.methods import BOUNDED_METHODS
+from baselines.methods import methods_where
 from lmbench.errors import LMBenchError
 from lmbench.options import (NAME_BYTES, THREADS_MAX, existing_file, integer, number, output_directory,
                              refuse_overwriting, split_fractions, write_refusal)
@@ -156,7 +156,7 @@ def register(subparsers) -> None:
                       help="keep at most this many of the most frequent words (<unk> included)")
     text.add_argument("--only", choices=("ngram", "nplm"), default=None,
                       help="ngram: the n-gram rows only; nplm: the networks and their mixtures with the trigram")
-    add_memory_options(text, f"the {', '.join(BOUNDED_METHODS)} rows (the same results)")
+    add_memory_options(text, f"the {', '.join(methods_where(lambda m: m.bounded))} rows (the same results)")
     parser.set_defaults(run=run_reproduce)
 
     parser = subparsers.add_parser("report", help="rebuild tables, claims and figures from results.json "

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from functools import partial
 
+from baselines.methods import METHODS, SRILM_CUTOFF, TABLE_CLUSTER_PASSES
 from neural.config import RunConfig
 from neural.families import FAMILIES
 from neural.ours import ours_options
@@ -84,10 +85,19 @@ def kn5_mixtures(rows: list[Row], label=lambda row: f"{row.model} + KN interpola
     return mixed
 
 
+def method_rows(name: str, vocab_size: int) -> list[Row]:
+    """The rows of n-gram method `name` in a user's comparison over `vocab_size` words, as its registration
+    says (`baselines.methods.Method.rows`: its compared orders, label, ids and options)."""
+    return [Row(row.pop("id"), "ngram", row.pop("label"), method=name, **row)
+            for row in METHODS[name].rows(vocab_size)]
+
+
 def infini_gram_row() -> Row:
     """The ∞-gram (issue 37, baselines/infinigram.py) interpolated with interpolated KN 5 by EM weights
     per effective n, fitted on valid: a row of every table (cheap: a suffix array and KN 5)."""
-    return Row(INFINI_GRAM, "ngram", "∞-gram + KN interpolated 5", n=5, method="infini-gram")
+    row, = method_rows("infini-gram", 0)
+    assert row.id == INFINI_GRAM
+    return row
 
 
 # Our rows for the time-to-perplexity figure: MLP1 trained with each objective besides the default. The
@@ -95,8 +105,6 @@ def infini_gram_row() -> Row:
 # its point shows where it stands at equal time, not where it converges.
 OBJECTIVE_ROWS = {objective: 1 if objective == "softmax" else None  # objective: epochs (None: the schedule's)
                   for objective in ("importance", "nce", "class", "tree", "softmax") if objective != RunConfig().objective}
-CLUSTER_PASSES = 10  # exchange passes for the table's clusterings (the objective has all but settled)
-SRILM_CUTOFF = 2  # SRILM's ngram-count keeps trigrams and longer seen at least twice (-gt3min 2 ...)
 
 
 def _kn_rows(orders, paper_label):
@@ -124,7 +132,7 @@ def brown_rows(corpus=None) -> list[Row]:
                     paper_model="Del. Int."))
     rows += _kn_rows((3, 4, 5), "Kneser-Ney back-off")
     rows += [Row(f"class-{n}-{c}", "ngram", "class-based back-off", n=n, classes=c, method="class",
-                 min_ngram_count=SRILM_CUTOFF, cluster_passes=CLUSTER_PASSES, paper_model="class-based back-off")
+                 min_ngram_count=SRILM_CUTOFF, cluster_passes=TABLE_CLUSTER_PASSES, paper_model="class-based back-off")
              for n, c in [(3, 150), (3, 200), (3, 500), (3, 1000), (3, 2000), (4, 500), (5, 500)]]
     rows += [Row(f"kn-interp-{n}", "ngram", "Kneser-Ney interpolated", n=n, method="kneser-ney") for n in (3, 4, 5)]
     rows.append(infini_gram_row())
@@ -214,27 +222,16 @@ OURS_IDS = (OURS_ROW, *(row.id for row in kn5_mixtures([Row(OURS_ROW, "network",
 NETWORK_CHOICES = (*(name.lower() for name in TABLE1_NETWORKS), *NETWORKS_BEYOND_2003)  # a user's `--networks`
 
 
-def class_counts(vocab_size: int) -> list[int]:
-    """Class counts for the class-based trigrams of a user's corpus: about 1%, 3% and 10% of |V| (on
-    Brown's 16k words: 160, 480, 1600, near the paper's 150, 500, 2000)."""
-    return sorted({max(2, round(vocab_size * share)) for share in (0.01, 0.03, 0.1)})
-
-
 def text_rows(vocab_size: int, networks: tuple[str, ...] | None = None, only: str | None = None) -> list[Row]:
-    """The comparison on a user's corpus (`lmbench reproduce text`): the n-gram families at orders 3 to
-    5, class-based trigrams scaled to |V|, the networks of Table 1, each mixed with the deleted-
+    """The comparison on a user's corpus (`lmbench reproduce text`): the rows of every registered n-gram
+    method at its compared orders (`baselines.methods`: Del. Int., KN back-off and interpolated at orders
+    3 to 5, ∞-gram + KN 5, Katz 3, class-based trigrams scaled to |V|), the networks of Table 1, each mixed with the deleted-
     interpolation trigram three ways and with interpolated KN 5 by EM, then our networks beyond 2003
     (`rows_beyond_2003`; NPLM (ours) is added by the pipeline, `ours_rows`, its shape following the corpus).
     `networks`: a subset of the network ids (e.g. ("mlp1", "lstm"); DEFAULT among them: those of a run that
     names none, and the others named); `only`: "ngram" (no network) or "nplm" (the networks, their mixtures
     and the n-gram models they mix with: Del. Int., KN 5, ∞-gram)."""
-    trigram = Row("del-int", "ngram", "Del. Int.", n=3, method="deleted-interpolation")
-    interpolated = [Row(f"kn-interp-{n}", "ngram", "Kneser-Ney interpolated", n=n, method="kneser-ney")
-                    for n in (3, 4, 5)]
-    ngrams = [trigram] + _kn_rows((3, 4, 5), None) + interpolated
-    ngrams += [infini_gram_row(), Row("katz-3", "ngram", "Katz back-off", n=3, method="katz")]
-    ngrams += [Row(f"class-3-{c}", "ngram", "class-based back-off", n=3, classes=c, method="class",
-                   min_ngram_count=SRILM_CUTOFF, cluster_passes=CLUSTER_PASSES) for c in class_counts(vocab_size)]
+    ngrams = [row for name in METHODS for row in method_rows(name, vocab_size)]
     named = networks or ()
     chosen = [name for name in TABLE1_NETWORKS if every_default(networks) or name.lower() in named]
     neural = []
@@ -249,7 +246,7 @@ def text_rows(vocab_size: int, networks: tuple[str, ...] | None = None, only: st
     if only == "ngram":
         return ngrams
     if only == "nplm":
-        return [trigram, interpolated[-1], infini_gram_row()] + neural
+        return [row for row in ngrams if row.id in ("del-int", "kn-interp-5", INFINI_GRAM)] + neural
     return ngrams + neural
 
 

@@ -92,7 +92,7 @@ class TextCorpus:
     """A user's corpus for `lmbench reproduce text`: three files of whitespace-separated tokens (or one,
     `corpus_file`, cut by lines into `split`), the vocabulary options of corpora/text.py, which rows
     to run (see reports.experiments.text_rows), and the memory cap of the n-gram rows that can estimate
-    in bounded memory (baselines.methods.BOUNDED_METHODS; `--memory`), which is no part of a row's
+    in bounded memory (those registered `bounded`, baselines.methods.METHODS; `--memory`), which is no part of a row's
     fingerprint: both paths give the same model bit for bit (tests/test_disk_counts.py), so a row
     cached by either is the other's result."""
     train: Path | None = None
@@ -540,9 +540,9 @@ class Reproduction:
 
     def fitted(self, row: Row):
         """The n-gram row's model, fitted on the corpus (under the run's memory cap, where it has one)."""
-        from baselines.methods import BOUNDED_METHODS, NGramOptions, make_ngram
+        from baselines.methods import METHODS, NGramOptions, make_ngram
         bounded = {"memory": self.text.memory, "tmp_dir": self.text.tmp_dir} if (
-            self.text is not None and row.method in BOUNDED_METHODS) else {}
+            self.text is not None and METHODS[row.method].bounded) else {}
         return make_ngram(NGramOptions(row.method, row.n, row.classes, row.min_ngram_count, row.cluster_passes,
                                        **bounded)).fit(self.corpus)
 

@@ -148,6 +148,9 @@ to text, is refused); and, in a file whose rows keep their blocks, a row that ra
                 raise ValueError(f"row {row['id']!r} has {key} {today.get(key)!r} where the table's row of that id has "
                                  f"{definition.get(key)!r} (reports.experiments)")
         method = row.get("method")
+        if method is not None and method not in METHODS:
+            raise ValueError(f"row {row['id']!r} is of n-gram method {method!r}, which no method registers (baselines."
+                             f"methods.METHODS: {', '.join(METHODS)}; a method's own file in baselines/ registers it)")
         if method is not None and not METHODS[method].min_order <= (row.get("n") or 0) <= METHODS[method].max_order:
             raise ValueError(f"row {row['id']!r} is of method {method} with n {row.get('n')!r}, not one of its orders "
                              f"{METHODS[method].min_order} to {METHODS[method].max_order}")

@@ -6,11 +6,11 @@ import json
 import numpy as np
 import pytest
 
-from baselines.methods import BOUNDED_METHODS
+from baselines.methods import METHODS, class_counts
 from baselines.disk_counts import DiskCounts
 from lmbench_cli import main
 from neural.families import FAMILIES
-from reports.experiments import INFINI_GRAM, NETWORKS_BEYOND_2003, WITH_COUNTS, class_counts, text_rows
+from reports.experiments import INFINI_GRAM, NETWORKS_BEYOND_2003, WITH_COUNTS, text_rows
 
 COMPARED = [name for name in NETWORKS_BEYOND_2003 if FAMILIES[name].compared]  # every comparison's beyond 2003
 from tests.helpers import chain_text, run_cli, write_splits
@@ -131,7 +131,7 @@ def test_bounded_memory_gives_the_same_rows(corpus_files, tmp_path, capsys, monk
         assert main(_argv(corpus_files, tmp_path / name, "--only", "ngram", *more)) == 0, capsys.readouterr().err
         rows[name] = json.loads((tmp_path / name / "report" / "results.json").read_text())["rows"]
         assert counted == ([] if name == "in-memory" else
-                           [row["n"] for row in rows[name] if row["method"] in BOUNDED_METHODS])
+                           [row["n"] for row in rows[name] if row["method"] and METHODS[row["method"]].bounded])
     assert "kn-backoff-5" in {row["id"] for row in rows["bounded"]}  # its cutoff too
     keys = ("id", "fingerprint", "train_ppl", "valid_ppl", "test_ppl")
     assert [[row[key] for key in keys] for row in rows["bounded"]] == [[row[key] for key in keys]

@@ -38,10 +38,27 @@ def test_the_docs_list_the_families_the_registry_has():
         "docs/networks.md's families table is stale: write it again with `python -m tests.test_docs`")
 
 
-if __name__ == "__main__":  # docs/networks.md's families table written again from the registry
+METHODS_TABLE = r"<!-- methods -->\n(.*?)<!-- /methods -->"  # where docs/ngram.md keeps it
+
+
+def test_the_docs_list_the_ngram_methods_the_registry_has():
+    """docs/ngram.md's table of n-gram methods is the registry's (`baselines.methods.methods_markdown`): a
+    method added, or registered with other orders, options or rows, fails here until the table is written
+    again (`python -m tests.test_docs`)."""
     import re
+    from baselines.methods import methods_markdown
+    page = (ROOT / "docs" / "ngram.md").read_text()
+    found = re.search(METHODS_TABLE, page, flags=re.S)
+    assert found is not None and found.group(1) == methods_markdown(), (
+        "docs/ngram.md's methods table is stale: write it again with `python -m tests.test_docs`")
+
+
+if __name__ == "__main__":  # docs/networks.md's families table and docs/ngram.md's methods table written again
+    import re
+    from baselines.methods import methods_markdown
     from neural.families import families_markdown
-    page = ROOT / "docs" / "networks.md"
-    table = families_markdown()
-    page.write_text(re.sub(FAMILIES_TABLE, lambda _: f"<!-- families -->\n{table}<!-- /families -->",
-                           page.read_text(), count=1, flags=re.S))
+    for name, pattern, marker, table in (("networks.md", FAMILIES_TABLE, "families", families_markdown()),
+                                         ("ngram.md", METHODS_TABLE, "methods", methods_markdown())):
+        page = ROOT / "docs" / name
+        page.write_text(re.sub(pattern, lambda _: f"<!-- {marker} -->\n{table}<!-- /{marker} -->",
+                               page.read_text(), count=1, flags=re.S))

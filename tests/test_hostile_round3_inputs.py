@@ -221,21 +221,21 @@ def method_options() -> dict[str, list[str]]:
 def test_ngram_refuses_every_option_its_method_does_not_take(place, capsys, monkeypatch, method):
     """`--classes` and `--cluster-passes` of another method than class, `--tmp-dir` without `--memory`
     (its bounded path): each was silently ignored; refused before the corpus is prepared."""
-    from baselines.methods import BOUNDED_METHODS
+    from baselines.methods import METHODS, OPTIONS
     prepared_nothing(monkeypatch)
     files = corpus_args(write_splits(place["root"], train=zipf_text(400, 20, 1), valid=zipf_text(60, 20, 2),
                                      test=zipf_text(60, 20, 3)))
-    takes = {"--classes", "--cluster-passes"} if method == "class" else set()
+    takes = {flag for name, flag in OPTIONS.items() if name in METHODS[method].options}
     for option, values in method_options().items():
         if option in takes:
             continue
         words = ["ngram", "--method", method, *files, option, *(v.format(root=place["root"]) for v in values)]
         line = error_line(capsys, words)
         assert option in line and ("--memory" in line if option == "--tmp-dir" else "only for --method class" in line), line
-    if method in BOUNDED_METHODS:  # with --memory, --tmp-dir is taken: nothing refused before the corpus
+    if METHODS[method].bounded:  # with --memory, --tmp-dir is taken: nothing refused before the corpus
         with pytest.raises(AssertionError, match="before the refusal"):
             main(["ngram", "--method", method, *files, "--memory", "1G", "--tmp-dir", str(place["root"] / "tmp"),
-                  *(["--classes", "5"] if method == "class" else [])])
+                  *(["--classes", "5"] if "classes" in METHODS[method].options else [])])
 
 
 def test_reproduce_text_refuses_tmp_dir_without_memory(place, capsys, monkeypatch):
