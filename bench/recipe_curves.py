@@ -3,15 +3,16 @@ against training seconds under today's recipe and a new one, from the runs' own 
 trained here). A curve comes from a report's results.json (each network row's `curve`) or from a run
 folder of `lmbench train --out DIR` (its log.jsonl; the folder's name is the row it stands for unless
 given as ROW=DIR). Its seconds are the training seconds of each epoch's end (`total_seconds`); the
-validation passes and the final scoring are not in them (each curve's last line in the table gives the
-row's whole seconds where the record has them).
+validation passes and the final scoring are not in them. A curve's perplexities are on the part of valid its recipe
+validates each epoch on (`valid_tokens`: the time-to-quality recipe's first 50,000 tokens); the table's are
+the rows' own, on all of valid.
 
     python bench/recipe_curves.py --old results/ap89-1m-seq/results.json --new runs/reports/NAME/results.json \\
         --out docs/figures/recipe-curves-ap89-1m.svg
     python bench/recipe_curves.py --old results/ap89-1m-seq/results.json --new mlp1=/tmp/run-mlp1 lstm=/tmp/run-lstm
 
-Prints, for each family in both, the old and new end: epochs, training seconds, best validation
-perplexity, and the new over the old (seconds and perplexity); draws one panel a family.
+Prints, for each row in both, the old and new end: epochs, training seconds, valid perplexity, and the new
+over the old (seconds and perplexity); draws one panel a row.
 """
 
 from __future__ import annotations
@@ -23,21 +24,19 @@ from pathlib import Path
 
 
 def curves_of(source: str) -> dict[str, dict]:
-    """row id -> {"curve": [(training seconds, valid perplexity), ...], "seconds": whole row or None,
-    "valid": the row's valid perplexity (all of valid) or None} of a results.json, or of run folders
-    given as DIR or ROW=DIR."""
+    """row id -> {"curve": [(training seconds, valid perplexity), ...], "valid": the row's valid perplexity
+    (all of valid) or None} of a results.json, or of run folders given as DIR or ROW=DIR."""
     row, _, path = source.rpartition("=") if "=" in source else ("", "", source)
     path = Path(path)
     if path.suffix == ".json":
         rows = json.loads(path.read_text())["rows"]
         return {r["id"]: {"curve": [(e["total_seconds"], e["valid_perplexity"]) for e in r["curve"]],
-                          "seconds": r.get("seconds"), "valid": r.get("valid_ppl")}
+                          "valid": r.get("valid_ppl")}
                 for r in rows if r.get("kind") == "network" and r.get("curve")}
     log = [json.loads(line) for line in (path / "log.jsonl").read_text().splitlines() if line.strip()]
     result = json.loads((path / "result.json").read_text()) if (path / "result.json").exists() else {}
-    whole = (result["seconds"] + result.get("eval_seconds", 0)) if "seconds" in result else None
     return {row or path.name: {"curve": [(e["total_seconds"], e["valid_perplexity"]) for e in log],
-                               "seconds": whole, "valid": result.get("valid_perplexity")}}
+                               "valid": result.get("valid_perplexity")}}
 
 
 def gathered(sources: list[str]) -> dict[str, dict]:
@@ -48,12 +47,14 @@ def gathered(sources: list[str]) -> dict[str, dict]:
 
 
 def table(old: dict, new: dict) -> list[str]:
-    lines = ["| row | old: epochs, train s, best valid | new: epochs, train s, best valid | "
-             "new / old train s | new / old valid |", "|:--|--:|--:|--:|--:|"]
+    """Each row in both: epochs, training seconds and the row's valid perplexity (all of valid, where the
+    record has it; else the curve's best, whose epochs may have validated on a part of valid only)."""
+    lines = ["| row | old: epochs, train s, valid | new: epochs, train s, valid | new / old train s | "
+             "new / old valid |", "|:--|--:|--:|--:|--:|"]
     for row in sorted(set(old) & set(new)):
         ends = []
         for run in (old[row], new[row]):
-            seconds, ppl = run["curve"][-1][0], min(p for _, p in run["curve"])
+            seconds, ppl = run["curve"][-1][0], run["valid"] or min(p for _, p in run["curve"])
             ends.append((len(run["curve"]), seconds, ppl))
         (e0, s0, p0), (e1, s1, p1) = ends
         lines.append(f"| {row} | {e0}, {s0:,.0f}, {p0:.2f} | {e1}, {s1:,.0f}, {p1:.2f} | {s1 / s0:.2f} | "
