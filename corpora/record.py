@@ -156,13 +156,31 @@ def recorded_options(record: dict, run: Path) -> dict:
     return options
 
 
+def _no_record(folder: Path) -> str:
+    """The line of a folder without a corpus record, by what the folder is: a work folder (`lmbench reproduce`
+    writes its record), the training folder of a work folder's network row (`nplm/ID-FINGERPRINT`, which has
+    none: its work folder's record is its corpus's), or a run folder (`lmbench train --out` writes one beside
+    its model; a run trained before the records has none)."""
+    work, row = folder.resolve().parent.parent, folder.name.rsplit("-", 1)[0]
+    if (folder / "rows").is_dir():
+        return (f"{folder} holds no {RECORD}, the record of its corpus (it was made before work folders kept one): "
+                "run its `lmbench reproduce` command again (its rows are cached), which writes it there")
+    if folder.resolve().parent.name == "nplm" and (work / "rows" / f"{row}.json").is_file():
+        return (f"{folder} is the training folder of row {row} of the work folder {work}, whose {RECORD} records "
+                f"the corpus (`lmbench reproduce` writes it in the work folder, never in a row's training folder): "
+                f"load the row from the work folder (lmbench.load({str(work)!r}, row={row!r}); lmbench score or "
+                f"generate {work} --row {row})")
+    return (f"{folder} holds no {RECORD}, the record of its corpus, which `lmbench train --out` writes beside a "
+            "run's model (a run trained before the records has none): give its corpus options (lmbench eval "
+            "--corpus ...), or train it again with `lmbench train --out`")
+
+
 def load_recorded(folder: str | Path) -> Corpus:
     """The corpus the record of `folder` names (its files checked: there, of the content recorded), cut to
     the record's `slice` when it has one (a quick reproduction's: `corpora.corpus.slice_corpus`)."""
     record = read_record(folder)
     if record is None:
-        raise LMBenchError(f"{folder} holds no {RECORD}, the record of its corpus: train the run with `lmbench train "
-                           "--out`, or run its `lmbench reproduce` command again (its rows are cached), which writes it")
+        raise LMBenchError(_no_record(Path(folder)))
     cut = record.pop("slice", None)
     corpus = load_options(recorded_options(record, Path(folder)))
     if cut is None:

@@ -49,8 +49,9 @@ def add_train(commands) -> None:
                            help="window networks: paper: one example per update, eps0/(1+rt), early stopping; "
                                 "sgd (default): minibatches of 128, the rate halved on a validation plateau "
                                 f"({_stream_families()}: their own, AdamW with a cosine rate)")
-    run_group.add_argument("--objective", choices=tuple(OBJECTIVES), default=defaults.objective,
-                           help=f"training loss over the output layer (default {defaults.objective}): "
+    run_group.add_argument("--objective", choices=tuple(OBJECTIVES), default=None,
+                           help=f"training loss over the output layer (default {defaults.objective}; --resume: the "
+                                "run's): "
                                 + "; ".join(f"{o.name}: {o.summary}" for o in OBJECTIVES.values()))
     run_group.add_argument("--samples", type=integer(1, 10**12), default=None,
                            help=f"k, words drawn per minibatch by importance / nce (default {defaults.samples}; "
@@ -108,15 +109,18 @@ def add_train(commands) -> None:
                            help="stream networks: the last rate of the cosine schedule, as a fraction of --lr "
                                 f"(default {defaults.final_lr_fraction})")
     run_group.add_argument("--checkpoint-minutes", type=number(0, 1e6), default=defaults.checkpoint_minutes)
-    run_group.add_argument("--seed", type=integer(0, 2**32 - 1), default=defaults.seed)
+    run_group.add_argument("--seed", type=integer(0, 2**32 - 1), default=None,
+                           help=f"the seed of the run's initial weights and batches (default {defaults.seed}; --resume: "
+                                "the run's)")
     run_group.add_argument("--out", type=output_directory, default=None,
                            help="run directory (default runs/MODEL-CORPUS-SHAPE-RECIPE-OBJECTIVE-sSEED, SHAPE the "
                                 "family's shape options in order, each NAMEVALUE, a flag NAME or no-NAME)")
     run_group.add_argument("--resume", action="store_true",
                            help="continue the run in --out (on the corpus its corpus.json records, unless named)")
     _device_options(train)
-    run_group.add_argument("--precision", choices=CHOICES, default=defaults.precision,
-                           help="the training products: auto (default: bf16 where the device computes it natively "
+    run_group.add_argument("--precision", choices=CHOICES, default=None,
+                           help="the training products (--resume: the run's): auto (default: bf16 where the device "
+                                "computes it natively "
                                 "and the family trains faster for it, else fp32), fp32, bf16 (bfloat16 products, fp32 "
                                 "weights, gradients and optimizer state); scoring is always fp32 "
                                 "(neural/precision.py)")
@@ -231,17 +235,13 @@ def _stream_default(option: str) -> str:
 
 
 def run_train(args: argparse.Namespace) -> dict | None:
-    from dataclasses import asdict, fields
-    from neural.config import RunConfig
+    from dataclasses import asdict
     from neural.training.trainer import train_network
     if args.nproc_per_node:
         from neural.parallel.launch import launch
         return launch(args)
-    run_options = {f.name: getattr(args, f.name) for f in fields(RunConfig)[2:]
-                   if getattr(args, f.name, None) is not None}  # not given: the config's (or the family's) default
     saved = _saved_run(args)
-    model, shape = _network(args, saved)
-    config = RunConfig(model=model, shape=shape, **_shape_options(args), **run_options)
+    config = _run_config(args, saved)
     _check_launch(args)
     if saved is not None:
         _check_resume(args, args.out, config, saved)
@@ -250,11 +250,13 @@ def run_train(args: argparse.Namespace) -> dict | None:
     corpus = load_options(options, use_cache=not args.no_cache)
     shape = "-".join((k if v else f"no-{k}") if isinstance(v, bool) else f"{k}{v}"
                      for k, v in asdict(config.shape).items())
-    out = args.out or f"runs/{config.model}-{corpus.name}-{shape}-{config.recipe}-{config.objective}-s{args.seed}"
+    out = args.out or f"runs/{config.model}-{corpus.name}-{shape}-{config.recipe}-{config.objective}-s{config.seed}"
     if args.out is None:
         refuse_overwriting(args, {}, folders={"--out (its default)": Path(out)})
-        if args.resume:
-            _check_resume(args, out, config)
+        if args.resume and not args.parallel:  # (the run found by its name: its options not given are its own)
+            saved = _resumed_config(out)
+            config = _run_config(args, saved)
+            _check_resume(args, out, config, saved)
     team = _connect(args, corpus)
     try:
         with folder_held(out, busy(out)) if team.writer else nullcontext():
@@ -309,6 +311,22 @@ def _resumed_config(out: str | Path) -> dict:
         raise LMBenchError(f"--resume: no run to resume in {out} (no {CHECKPOINT}): check the folder's name, or "
                            "drop --resume to start a run there")
     return saved_config(path)
+
+
+def _run_config(args: argparse.Namespace, saved: dict | None):
+    """The run to train: the options given, and for each one not given the resumed run's own (`saved`, its
+    checkpoint's configuration; `RunConfig.saved_options`), but for those of how it goes on (RESUMED_AS_GIVEN:
+    the command's, or their defaults), else the family's or the configuration's default. A run resumed takes
+    its seed, precision, objective, epochs, ... as it was started, unless told otherwise (`_check_resume`
+    then refuses what it cannot change)."""
+    from dataclasses import fields
+    from neural.config import RunConfig
+    given = {f.name: getattr(args, f.name) for f in fields(RunConfig)[2:] if getattr(args, f.name, None) is not None}
+    model, shape = _network(args, saved)
+    own = {} if saved is None or model != saved["model"] else {
+        key: value for key, value in RunConfig.saved_options(saved).items()
+        if key not in ("model", "shape", *RESUMED_AS_GIVEN)}
+    return RunConfig(model=model, shape=shape, **_shape_options(args), **{**own, **given})
 
 
 def _network(args: argparse.Namespace, saved: dict | None) -> tuple[str, dict | None]:

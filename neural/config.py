@@ -146,15 +146,23 @@ class RunConfig:
     @classmethod
     def from_saved(cls, saved: dict) -> "RunConfig":
         """The configuration a run saved (`dataclasses.asdict`: a checkpoint's, a results.json row's), of this
-        or an earlier version: a field since removed is dropped, a stream family's recipe, which its trainer
-        never read before the one trainer (saved as "sgd"), is the adamw it trained with."""
+        or an earlier version (`saved_options`)."""
+        values = cls.saved_options(saved)
+        model, shape = values.pop("model", "nplm"), values.pop("shape", None)
+        return cls(model=model, shape=shape, **values)
+
+    @classmethod
+    def saved_options(cls, saved: dict) -> dict:
+        """The options of a saved configuration (`from_saved`), as RunConfig takes them, of this or an earlier
+        version: a field since removed is dropped, a stream family's recipe, which its trainer never read
+        before the one trainer (saved as "sgd"), is the adamw it trained with; what a resumed run takes of
+        its run (`neural.cli`)."""
         values = {f.name: saved[f.name] for f in fields(cls) if f.name in saved}
         if "precision" not in saved:  # (saved before --precision: fp32, or --bf16's products in bfloat16)
             values["precision"] = "bf16" if saved.get("bf16") else "fp32"
-        model, shape = values.pop("model", "nplm"), values.pop("shape", None)
-        if family(model).context == "stream":
+        if family(values.get("model", "nplm")).context == "stream":
             values["recipe"] = "adamw"
-        return cls(model=model, shape=shape, **values)
+        return values
 
     def check(self) -> None:
         if self.recipe not in RECIPES:

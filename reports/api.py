@@ -34,6 +34,7 @@ of the tokens the row ran on (a quick run's are the first of each file, its corp
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import numbers
@@ -77,7 +78,7 @@ class TextModel:
         self.begin, self.end = markers(model, vocab)
 
     def __repr__(self) -> str:
-        return f"TextModel({self.name!r}, {len(self.vocab)} words, order {self.order})"
+        return f"TextModel({self.name!r}, {_count(len(self.vocab), 'word')}, order {self.order})"
 
     @property
     def order(self) -> int | None:
@@ -264,8 +265,14 @@ class TextModel:
             text = " ".join(words) if words else None
         known = [word for word in words if word in self.vocab and word != UNK]
         if text is not None and not known:
-            raise LMBenchError(f"the {what} {text[:60]!r} holds no word of the model's vocabulary ({len(self.vocab)} "
-                               f"words, e.g. {', '.join(self.vocab.words[1:4])}): give one with a known word")
+            examples = [word for word in self.vocab.words[:8] if word != UNK][:3]
+            if not examples:  # (an ARPA file of <unk> alone)
+                raise LMBenchError(f"the {what} {text[:60]!r} holds no word of the model's vocabulary, which holds "
+                                   f"none but {UNK} ({self.name}): give no {what.split(' (')[0]}, or load a model "
+                                   "of some words")
+            raise LMBenchError(f"the {what} {text[:60]!r} holds no word of the model's vocabulary "
+                               f"({_count(len(self.vocab) - 1, 'word')} besides {UNK}, e.g. {', '.join(examples)}): "
+                               "give one with a known word")
         return ([self.begin] if bos and self.begin is not None else []) + self.vocab.encode(words).tolist()
 
     def next_words(self, context: str | list[str] | None = None, k: int = 10,
@@ -304,6 +311,11 @@ class TextModel:
                 reader.read(drawn[-1])
             drawn.append(draw(reader.distribution(), temperature, rng))
         return self.vocab.decode(drawn)
+
+
+def _count(count: int, noun: str) -> str:
+    """`1 word`, `2 words`."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def _oov(vocab: Vocabulary, words: list[str]) -> list[bool]:
@@ -425,8 +437,8 @@ def load(path: str | Path, row: str | None = None, *, device: str = "auto", thre
                                "a model of a work folder (runs/NAME)")
         if is_binary(path):
             return TextModel(*_binary(path), str(path))
-        with open(path, "rb") as f:
-            first = f.read(1 << 12).lstrip().split(b"\n", 1)[0].strip()
+        with open(path, "rb") as f:  # (a UTF-8 byte order mark before it, as Windows editors write, is no text)
+            first = f.read(1 << 12).removeprefix(codecs.BOM_UTF8).lstrip().split(b"\n", 1)[0].strip()
         if first != b"\\data\\":
             raise LMBenchError(f"{path} is a file that is no ARPA file (its first line is not \\data\\) nor a binary "
                                "model file (lmbench build-binary): give one of them, a network run folder (lmbench "

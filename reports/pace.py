@@ -41,13 +41,16 @@ class Speed:
     score_seconds: float
 
 
-def measure(corpus, config) -> Speed:
+def measure(corpus, config, advice=None) -> Speed:
     """The pace of a network of `config` (a RunConfig) on `corpus`, at config.threads: a few training
-    updates in a throw-away folder, then the exact scoring of the first SCORED_TOKENS tokens of valid."""
+    updates in a throw-away folder, then the exact scoring of the first SCORED_TOKENS tokens of valid.
+    `advice`: what a refusal of the network's training tells the user to do, in the words of the command
+    that will train it (neural.training.checkpoint.Advice; None: `lmbench train`'s)."""
+    from neural.training.checkpoint import Advice
     from neural.training.trainer import Trainer, join
     team = join(None, len(corpus.vocab), device=config.device, threads=config.threads)
     with tempfile.TemporaryDirectory() as folder:
-        trainer = Trainer(corpus, config, Path(folder), team, resume=False, progress=False)
+        trainer = Trainer(corpus, config, Path(folder), team, resume=False, progress=False, advice=advice or Advice())
         updates = trainer.begin_epoch()
 
         def run(least: int, seconds: float, end: int) -> tuple[int, int, float]:

@@ -444,7 +444,7 @@ class Reproduction:
             log.info("measuring %s's pace here", original)
             by_id = {r.id: r for r in self.rows}
             config = replace(self.training_config(by_id[original], budgeted=False), threads=self.row_threads())
-            self._speeds[original] = pace.measure(self.corpus, config)
+            self._speeds[original] = pace.measure(self.corpus, config, self.advice(by_id[original], config))
         return self._speeds[original]
 
     def expected_seconds(self, row: Row, model: CostModel) -> float | None:
@@ -574,18 +574,26 @@ class Reproduction:
         splits = SPLITS if row.method != "infini-gram" else ("valid", "test")
         return RowRun(saved.scored_splits(model, self.corpus, splits), figures)
 
+    def advice(self, row: Row, config):
+        """What the line of network row `row`'s training stopped or refused tells the user to do, in
+        `reproduce`'s words (neural.training.checkpoint.Advice: `lmbench train`'s options are not this command's)."""
+        from neural.training.checkpoint import Advice
+        return Advice(resume="run the same command again: the rows finished are cached, and this network "
+                             "continues from its last good checkpoint",
+                      diverged=f"row {row.id} diverged on this corpus: leave it out (--networks naming the others)"
+                               + (", or train it in fp32 (--precision fp32)" if config.precision != "fp32" else ""),
+                      lanes=f"give a longer training text, or leave row {row.id} out (--networks naming the others, "
+                            "or --skip network for none)")
+
     def _run_network(self, row: Row) -> RowRun:
         from neural.scoring import score_split
-        from neural.training.checkpoint import Advice, load_network
+        from neural.training.checkpoint import load_network
         from neural.training.trainer import train_network
         config = self.training_config(row)
         out = self.work / "nplm" / f"{row.id}-{self.fingerprint(row)}"  # a changed row trains afresh
         started = time.perf_counter()
-        advice = Advice(resume="run the same command again: the rows finished are cached, and this network "
-                               "continues from its last good checkpoint",
-                        diverged=f"row {row.id} diverged on this corpus: leave it out (--networks naming the others)"
-                                 + (", or train it in fp32 (--precision fp32)" if config.precision != "fp32" else ""))
-        summary = train_network(self.corpus, config, out, resume=True, evaluate=False, advice=advice)  # scored below
+        summary = train_network(self.corpus, config, out, resume=True, evaluate=False,  # scored below
+                                advice=self.advice(row, config))
         trained_here = time.perf_counter() - started  # (0 for a run finished before: resumed, or trained apart)
         model = load_network(out, self.corpus, threads=self.threads, progress=True)  # the exact scoring's bar
         splits = SPLITS if row.paper_model else ("valid", "test")  # our extra rows: no train column

@@ -51,7 +51,7 @@ def test_a_network_rows_estimate_is_its_measured_pace_and_the_committed_runs_pac
         tmp_path, monkeypatch):
     from reports import pipeline
     measured = []
-    monkeypatch.setattr(pace, "measure", lambda corpus, config: measured.append(config.shape.h) or FAKE)
+    monkeypatch.setattr(pace, "measure", lambda corpus, config, advice=None: measured.append(config.shape.h) or FAKE)
     reproduction = prepared(small_reproduction(tmp_path, monkeypatch))
     tokens = {split: len(reproduction.corpus.split(split)) for split in ("train", "valid", "test")}
     estimates = {}
@@ -92,7 +92,7 @@ def test_the_estimate_said_at_the_start_is_recorded_and_a_rerun_of_cached_rows_k
 
 
 def test_rows_the_run_leaves_out_are_not_in_its_estimate(tmp_path, monkeypatch):
-    monkeypatch.setattr(pace, "measure", lambda corpus, config: FAKE)
+    monkeypatch.setattr(pace, "measure", lambda corpus, config, advice=None: FAKE)
     reproduction = prepared(small_reproduction(tmp_path, monkeypatch))
     reproduction.left_out = {"wide"}  # (--networks small)
     progress = reproduction.progress(frozenset({"ngram"}))
@@ -115,7 +115,7 @@ def test_under_jobs_k_the_pace_is_timed_at_each_rows_threads_and_the_estimate_co
         tmp_path, monkeypatch):
     from lmbench import threads
     timed = []
-    monkeypatch.setattr(pace, "measure", lambda corpus, config: timed.append(config.threads) or FAKE)
+    monkeypatch.setattr(pace, "measure", lambda corpus, config, advice=None: timed.append(config.threads) or FAKE)
     monkeypatch.setattr(threads, "cores", lambda: 2)
     # the seconds spent before the rows (the corpus's loading) on a clock of the test's own: the two runs'
     # estimates differ by their lanes alone, however slowly this machine loads the corpus
@@ -169,7 +169,7 @@ def test_the_pace_is_the_steady_one_past_the_cold_first_updates_over_a_window_of
         updates_per_epoch = 10_000
 
     class Trainer:
-        def __init__(self, corpus, config, folder, team, resume, progress):
+        def __init__(self, corpus, config, folder, team, resume, progress, advice=None):
             self.state, self.net, self.batches, self.done = type("State", (), {"position": 0})(), Network(), Batches(), 0
 
         def begin_epoch(self):

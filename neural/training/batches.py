@@ -26,6 +26,7 @@ from lmbench.errors import LMBenchError
 from neural.networks.stream import padded_inputs
 from neural.precision import bf16_products
 from neural.scoring import StreamWindows
+from neural.training.checkpoint import Advice
 
 STEPS = 35  # inputs per lane per update of a recurrent network that names no --steps (Zaremba et al.)
 
@@ -64,18 +65,20 @@ class LaneBatches:
     """`batch` contiguous lanes of the training stream, `steps` inputs of each an update, a recurrent
     network's state carried between updates (`carried`: a tuple of tensors whose dimension 1 is the lane)."""
 
-    def __init__(self, train: np.ndarray, net, batch: int, seed: int, team, steps: int | None):
+    def __init__(self, train: np.ndarray, net, batch: int, seed: int, team, steps: int | None,
+                 advice: str = Advice.lanes):
         device = team.device
-        self.batch, self.seed, self.device = batch, seed, device
+        self.batch, self.seed, self.device, self.advice = batch, seed, device, advice
         self.steps = steps_of(net.shape, steps)
         self.inputs = torch.from_numpy(padded_inputs(train)).to(device)  # (T + 1,): inputs[t] -> train[t]
         self.targets = torch.from_numpy(train.astype(np.int64)).to(device)  # (T,)
-        self.updates_per_epoch = lane_layout(len(self.targets), batch, self.steps, 0)[1]
+        lane_layout(len(self.targets), batch, self.steps, self.steps - 1, advice)  # (every epoch's offset fits)
+        self.updates_per_epoch = lane_layout(len(self.targets), batch, self.steps, 0, advice)[1]
         self.carried = None
 
     def begin_epoch(self, epoch: int) -> int:
         offset = int(np.random.default_rng([self.seed, epoch]).integers(0, self.steps))
-        self.lane, updates = lane_layout(len(self.targets), self.batch, self.steps, offset)
+        self.lane, updates = lane_layout(len(self.targets), self.batch, self.steps, offset, self.advice)
         self.starts = offset + self.lane * torch.arange(self.batch, device=self.device)  # (B,) lanes' first targets
         return updates
 
@@ -98,11 +101,12 @@ class LaneBatches:
         self.carried = None
 
 
-def batches_for(net, train: np.ndarray, config, team):
-    """The batches of `net`'s context: windows for a network with a `history`, lanes for one without."""
+def batches_for(net, train: np.ndarray, config, team, advice: Advice = Advice()):
+    """The batches of `net`'s context: windows for a network with a `history`, lanes for one without (a training
+    split too short for them refused in one line ending in `advice.lanes`, the command's words)."""
     if net.history is not None:
         return WindowBatches(train, net, team.batch(config.batch), config.seed, team)
-    return LaneBatches(train, net, config.batch, config.seed, team, config.steps)
+    return LaneBatches(train, net, config.batch, config.seed, team, config.steps, advice.lanes)
 
 
 def steps_of(shape, steps: int | None) -> int:
@@ -116,10 +120,13 @@ def steps_of(shape, steps: int | None) -> int:
     return steps
 
 
-def lane_layout(length: int, lanes: int, steps: int, offset: int) -> tuple[int, int]:
-    """(lane length, updates an epoch) for a training stream of `length` tokens read from `offset`."""
+def lane_layout(length: int, lanes: int, steps: int, offset: int, advice: str = Advice.lanes) -> tuple[int, int]:
+    """(lane length, updates an epoch) for a training stream of `length` tokens read from `offset`; a stream
+    too short for lanes of 2 tokens from every offset an epoch may take (up to steps - 1) refused in one line
+    ending in `advice`."""
     lane = (length - offset) // lanes
     if lane < 2:
-        raise LMBenchError(f"the training split ({length} tokens) is too short for {lanes} lanes: give "
-                           "fewer --batch-size (the lanes)")
+        raise LMBenchError(f"the training split ({length} tokens) is too short for a stream network's {lanes} lanes "
+                           f"(2 tokens each after an offset of up to {steps - 1}: {2 * lanes + steps - 1} tokens at "
+                           f"least): {advice}")
     return lane, math.ceil(lane / steps)

@@ -60,6 +60,7 @@ class Advice:
     resume: str = "run again with --resume (it continues from the last good checkpoint)"
     diverged: str = ("lower the learning rate (--lr) and start again (a resumed run keeps its options: another "
                      "--out, or delete this run)")
+    lanes: str = "give fewer --batch-size (the lanes)"  # a training split too short for a stream network's lanes
 
 
 def atomic_save(obj: dict, path: Path, advice: Advice = Advice()) -> None:
@@ -213,14 +214,37 @@ def saved_network(config: dict) -> tuple[str, NetworkShape]:
     return entry.name, entry.shape_of(values)
 
 
+def network_mismatch(state: dict, expected: dict) -> list[str]:
+    """How the network of `state` (a file read by `read_checkpoint`) differs from `expected`, the configuration
+    of the run or row it is read for (`dataclasses.asdict` of its RunConfig, or the `config` a work folder's row
+    records): its family, then its shape, recipe and objective, each as `field=saved (expected ...)`; [] when
+    it is that run's network (what `expected` does not give is not compared)."""
+    if expected.get("model") is not None and state["family"] != expected["model"]:
+        return [f"family {state['family']} (the row's: {expected['model']})"]
+    diff = []
+    if isinstance(expected.get("shape"), dict):
+        entry = family(state["family"])
+        try:
+            want = dataclasses.asdict(entry.shape_of(expected["shape"]))
+        except (TypeError, ValueError, LMBenchError):
+            want = dict(expected["shape"])
+        have = dataclasses.asdict(entry.shape_of(state["network"]))
+        diff += [f"{key}={value} (the row's: {want.get(key)})" for key, value in have.items() if want.get(key) != value]
+    diff += [f"{key} {state['config'].get(key)} (the row's: {expected[key]})" for key in ("recipe", "objective")
+             if expected.get(key) is not None and state["config"].get(key, expected[key]) != expected[key]]
+    return diff
+
+
 def load_network(out_dir: str | Path, corpus, *, device: str | torch.device = "auto", bf16: bool = False,
                  which: str = BEST, threads: int | None = None, factored: bool = True, team=None,
-                 progress: bool = False):
+                 progress: bool = False, expected: dict | None = None, fix: str = ""):
     """The best model of a run (or its last checkpoint, which=CHECKPOINT) of any family, checked against
     the vocabulary of `corpus`, the corpus it was trained on, behind the suite's interface
     (`neural.scoring.language_model`). factored=False scores a network with a class layer by the full
     softmax of y instead; `progress`: its scoring shows a bar. With a `team` (which then sets the
-    device): read on rank 0 and placed on every process (under "vocab", each its block)."""
+    device): read on rank 0 and placed on every process (under "vocab", each its block). `expected`: the
+    configuration of the run or row the caller reads it for (`network_mismatch`): a file of another family,
+    shape, recipe or objective (another row's, copied there) is refused in one line ending with `fix`."""
     from neural.scoring import language_model
     from neural.training.recipe import resolve_device
     from neural.training.team import Team
@@ -233,6 +257,10 @@ def load_network(out_dir: str | Path, corpus, *, device: str | torch.device = "a
         return read_checkpoint(path, corpus.vocab.fingerprint())
 
     saved = read() if team is None else team.from_rank0(read)
+    diff = network_mismatch(saved, expected) if expected is not None else []
+    if diff:
+        raise LMBenchError(f"{found(path)} holds another network than the one trained there ({', '.join(diff)}): "
+                           f"{fix or 'point at the run folder of that network, or train this one again'}")
     try:
         entry = family(saved["family"])
     except LMBenchError as missing:

@@ -127,7 +127,7 @@ class Trainer:
         self.objective = make_objective(config.objective, unigram.float().to(team.device), config.samples,
                                         self.sampler)
         self.optimizer = make_optimizer(net, config)
-        self.batches = batches_for(net, corpus.train, config, team)
+        self.batches = batches_for(net, corpus.train, config, team, advice)
         self.total_updates = config.budget_updates or self.batches.updates_per_epoch * config.epochs  # the schedules' length
         self.state = TrainState(rate=config.peak_lr)
         saved = team.from_rank0(lambda: self.read_resumed(resume))  # read on rank 0, sent to every process
