@@ -133,8 +133,12 @@ def test_a_bar_writes_no_carriage_return_into_a_log(tmp_path, capsys, monkeypatc
 def output_command(command: str, name: str, trained, files: dict, target: Path) -> list[str]:
     """A command that writes its output file option `name` to `target` (a command without one here fails)."""
     run, _ = trained
-    commands = {"ngram": ["ngram", "--method", "kneser-ney", "--order", "2", *corpus_args(files)],
-                "eval": ["eval", str(run), "--device", "cpu", "--threads", "1"],
+    ngram = ["ngram", "--method", "kneser-ney", "--order", "2", *corpus_args(files)]
+    if command == "build-binary":  # its output is its second positional, after an ARPA file of the corpus
+        arpa = Path(files["train"]).parent / "model.arpa"
+        assert main([*ngram, "--arpa", str(arpa)]) == 0
+        return ["build-binary", str(arpa), str(target)]
+    commands = {"ngram": ngram, "eval": ["eval", str(run), "--device", "cpu", "--threads", "1"],
                 "nplm eval": ["nplm", "eval", str(run), "--device", "cpu", "--threads", "1"]}
     return [*commands[command], name, str(target)]
 
