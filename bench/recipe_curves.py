@@ -11,6 +11,10 @@ the rows' own, on all of valid.
         --out docs/figures/recipe-curves-ap89-1m.svg
     python bench/recipe_curves.py --old results/ap89-1m-seq/results.json --new mlp1=/tmp/run-mlp1 lstm=/tmp/run-lstm
 
+`--by-epochs` puts epochs on the x axis: where the two runs' seconds cannot be compared (other jobs shared
+the cores during one of them), the cost of an epoch under each recipe comes from a benchmark of both in one
+run (bench/train_speed.py --batch-size 128 512).
+
 Prints, for each row in both, the old and new end: epochs, training seconds, valid perplexity, and the new
 over the old (seconds and perplexity); draws one panel a row.
 """
@@ -31,12 +35,12 @@ def curves_of(source: str) -> dict[str, dict]:
     if path.suffix == ".json":
         rows = json.loads(path.read_text())["rows"]
         return {r["id"]: {"curve": [(e["total_seconds"], e["valid_perplexity"]) for e in r["curve"]],
-                          "valid": r.get("valid_ppl")}
+                          "epochs": [e["epoch"] for e in r["curve"]], "valid": r.get("valid_ppl")}
                 for r in rows if r.get("kind") == "network" and r.get("curve")}
     log = [json.loads(line) for line in (path / "log.jsonl").read_text().splitlines() if line.strip()]
     result = json.loads((path / "result.json").read_text()) if (path / "result.json").exists() else {}
     return {row or path.name: {"curve": [(e["total_seconds"], e["valid_perplexity"]) for e in log],
-                               "valid": result.get("valid_perplexity")}}
+                               "epochs": [e["epoch"] for e in log], "valid": result.get("valid_perplexity")}}
 
 
 def gathered(sources: list[str]) -> dict[str, dict]:
@@ -62,10 +66,11 @@ def table(old: dict, new: dict) -> list[str]:
     return lines
 
 
-def draw(old: dict, new: dict, out: Path, title: str) -> None:
+def draw(old: dict, new: dict, out: Path, title: str, by_epochs: bool = False) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    plt.rcParams["svg.hashsalt"] = out.name  # (the same bytes each time it is drawn, with the date left out below)
     rows = sorted(set(old) & set(new))
     if not rows:
         raise SystemExit("no row in both --old and --new: nothing to draw")
@@ -75,13 +80,13 @@ def draw(old: dict, new: dict, out: Path, title: str) -> None:
     for ax, row in zip(axes.flat, rows):
         for run, label, style in ((old[row], "today's recipe", "o-"), (new[row], "new recipe", "s-")):
             seconds, ppl = zip(*run["curve"])
-            ax.plot(seconds, ppl, style, markersize=3, label=label)
+            ax.plot(run["epochs"] if by_epochs else seconds, ppl, style, markersize=3, label=label)
         best = min(p for _, p in old[row]["curve"])
         ax.axhline(best * 1.01, color="grey", linewidth=0.7, linestyle=":", label="today's best + 1%")
         top = max(max(p for _, p in run["curve"][1:] or run["curve"]) for run in (old[row], new[row]))
         ax.set_ylim(best * 0.97, min(top, best * 1.6))
         ax.set_title(row)
-        ax.set_xlabel("training seconds")
+        ax.set_xlabel("epochs" if by_epochs else "training seconds")
         ax.set_ylabel("valid perplexity")
     for ax in list(axes.flat)[len(rows):]:
         ax.axis("off")
@@ -99,11 +104,14 @@ def main() -> None:
     parser.add_argument("--new", nargs="+", required=True, help="results.json or run folders (ROW=DIR) of the new one")
     parser.add_argument("--out", type=Path, help="the figure to draw (.svg or .png); none: the table only")
     parser.add_argument("--title", default="valid perplexity against training seconds, today's recipe and the new one")
+    parser.add_argument("--by-epochs", action="store_true", help="epochs on the x axis instead of seconds: where the "
+                        "two runs' seconds are not comparable (another machine, or other jobs beside one of them), "
+                        "an epoch's cost then comes from bench/train_speed.py --batch-size")
     args = parser.parse_args()
     old, new = gathered(args.old), gathered(args.new)
     print("\n".join(table(old, new)))
     if args.out:
-        draw(old, new, args.out, args.title)
+        draw(old, new, args.out, args.title, args.by_epochs)
 
 
 if __name__ == "__main__":
