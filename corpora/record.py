@@ -7,9 +7,12 @@ option its corpus does not take."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from pathlib import Path
+
+import numpy as np
 
 from corpora.corpus import SPLITS, Corpus, slice_corpus, unk_warning
 from corpora.named import CORPORA, load_named
@@ -88,12 +91,23 @@ def write_record(run: str | Path, options: dict) -> None:
     atomic_write_text(Path(run) / RECORD, json.dumps({**record, **({"files": files} if files else {})}, indent=1))
 
 
+def corpus_digest(corpus: Corpus) -> str:
+    """A hash of the token streams and the vocabulary: what every row of a work folder depends on (its corpus.json
+    records it, `load_recorded` compares it)."""
+    digest = hashlib.sha256(corpus.vocab.fingerprint().encode())
+    for split in SPLITS:
+        digest.update(np.ascontiguousarray(corpus.split(split), dtype=np.int32).tobytes())
+    return digest.hexdigest()[:16]
+
+
 def read_record(run: str | Path) -> dict | None:
     """The corpus record of run folder `run` (None: it has none, a run trained before records)."""
     path = Path(run) / RECORD
     if not path.exists():
         return None
-    fix = "give the corpus options (--corpus ...) and delete it, or train the run again"
+    fix = ("restore the corpus.json `lmbench reproduce` wrote, or run that command again (its rows are cached), "
+           "which writes it" if (Path(run) / "rows").is_dir() else
+           "give the corpus options (--corpus ...) and delete it, or train the run again")
     record = read_checked(path, lambda p: json.loads(p.read_text(encoding="utf-8")), what="corpus record", fix=fix)
     problem = _record_problem(record)
     if problem:
@@ -115,6 +129,14 @@ RECORDED_VALUES = {
     "ap_dir": ("a folder's path", lambda v: isinstance(v, str)),  # (a folder moved since: named where it is read)
     "skip_bad_files": ("true or false", lambda v: isinstance(v, bool)),
 }
+# A work folder's record also holds the slice of a quick run and the digest of the corpus its rows ran on
+SLICE = ("train", "valid", "test", "min_count")
+WORK_VALUES = {
+    "slice": ("an object of " + ", ".join(SLICE) + ", each a whole number >= 1", lambda v: isinstance(v, dict) and
+              set(v) == set(SLICE) and all(_whole(x, 1) for x in v.values())),
+    "digest": ("16 hexadecimal digits, corpora.record.corpus_digest", lambda v: isinstance(v, str) and len(v) == 16
+               and all(c in "0123456789abcdef" for c in v)),
+}
 
 
 def _record_problem(record) -> str | None:
@@ -129,9 +151,15 @@ def _record_problem(record) -> str | None:
     if not all(isinstance(entry, dict) and isinstance(entry.get("path"), str) and isinstance(entry.get("sha256"), str)
                for entry in [*files.values(), *(record[name] for name in FILES if name in record)]):
         return "a file's entry lacks its path or digest"
+    stray = sorted(set(record) - {*OPTIONS, "files", *WORK_VALUES})
+    if stray:
+        return f"its field {stray[0]!r:.40} is none of a corpus record's ({', '.join((*OPTIONS, 'files', *WORK_VALUES))})"
     for key, (takes, fine) in RECORDED_VALUES.items():
-        if record.get(key) is not None and not fine(record[key]):
-            return f"its {key} {record[key]!r} is no value of --{key.replace('_', '-')} ({takes})"
+        if key in record and not fine(record[key]):
+            return f"its {key} {record[key]!r:.60} is no value of --{key.replace('_', '-')} ({takes})"
+    for key, (takes, fine) in WORK_VALUES.items():
+        if key in record and not fine(record[key]):
+            return f"its {key} {record[key]!r:.80} is not {takes}"
     return None
 
 
@@ -181,12 +209,16 @@ def load_recorded(folder: str | Path) -> Corpus:
     record = read_record(folder)
     if record is None:
         raise LMBenchError(_no_record(Path(folder)))
-    cut = record.pop("slice", None)
+    cut, digest = record.pop("slice", None), record.pop("digest", None)
     corpus = load_options(recorded_options(record, Path(folder)))
-    if cut is None:
-        return corpus
-    info = corpus.info.get("cut")
-    corpus = slice_corpus(corpus, cut["train"], cut["valid"], cut["test"], min_count=cut["min_count"])
-    if info:
-        corpus.info["cut"] = info
+    if cut is not None:
+        info = corpus.info.get("cut")
+        corpus = slice_corpus(corpus, cut["train"], cut["valid"], cut["test"], min_count=cut["min_count"])
+        if info:
+            corpus.info["cut"] = info
+    if digest is not None and corpus_digest(corpus) != digest:
+        raise DamagedFile(Path(folder) / RECORD, f"it loads another corpus than the rows ran on (digest "
+                          f"{corpus_digest(corpus)}, recorded {digest}: its slice or options were edited)",
+                          "corpus record", "restore the corpus.json `lmbench reproduce` wrote, or run that command "
+                          "again (its rows are cached), which writes it")
     return corpus

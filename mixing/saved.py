@@ -9,7 +9,9 @@ the contexts, for context-conditional weights; an infini-gram file holds `effect
 It also holds the fingerprints of what it scores:
 `vocabulary` (the word list's, Vocabulary.fingerprint) and `stream` (a hash of the vocabulary and
 the token ids of valid and test), so that `mix_saved` refuses files that score different streams,
-however equal their lengths.
+however equal their lengths. A work folder's row file (reports.pipeline) also holds `row` and
+`row_fingerprint`, the id and fingerprint of the row it was written for, so that a file copied over another
+row's is not read as that row's (`reports.pipeline.Reproduction.made_for`).
 
 Reading checks the file is what it says: an .npz archive (not a text file named .npz, nor Python
 objects numpy would only read with allow_pickle), one finite log-probability <= 0 per token (and
@@ -35,6 +37,7 @@ from lmbench.interpolation import fit_weights, mix_logprobs, shrunk
 log = logging.getLogger(__name__)
 
 FINGERPRINTS = ("vocabulary", "stream")
+ROW_MARKS = ("row", "row_fingerprint")  # the row a work folder's file was written for (`save`'s row)
 ZIP_MAGIC = b"PK\x03\x04"
 ABOVE_ZERO = 1e-6  # a log-probability above this is no rounding of log 1
 
@@ -60,13 +63,17 @@ def fingerprints(corpus) -> dict[str, str]:
     return {"vocabulary": vocabulary, "stream": digest.hexdigest()[:16]}
 
 
-def save(path: Path, arrays: dict[str, np.ndarray], corpus, *, checked: bool = False) -> None:
+def save(path: Path, arrays: dict[str, np.ndarray], corpus, *, checked: bool = False,
+         row: tuple[str, str] | None = None) -> None:
     """Write the arrays, with the fingerprints of `corpus` (the one they score), as an .npz archive at
     `path`, whatever its suffix (np.savez given a file name would append .npz); `checked`: with a
-    record of its content that `load` compares (a cache file)."""
+    record of its content that `load` compares (a cache file); `row`: the (id, fingerprint) of the work
+    folder's row they are (ROW_MARKS)."""
+    marks = {**fingerprints(corpus), **(dict(zip(ROW_MARKS, row)) if row is not None else {})}
+
     def write(tmp: Path) -> None:
         with open(tmp, "wb") as out:
-            np.savez(out, **arrays, **{key: np.str_(value) for key, value in fingerprints(corpus).items()})
+            np.savez(out, **arrays, **{key: np.str_(value) for key, value in marks.items()})
 
     (write_checked if checked else atomic_write)(Path(path), write)
 
@@ -113,7 +120,10 @@ def _read(path: Path) -> dict:
     if kept and len(kept) < len(FINGERPRINTS):
         raise ValueError(f"it records the {kept[0]} fingerprint without the "
                          f"{next(key for key in FINGERPRINTS if key not in kept)} one (every file written holds both)")
-    for key in kept:
+    if ("row" in arrays) != ("row_fingerprint" in arrays):
+        raise ValueError("it records the row it was written for without its fingerprint, or the fingerprint without "
+                         "the row (a work folder's file holds both)")
+    for key in [*kept, *(mark for mark in ROW_MARKS if mark in arrays)]:
         if arrays[key].shape != () or arrays[key].dtype.kind != "U":
             raise ValueError(f"its {key} fingerprint is not one string")
         arrays[key] = str(arrays[key][()])

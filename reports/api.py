@@ -50,7 +50,7 @@ from baselines.binary import is_binary
 from corpora.record import load_recorded
 from corpora.vocab import UNK, Vocabulary
 from lmbench.errors import LMBenchError
-from lmbench.files import read_checked
+from lmbench.files import DamagedFile, read_checked
 from lmbench.model import SAMPLE_MAX, LanguageModel, perplexity
 from lmbench.threads import THREADS_BOUND
 
@@ -478,11 +478,15 @@ def _binary(path: Path, fix: str = "") -> tuple[LanguageModel, Vocabulary]:
     return read_checked(path, read_binary, what="binary model file", fix=fix or FIX)
 
 
-def _network(run: Path, vocab: Vocabulary, device: str, threads: int | None, name: str) -> TextModel:
+def _network(run: Path, vocab: Vocabulary, device: str, threads: int | None, name: str,
+             expected: dict | None = None, fix: str = "") -> TextModel:
+    """The network of run folder `run` over `vocab`; `expected`: the configuration of the row it is read for
+    (neural.training.checkpoint.network_mismatch), a file of another network refused in one line ending `fix`."""
     from types import SimpleNamespace
 
     from neural.training.checkpoint import load_network
-    return TextModel(load_network(run, SimpleNamespace(vocab=vocab), device=device, threads=threads), vocab, name)
+    return TextModel(load_network(run, SimpleNamespace(vocab=vocab), device=device, threads=threads,
+                                  expected=expected, fix=fix), vocab, name)
 
 
 KEPT_VOCABULARY = "vocab.json"  # a work folder's vocabulary, what a network row is read over (`kept_vocabulary`)
@@ -531,6 +535,8 @@ def _row_record(path: Path) -> dict:
             raise ValueError(f"its {key} is {record[key]!r:.40}, not a string")
     if record["kind"] not in ("ngram", "network", "mix"):
         raise ValueError(f"its kind {record['kind']!r:.40} is none of a row's (ngram, network, mix)")
+    if path.name.endswith(".json") and record["id"] != path.name[:-len(".json")]:  # (another row's, copied here)
+        raise ValueError(f"it is the record of row {record['id']!r:.40}, not of row {path.name[:-len('.json')]!r}")
     missing = [key for key in NGRAM_RECORD if key not in record] if record["kind"] == "ngram" else []
     if missing:
         raise ValueError(f"it is an n-gram row's without its {', '.join(missing)}")
@@ -550,10 +556,14 @@ def row_model(work: Path, record: dict, corpus=None, *, device: str = "auto", th
     name = f"{work}:{record['id']}"
     if record["kind"] == "network":
         folder = work / "nplm" / f"{record['id']}-{record['fingerprint']}"
+        config = record.get("config") if isinstance(record.get("config"), dict) else {}
+        own = dict(expected={"model": record.get("family"), **config}, fix=(
+            f"it is not row {record['id']}'s ({record.get('family')}); delete {folder} and run its `lmbench "
+            f"reproduce` command again, which trains row {record['id']} again"))
         if corpus is None and kept_vocabulary(work).is_file():
-            return _network(folder, Vocabulary.load(kept_vocabulary(work)), device, threads, name)
+            return _network(folder, Vocabulary.load(kept_vocabulary(work)), device, threads, name, **own)
         corpus = corpus if corpus is not None else _recorded(work, record, "its vocabulary")
-        return _network(folder, corpus.vocab, device, threads, name)
+        return _network(folder, corpus.vocab, device, threads, name, **own)
     kept = kept_model(work, record["id"], record["fingerprint"])
     if kept.is_file():
         return TextModel(*_binary(kept, fix=f"delete it and run its `lmbench reproduce` command again, which fits "
@@ -568,7 +578,9 @@ def _recorded(work: Path, record: dict, what: str):
     """The corpus a work folder records, for a row of a folder made before it kept `what`; where it cannot be
     loaded (its files moved), one line saying what is missing and what makes the folder stand on its own."""
     try:
-        return load_recorded(work)
+        corpus = load_recorded(work)
+    except DamagedFile:  # (its corpus.json's fields: the line says which, and how to write it again)
+        raise
     except LMBenchError as err:
         problem = str(err).split(": ", 1)[0]
         raise LMBenchError(f"row {record['id']} of {work} keeps no copy of {what} (the folder was made before "
@@ -576,3 +588,25 @@ def _recorded(work: Path, record: dict, what: str):
                            f"corpus files back where {work}/corpus.json records them, or run the `lmbench reproduce` "
                            f"command that made {work} again with its corpus (its rows stay cached), which keeps "
                            f"every row's model and the vocabulary in {work}") from None
+    _same_corpus(work, record, corpus)
+    return corpus
+
+
+def _same_corpus(work: Path, record: dict, corpus) -> None:
+    """Refuse, in one line, the corpus a work folder's corpus.json loads (`corpora.record.load_recorded`) where it
+    is not the one row `record` was made from: the vocabulary and valid and test tokens its saved
+    log-probabilities record (logprobs/ID.npz, mixing.saved; a corpus.json whose slice or options were edited)."""
+    from mixing import saved
+    path = work / "logprobs" / f"{record['id']}.npz"
+    if not path.is_file():
+        return
+    made = saved.load(path)
+    if "stream" not in made:  # (written before the files held fingerprints: nothing to compare)
+        return
+    loaded = saved.fingerprints(corpus)
+    differs = [key for key in saved.FINGERPRINTS if made[key] != loaded[key]]
+    if differs:
+        raise LMBenchError(f"{work}/corpus.json loads another corpus than row {record['id']} was made from (its "
+                           f"{' and '.join(differs)} fingerprint {loaded[differs[0]]}, the row's {made[differs[0]]}): "
+                           "restore the corpus.json `lmbench reproduce` wrote (its slice and options as they were), or "
+                           f"run that command again, which writes it and keeps every row's model in {work}")

@@ -39,7 +39,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from corpora.corpus import SPLITS, Corpus, slice_corpus, unk_warning
-from corpora.record import write_record
+from corpora.record import corpus_digest, write_record  # (corpus_digest: what every row depends on)
 from lmbench import __version__, bootstrap, threads
 from lmbench.errors import LMBenchError
 from lmbench.files import DamagedFile, atomic_write_text, locked, read_checked, set_aside, write_checked
@@ -112,14 +112,6 @@ class TextCorpus:
 def default_settings(corpus: str, quick: bool) -> Settings:
     nplm = QUICK_NPLM_OPTIONS if quick else NPLM_OPTIONS.get(corpus, {})  # a user's corpus: the defaults
     return Settings(corpus=corpus, quick=quick, nplm=nplm, slice=QUICK_SLICE if quick else None)
-
-
-def corpus_digest(corpus: Corpus) -> str:
-    """A hash of the token streams and the vocabulary: what every row's result depends on."""
-    digest = hashlib.sha256(corpus.vocab.fingerprint().encode())
-    for split in SPLITS:
-        digest.update(np.ascontiguousarray(corpus.split(split), dtype=np.int32).tobytes())
-    return digest.hexdigest()[:16]
 
 
 @dataclass
@@ -302,9 +294,17 @@ class Reproduction:
         try:
             result = read_checked(path, lambda p: dict(json.loads(p.read_text(encoding="utf-8"))), what="cached row",
                                   fix="delete it to run the row again")
+            if result.get("id", row.id) != row.id:
+                log.warning("%s is the record of row %s, not of row %s: row %s runs again", path, result.get("id"),
+                            row.id, row.id)
+                return None
             if result.get("fingerprint") != self.fingerprint(row):
                 return None
             arrays = saved.load(logprobs)  # every byte checked, since mixtures read it
+            made = self.made_for(row, arrays)
+            if made:
+                log.warning("%s holds %s: row %s runs again", logprobs, made, row.id)
+                return None
             if row.method == "infini-gram" and "p_inf_valid" not in arrays:  # saved before files kept P∞
                 return None
         except DamagedFile as damage:
@@ -339,7 +339,9 @@ class Reproduction:
             raise LMBenchError(f"--networks {','.join(unknown or self.networks)}: no network row of that id in the "
                                f"{self.settings.corpus} table; its networks: "
                                f"{','.join(row.id for row in table if row.family)}, ours, or a family of --extra")
-        write_record(self.work, self.corpus_options())  # (once the rows asked for are known to be there)
+        # (once the rows asked for are known to be there; with the digest of the corpus they run on, which a
+        # reader of the record compares: corpora.record.load_recorded)
+        write_record(self.work, {**self.corpus_options(), "digest": self.digest})
         self.keep_vocabulary()
         self.seeded = seed_copies(table, self.seeds[1:], self.seeds_for or (trained if self.left_out else ()))
         self.rows = table + [copy for copies in self.seeded.values() for copy in copies]
@@ -536,7 +538,29 @@ class Reproduction:
 
     def _save_row_logprobs(self, row: Row, logprobs: dict) -> None:
         saved.save(self._logprobs_path(row.id), {k: v for k, v in logprobs.items() if not k.endswith("train")},
-                   self.corpus, checked=True)
+                   self.corpus, checked=True, row=(row.id, self.fingerprint(row)))
+
+    def made_for(self, row: Row, arrays: dict) -> str | None:
+        """What is wrong with saved log-probabilities `arrays` read as row `row`'s: those of another row or of
+        another fingerprint of it (the row and fingerprint it records, `mixing.saved.save`), or of another corpus
+        (its stream fingerprint); None where they are the row's (a file written before files recorded their row:
+        its stream alone checked)."""
+        made = arrays.get("row"), arrays.get("row_fingerprint")
+        if made[0] is not None and made != (row.id, self.fingerprint(row)):
+            return f"the log-probabilities of row {made[0]} (fingerprint {made[1]}), not of row {row.id}'s " \
+                   f"(fingerprint {self.fingerprint(row)})"
+        if "stream" in arrays and saved.fingerprints(self.corpus) != {k: arrays[k] for k in saved.FINGERPRINTS}:
+            return f"the log-probabilities of another corpus (stream {arrays['stream']}), not of this one's"
+        return None
+
+    def row_logprobs(self, row_id: str) -> dict:
+        """Row `row_id`'s saved log-probabilities, refused in one line when they are another row's (`made_for`)."""
+        arrays = saved.load(self._logprobs_path(row_id))
+        made = self.made_for(next(r for r in self.rows if r.id == row_id), arrays)
+        if made:
+            raise LMBenchError(f"{self._logprobs_path(row_id)} holds {made}: delete it and rows/{row_id}.json in "
+                               f"{self.work} and run the same command again, which runs row {row_id} again")
+        return arrays
 
     def fitted(self, row: Row):
         """The n-gram row's model, fitted on the corpus (under the run's memory cap, where it has one)."""
@@ -595,7 +619,10 @@ class Reproduction:
         summary = train_network(self.corpus, config, out, resume=True, evaluate=False,  # scored below
                                 advice=self.advice(row, config))
         trained_here = time.perf_counter() - started  # (0 for a run finished before: resumed, or trained apart)
-        model = load_network(out, self.corpus, threads=self.threads, progress=True)  # the exact scoring's bar
+        # the file checked to be this row's network (another row's best model copied there: refused)
+        own = dict(expected=asdict(config), fix=f"delete {out} and run the same command again, which trains row "
+                                                f"{row.id} again")
+        model = load_network(out, self.corpus, threads=self.threads, progress=True, **own)  # the exact scoring's bar
         splits = SPLITS if row.paper_model else ("valid", "test")  # our extra rows: no train column
         logprobs = {split: score_split(model, self.corpus, split) for split in splits}
         curve = read_checked(out / "log.jsonl", _read_curve, what="training log",
@@ -606,7 +633,7 @@ class Reproduction:
                        train_tokens=summary.get("tokens"), train_flops=training_flops(config, self.corpus, summary),
                        config=asdict(config))
         if model.net.num_classes:  # the same network scored by the full softmax of y, beside its own
-            plain = load_network(out, self.corpus, factored=False, threads=self.threads)
+            plain = load_network(out, self.corpus, factored=False, threads=self.threads, **own)
             figures["full_softmax_ppl"] = {split: split_perplexity(plain, self.corpus, split)
                                            for split in ("valid", "test")}
         if row.word_vectors:
@@ -633,7 +660,7 @@ class Reproduction:
         return result
 
     def _run_mix(self, row: Row) -> RowRun:
-        parts = [saved.load(self._logprobs_path(part)) for part in row.parts]
+        parts = [self.row_logprobs(part) for part in row.parts]
         if row.mix == WITH_COUNTS:  # network, KN 5 and the ∞-gram row's P∞, weights per effective n
             from baselines.infinigram import bucket_means
             mixed, weights = saved.mix_with_counts(parts[:-1], parts[-1], list(row.parts[:-1]), row.parts[-1])
