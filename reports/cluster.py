@@ -62,6 +62,28 @@ def row_memory(row: Row, train_tokens: int) -> int:
     return WORKER_BYTES + (NGRAM_BYTES_PER_TOKEN * train_tokens if row.kind == "ngram" else 0)
 
 
+# The signals whose handlers a command sets (lmbench_cli: 128 + the signal's number, one line, the staging
+# folders cleaned up) and that `ray.init` replaces with its own (SIGTERM: its handler exits through Ray's stack
+# dump, 134): set back as they were once Ray has started (issue 69).
+KEPT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT") if hasattr(signal, name))
+
+
+@contextmanager
+def signal_handlers_kept():
+    """The handlers of KEPT_SIGNALS as they were before the block, set back after it (in the main thread,
+    the only one that may set them)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {signum: signal.getsignal(signum) for signum in KEPT_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            if handler is not None and signal.getsignal(signum) is not handler:
+                signal.signal(signum, handler)
+
+
 def start_ray(reproduction, slots: int, per_row: int, store_bytes: int) -> None:
     """Join the cluster at --cluster's address, or start an embedded Ray here holding `slots` rows of
     `per_row` threads each; one line naming the address where no Ray answers there."""
@@ -71,7 +93,8 @@ def start_ray(reproduction, slots: int, per_row: int, store_bytes: int) -> None:
     address = reproduction.cluster
     check_address(address)
     try:
-        ray.init(address=address, **QUIET)
+        with signal_handlers_kept():
+            ray.init(address=address, **QUIET)
     except Exception as error:  # (Ray raises ConnectionError, RuntimeError or ValueError, by case)
         detail = str(error).strip().splitlines()[0] if str(error).strip() else "no detail"
         raise LMBenchError(f"--cluster {address}: no Ray cluster answers there ({type(error).__name__}: {detail}); "
@@ -82,7 +105,8 @@ def start_embedded(cpus: int, store_bytes: int) -> None:
     """A Ray of this process's own on this machine (`--jobs K`; bench/ray_start.py times it): address
     "local", so that it starts one even where another Ray runs here (`ray.init()` would join the one
     /tmp/ray/ray_current_cluster or RAY_ADDRESS names, and refuse `num_cpus` there)."""
-    ray.init(address="local", num_cpus=cpus, object_store_memory=store_bytes, **QUIET)
+    with signal_handlers_kept():
+        ray.init(address="local", num_cpus=cpus, object_store_memory=store_bytes, **QUIET)
 
 
 def check_address(address: str) -> None:
@@ -217,10 +241,8 @@ def run_on_ray(reproduction, skip: frozenset[str], results: dict, progress: RunP
             run_ready_mixtures(reproduction, mixtures, skip, results, progress)
 
         try:
-            with interrupt_noted() as interrupted:
-                while pending:
-                    if interrupted:
-                        raise KeyboardInterrupt
+            with signals_noted() as noted:
+                while pending and not noted:
                     done, _ = ray.wait(list(pending), num_returns=1, timeout=WAIT_SECONDS)
                     for row_id, host in started_rows(starts):
                         progress.started(row_id)
@@ -228,7 +250,10 @@ def run_on_ray(reproduction, skip: frozenset[str], results: dict, progress: RunP
                     progress.tick()
                     if done:
                         take(done[0])
-        except BaseException:  # Ctrl-C, a row that failed: this run's other tasks stop
+            if noted:  # the command's own handler, set back, ends the run as that signal ends the command
+                signal.raise_signal(noted[0])
+                raise KeyboardInterrupt  # (a handler that returned)
+        except BaseException:  # Ctrl-C, a terminating signal, a row that failed: this run's other tasks stop
             for ref in pending:
                 ray.cancel(ref, force=True)
             raise
@@ -246,19 +271,23 @@ def started_rows(starts) -> list[tuple[str, str]]:
 
 
 @contextmanager
-def interrupt_noted():
-    """Ctrl-C noted in a list while the driver waits on Ray (`ray.wait` may take the signal itself and let
-    the wait go on: CI saw a run interrupted so finish with exit 0), the loop raising KeyboardInterrupt at
-    its next look; outside the main thread (where no handler can be set), a list never filled."""
+def signals_noted():
+    """KEPT_SIGNALS noted in a list while the driver waits on Ray, the loop stopping at its next look (`ray.wait`
+    may take Ctrl-C itself and let the wait go on: CI saw a run interrupted so finish with exit 0; a command's
+    SIGTERM raised inside it came out as a plain KeyboardInterrupt, exit 130); the caller raises the first one
+    again once the handlers are set back. Outside the main thread (where no handler can be set), and for a
+    signal ignored, nothing is noted."""
     noted: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield noted
         return
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
+    watched = [signum for signum in KEPT_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN]
+    previous = {signum: signal.signal(signum, lambda signum, frame: noted.append(signum)) for signum in watched}
     try:
         yield noted
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def run_ready_mixtures(reproduction, mixtures: list[Row], skip: frozenset[str], results: dict,
