@@ -318,7 +318,10 @@ def test_every_value_of_a_run_state_round_trips_exactly(tmp_path):
 
 
 @pytest.mark.parametrize("bad", [object(), {"a": [1, {2: pathlib.Path("x")}]}, np.array([1, "a"], dtype=object),
-                                 {("a", object()): 1}, {1j: 2}, 3 + 4j], ids=str)
+                                 {("a", object()): 1}, {1j: 2}, 3 + 4j],
+                         ids=["object", "path-in-a-dict", "object-array", "object-in-a-key", "complex-key", "complex"])
+# (ids named: str() of an object holds its address, which differs between pytest-xdist's processes, and a
+# collection that differs fails the whole run)
 def test_anything_else_is_refused_at_save(bad):
     from neural.training.weights_file import flatten
     with pytest.raises(TypeError, match="cannot be saved"):
