@@ -195,9 +195,11 @@ def _kind(model) -> str:
                        "add-one unigram or infini-gram model")
 
 
-def write_binary(model, vocab: Vocabulary, path: str | Path, dtype: str = "float32") -> dict[int, int]:
+def write_binary(model, vocab: Vocabulary, path: str | Path, dtype: str = "float32", *,
+                 row: dict | None = None) -> dict[int, int]:
     """Write fitted `model` over `vocab` as a binary file (module docstring); returns a back-off model's
-    n-gram counts per order ({} for another kind)."""
+    n-gram counts per order ({} for another kind). `row`: the id and fingerprint of the work folder's row the
+    model is kept for (reports.pipeline), in its document (`kept_row`)."""
     if getattr(model, "vocab_size", None) != len(vocab):
         raise LMBenchError(f"the vocabulary has {len(vocab)} words but the model {getattr(model, 'vocab_size', None)}: "
                            "pass the vocabulary of the corpus the model was fitted on (fitted first)")
@@ -206,9 +208,19 @@ def write_binary(model, vocab: Vocabulary, path: str | Path, dtype: str = "float
     kind = _kind(model)
     part, arrays = KINDS[kind][1](model, np.dtype(dtype))
     document = {"format": FORMAT, "version": VERSION, "kind": kind, "vocab": list(vocab.words), "unk": UNK,
-                "dtype": dtype, **part}
+                "dtype": dtype, **part, **({"row": row} if row is not None else {})}
     write_tensors(Path(path), arrays, document)
     return {int(n): int(m) for n, m in part.get("ngrams", {}).items()}
+
+
+def kept_row(path: str | Path) -> dict | None:
+    """The row (id and fingerprint) a work folder's kept model was written for (`write_binary`'s row), None
+    where the file records none (written by build-binary, or before the kept models recorded their row); a
+    file that is none is a ValueError."""
+    row = read_tensors(Path(path))[0].get("row")
+    if row is not None and not (isinstance(row, dict) and all(isinstance(row.get(k), str) for k in ("id", "fingerprint"))):
+        raise ValueError(f"its row {row!r:.60} is not an id and a fingerprint")
+    return row
 
 
 def read_binary(path: str | Path):

@@ -566,8 +566,13 @@ def row_model(work: Path, record: dict, corpus=None, *, device: str = "auto", th
         return _network(folder, corpus.vocab, device, threads, name, **own)
     kept = kept_model(work, record["id"], record["fingerprint"])
     if kept.is_file():
-        return TextModel(*_binary(kept, fix=f"delete it and run its `lmbench reproduce` command again, which fits "
-                                            f"row {record['id']} again"), name)
+        from baselines.binary import kept_row
+        fix = f"delete it and run its `lmbench reproduce` command again, which fits row {record['id']} again"
+        made = read_checked(kept, kept_row, what="binary model file", fix=fix)
+        if made is not None and (made["id"], made["fingerprint"]) != (record["id"], record["fingerprint"]):
+            raise LMBenchError(f"{kept} holds the model of row {made['id']} (fingerprint {made['fingerprint']}), not "
+                               f"of row {record['id']} (fingerprint {record['fingerprint']}): {fix}")
+        return TextModel(*_binary(kept, fix=fix), name)
     from baselines.methods import NGramOptions, make_ngram
     corpus = corpus if corpus is not None else _recorded(work, record, "its model")
     options = NGramOptions(*(record[key] for key in NGRAM_RECORD))

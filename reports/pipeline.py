@@ -577,8 +577,23 @@ class Reproduction:
         write_checked(kept_vocabulary(self.work), self.corpus.vocab.save)
 
     def model_kept(self, row: Row) -> bool:
+        """Whether the work folder keeps row `row`'s model: its file there, written for this row (another row's
+        model copied there is fitted again, saying so)."""
+        from baselines.binary import kept_row
         from reports.api import kept_model
-        return kept_model(self.work, row.id, self.fingerprint(row)).is_file()
+        path = kept_model(self.work, row.id, self.fingerprint(row))
+        if not path.is_file():
+            return False
+        try:
+            made = read_checked(path, kept_row, what="binary model file", fix="it is fitted again")
+        except DamagedFile as damage:
+            set_aside(damage.path, damage)
+            return False
+        if made is not None and (made["id"], made["fingerprint"]) != (row.id, self.fingerprint(row)):
+            log.warning("%s holds the model of row %s (fingerprint %s), not of row %s: it is fitted again", path,
+                        made["id"], made["fingerprint"], row.id)
+            return False
+        return True
 
     def keep_model(self, row: Row, model) -> None:
         """An n-gram row's fitted model, kept in the work folder as a binary model file of float64 values
@@ -587,7 +602,8 @@ class Reproduction:
         from baselines.binary import write_binary
         from reports.api import kept_model
         path = kept_model(self.work, row.id, self.fingerprint(row))
-        write_checked(path, lambda target: write_binary(model, self.corpus.vocab, target, "float64"))
+        write_checked(path, lambda target: write_binary(model, self.corpus.vocab, target, "float64",
+                                                        row={"id": row.id, "fingerprint": self.fingerprint(row)}))
 
     def _run_ngram(self, row: Row) -> RowRun:
         model = self.fitted(row)

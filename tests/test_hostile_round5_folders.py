@@ -1,6 +1,6 @@
 """A work folder's files prove which row they belong to (issue 69 items 1 and 2): each file a row reads back, its
 network's best model and checkpoint (nplm/ID-FINGERPRINT), its log-probabilities (logprobs/ID.npz) and its record
-(rows/ID.json), exchanged with its twin of another row, is refused in one line or the row computed again (a log
+(rows/ID.json), an n-gram row's kept model (ngram/ID-FINGERPRINT.lmb), exchanged with its twin of another row, is refused in one line or the row computed again (a log
 line saying so), never read as the other row's figure; the fields of corpus.json (its slice, their types, the
 digest of the corpus the rows ran on) are checked, and one that loads another corpus than the rows ran on is
 refused in one line.
@@ -106,6 +106,24 @@ def test_another_rows_network_file_is_refused_by_load_and_reproduce(folder, copy
     assert code == 2, (code, rows.get(row))
     lines = [line for line in err.splitlines() if line.startswith("lmbench: error:")]
     assert len(lines) == 1 and training_folder(work, row).name in lines[0] and FAMILY[other] in lines[0], err
+
+
+@pytest.mark.parametrize("row, other", [("kn-interp-5", "kn-interp-3"), ("kn-interp-5", "kn-backoff-5")])
+def test_another_rows_kept_ngram_model_is_refused_by_load_and_fitted_again(folder, copy, capsys, caplog, row, other):
+    """ngram/ID-FINGERPRINT.lmb holding another n-gram row's model (its content record beside it, so it reads as
+    intact; of the same order and kind too): `load` refuses it in one line (it returned the other row's model);
+    `reproduce` fits the row again, saying so, and then `load` gives the row's figure."""
+    work = copy["work"]
+    (target,) = (work / "ngram").glob(f"{row}-*.lmb")
+    (source,) = (work / "ngram").glob(f"{other}-*.lmb")
+    put(source, target)
+    message = refused(lambda: lmbench.load(work, row=row))
+    assert f"model of row {other}" in message and target.name in message, message
+    with caplog.at_level(logging.WARNING):
+        code, rows, _ = rerun(copy, capsys)
+    assert code == 0
+    assert any(f"not of row {row}: it is fitted again" in record.getMessage() for record in caplog.records), caplog.text
+    assert perplexity(folder, lmbench.load(work, row=row)) == pytest.approx(folder["rows"][row]["test_ppl"], rel=1e-9)
 
 
 @pytest.mark.parametrize("row, other", [("lstm", "mlp1"), ("kn-interp-3", "kn-interp-5")])
