@@ -623,7 +623,10 @@ class Reproduction:
                       diverged=f"row {row.id} diverged on this corpus: leave it out (--networks naming the others)"
                                + (", or train it in fp32 (--precision fp32)" if config.precision != "fp32" else ""),
                       lanes=f"give a longer training text, or leave row {row.id} out (--networks naming the others, "
-                            "or --skip network for none)")
+                            "or --skip network for none)",
+                      other=f"it is not row {row.id}'s (another row's file copied there?): delete "
+                            f"{self.work / 'nplm' / f'{row.id}-{self.fingerprint(row)}'} and run the same command "
+                            f"again, which trains row {row.id} again")
 
     def _run_network(self, row: Row) -> RowRun:
         from neural.scoring import score_split

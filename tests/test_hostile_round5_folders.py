@@ -95,7 +95,8 @@ def rerun(copy, capsys) -> tuple[int, dict, str]:
 def test_another_rows_network_file_is_refused_by_load_and_reproduce(folder, copy, capsys, row, other, which):
     """Another family's model (or checkpoint) in a row's training folder: `load(row=...)` refuses it in one line
     (it returned the other network), and `reproduce` with the row's record deleted stops in one line naming
-    the file (it gave exit 0 and the other row's figure, or an AttributeError), never the other row's figure."""
+    the file and what reproduce's user does (it gave exit 0 and the other row's figure, or an AttributeError; a
+    checkpoint's line advised lmbench train's --model and --out), never the other row's figure."""
     work = copy["work"]
     put(training_folder(work, other) / which, training_folder(work, row) / which)
     if which == "best.safetensors":
@@ -106,6 +107,9 @@ def test_another_rows_network_file_is_refused_by_load_and_reproduce(folder, copy
     assert code == 2, (code, rows.get(row))
     lines = [line for line in err.splitlines() if line.startswith("lmbench: error:")]
     assert len(lines) == 1 and training_folder(work, row).name in lines[0] and FAMILY[other] in lines[0], err
+    # reproduce's own advice (the checkpoint's line told it to resume with --model ... or another --out, options
+    # of lmbench train that reproduce has not)
+    assert "--out" not in lines[0] and "--model" not in lines[0] and "run the same command again" in lines[0], err
 
 
 @pytest.mark.parametrize("row, other", [("kn-interp-5", "kn-interp-3"), ("kn-interp-5", "kn-backoff-5")])

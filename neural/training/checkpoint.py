@@ -61,6 +61,7 @@ class Advice:
     diverged: str = ("lower the learning rate (--lr) and start again (a resumed run keeps its options: another "
                      "--out, or delete this run)")
     lanes: str = "give fewer --batch-size (the lanes)"  # a training split too short for a stream network's lanes
+    other: str = ""  # a checkpoint of another network, recipe or objective in the folder ("": `read_checkpoint`'s)
 
 
 def atomic_save(obj: dict, path: Path, advice: Advice = Advice()) -> None:
@@ -78,11 +79,11 @@ def saved_file(net, config: RunConfig, fingerprint: str, **more) -> dict:
             "config": dataclasses.asdict(config), "fingerprint": fingerprint, "vocab_size": net.vocab_size, **more}
 
 
-def read_checkpoint(path: Path, fingerprint: str, config: RunConfig | None = None) -> dict:
+def read_checkpoint(path: Path, fingerprint: str, config: RunConfig | None = None, fix: str = "") -> dict:
     """A checkpoint or best model in this format (an older one read as this format, and converted once it
     passes the checks: `converted`), refused in one line when it is not an lmbench file, was made for
     another vocabulary, or (given `config`) for another family, shape, recipe or objective than the run
-    that resumes it."""
+    that resumes it (`fix`: what that line tells its user to do, where not `lmbench train`'s options)."""
     source = found(path) or Path(path)
     state = read_state(path)
     if state.get("fingerprint") != fingerprint:
@@ -96,13 +97,13 @@ def read_checkpoint(path: Path, fingerprint: str, config: RunConfig | None = Non
         diff += [f"{k}={v} (asked {getattr(config.shape, k, None)})" for k, v in dataclasses.asdict(shape).items()
                  if getattr(config.shape, k, None) != v]
         if diff:
-            raise LMBenchError(f"checkpoint {source} has another network: {', '.join(diff)}; resume with the same "
-                               "--model and shape options (--n, --h, ...) or use another --out directory")
+            raise LMBenchError(f"checkpoint {source} has another network: {', '.join(diff)}; " + (
+                fix or "resume with the same --model and shape options (--n, --h, ...) or use another --out directory"))
         for key in ("recipe", "objective"):
             if state["config"].get(key) != getattr(config, key):
                 raise LMBenchError(f"checkpoint {source} was trained with {key} {state['config'].get(key)!r}, not "
-                                   f"{getattr(config, key)!r}: resume with --{key} {state['config'].get(key)} or "
-                                   "use another --out")
+                                   f"{getattr(config, key)!r}: " + (fix or f"resume with --{key} "
+                                                                    f"{state['config'].get(key)} or use another --out"))
     if source != Path(path):  # a file of the older format, found to be this run's: converted
         converted(state, Path(path), source)
     return state

@@ -163,7 +163,7 @@ class Trainer:
         if not resume:
             raise LMBenchError(f"{self.out} already holds a run ({found(path).name}): pass --resume to continue it "
                                "or choose another --out directory")
-        saved = read_checkpoint(path, self.fingerprint, self.config)
+        saved = read_checkpoint(path, self.fingerprint, self.config, fix=self.advice.other)
         layout = (saved.get("batch", self.batches.batch), saved.get("steps"))
         if layout != (self.batches.batch, getattr(self.batches, "steps", None)):
             raise LMBenchError(f"checkpoint {path} was trained with {layout[0]} windows or lanes per update"
