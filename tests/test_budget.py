@@ -248,7 +248,7 @@ def test_a_wall_budget_under_jobs_2_trains_each_row_about_twice_as_long_and_says
     from lmbench import threads
     from reports import pace
     from reports.budget import resolve, row_terms, terms
-    monkeypatch.setattr(pace, "measure", lambda corpus, config: pace.Speed(
+    monkeypatch.setattr(pace, "measure", lambda corpus, config, advice=None: pace.Speed(
         update_seconds=0.2, update_tokens=128.0, epoch_updates=10, score_seconds=1e-5))
     monkeypatch.setattr(threads, "cores", lambda: 2)
     planned = {}
