@@ -7,6 +7,7 @@ user's; a test that wants a cache of its own sets LMBENCH_CACHE itself.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -101,3 +102,18 @@ def close(found, expected, rel: float) -> bool:
         return (isinstance(found, (list, tuple)) and len(found) == len(expected)
                 and all(close(a, b, rel) for a, b in zip(found, expected)))
     return found == expected
+
+
+def quick_work_folder(root: Path) -> dict:
+    """A quick `reproduce text` of every n-gram row, MLP1 and the LSTM into root/runs/mine-quick, its corpus
+    files in root/corpus/ and its report in root/report/: {"root", "work", "rows" (results.json's, by id),
+    "texts" (each split's text), "command" (the arguments that ran it)}."""
+    (root / "corpus").mkdir()
+    files = write_splits(root / "corpus", train=chain_text(5000, 21), valid=chain_text(700, 22), test=chain_text(700, 23))
+    work = root / "runs" / "mine-quick"
+    command = ["reproduce", "text", "--quick", "--name", "mine", *corpus_args(files)[2:], "--networks", "mlp1,lstm",
+               "--work-dir", str(work), "--report-dir", str(root / "report"), "--threads", "1"]
+    assert main(command) == 0
+    rows = {row["id"]: row for row in json.loads((root / "report" / "results.json").read_text())["rows"]}
+    texts = {split: path.read_text() for split, path in files.items()}
+    return {"root": root, "work": work, "rows": rows, "texts": texts, "command": command}

@@ -21,22 +21,13 @@ import pytest
 import lmbench
 from lmbench.errors import LMBenchError
 from lmbench_cli import main
-from tests.helpers import chain_text, corpus_args, write_splits
+from tests.helpers import quick_work_folder
 
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     """A quick `reproduce text` with a window network (MLP1) and a stream network (LSTM) row."""
-    root = tmp_path_factory.mktemp("work")
-    (root / "corpus").mkdir()
-    files = write_splits(root / "corpus", train=chain_text(5000, 21), valid=chain_text(700, 22), test=chain_text(700, 23))
-    work = root / "runs" / "mine-quick"
-    command = ["reproduce", "text", "--quick", "--name", "mine", *corpus_args(files)[2:], "--networks", "mlp1,lstm",
-               "--work-dir", str(work), "--report-dir", str(root / "report"), "--threads", "1"]
-    assert main(command) == 0
-    rows = {row["id"]: row for row in json.loads((root / "report" / "results.json").read_text())["rows"]}
-    texts = {split: path.read_text() for split, path in files.items()}
-    return {"root": root, "work": work, "rows": rows, "texts": texts, "command": command}
+    return quick_work_folder(tmp_path_factory.mktemp("work"))
 
 
 @pytest.fixture
