@@ -65,7 +65,8 @@ def row_memory(row: Row, train_tokens: int) -> int:
 # The signals whose handlers a command sets (lmbench_cli: 128 + the signal's number, one line, the staging
 # folders cleaned up) and that `ray.init` replaces with its own (SIGTERM: its handler exits through Ray's stack
 # dump, 134): set back as they were once Ray has started (issue 69).
-KEPT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT") if hasattr(signal, name))
+KEPT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
+                     if hasattr(signal, name))
 
 
 @contextmanager
@@ -250,9 +251,10 @@ def run_on_ray(reproduction, skip: frozenset[str], results: dict, progress: RunP
                     progress.tick()
                     if done:
                         take(done[0])
-            if noted:  # the command's own handler, set back, ends the run as that signal ends the command
-                signal.raise_signal(noted[0])
-                raise KeyboardInterrupt  # (a handler that returned)
+            if noted:  # a terminating signal: the command's own handler, set back, ends the run as it ends the command
+                if noted[0] != signal.SIGINT:
+                    signal.raise_signal(noted[0])
+                raise KeyboardInterrupt  # Ctrl-C (even where ignored when the run started), or a handler that returned
         except BaseException:  # Ctrl-C, a terminating signal, a row that failed: this run's other tasks stop
             for ref in pending:
                 ray.cancel(ref, force=True)
@@ -275,13 +277,15 @@ def signals_noted():
     """KEPT_SIGNALS noted in a list while the driver waits on Ray, the loop stopping at its next look (`ray.wait`
     may take Ctrl-C itself and let the wait go on: CI saw a run interrupted so finish with exit 0; a command's
     SIGTERM raised inside it came out as a plain KeyboardInterrupt, exit 130); the caller raises the first one
-    again once the handlers are set back. Outside the main thread (where no handler can be set), and for a
-    signal ignored, nothing is noted."""
+    again once the handlers are set back (Ctrl-C as KeyboardInterrupt, even where it was ignored when the run
+    started, as a shell's background job has it). Outside the main thread (where no handler can be set), and
+    for a terminating signal ignored, nothing is noted."""
     noted: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield noted
         return
-    watched = [signum for signum in KEPT_SIGNALS if signal.getsignal(signum) is not signal.SIG_IGN]
+    watched = [signum for signum in KEPT_SIGNALS
+               if signum == signal.SIGINT or signal.getsignal(signum) is not signal.SIG_IGN]
     previous = {signum: signal.signal(signum, lambda signum, frame: noted.append(signum)) for signum in watched}
     try:
         yield noted

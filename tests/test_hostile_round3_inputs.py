@@ -318,7 +318,12 @@ def test_every_output_in_a_folder_that_cannot_be_written_is_refused_first(place,
     np.savez(place["npz"], valid=np.full(3, -1.0), test=np.full(3, -1.0))
     files = corpus_args(write_splits(place["root"], train=zipf_text(400, 20, 1), valid=zipf_text(60, 20, 2),
                                      test=zipf_text(60, 20, 3)))[(2 if command in ("corpus", "reproduce") else 0):]
-    line = error_line(capsys, [*command_words(command, place, files), option, str(unwritable / "out")])
+    words = [*command_words(command, place, files), option, str(unwritable / "out")]
+    if command == "build-binary":  # its output is its second positional, after an ARPA file
+        arpa = place["root"] / "model.arpa"
+        arpa.write_text("\\data\\\nngram 1=1\n\n\\1-grams:\n0 <unk>\n\n\\end\\\n")
+        words = ["build-binary", str(arpa), str(unwritable / "out")]
+    line = error_line(capsys, words)
     assert option in line and ("not writable" in line or "cannot write" in line), line
 
 
