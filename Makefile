@@ -108,7 +108,7 @@ reproduce-ap: install
 # the report goes to runs/reports/NAME (default runs/reports/text; git ignores runs/; REPORT_DIR=DIR elsewhere).
 compare: install
 	@test -n $(call quote,CORPUS) -o \( -n $(call quote,TRAIN) -a -n $(call quote,VALID) -a -n $(call quote,TEST) \) || { echo "compare: give CORPUS= (one file, cut by lines), or TRAIN=, VALID= and TEST= (files of whitespace-separated tokens)" >&2; exit 2; }
-	$(PY) -m lmbench_cli reproduce text $(if $(CORPUS),--corpus-file $(call quote,CORPUS) $(if $(SPLIT),--split $(SPLIT)),--train $(call quote,TRAIN) --valid $(call quote,VALID) --test $(call quote,TEST)) $(if $(NAME),--name $(call quote,NAME)) \
+	$(PY) -m lmbench_cli reproduce text $(if $(CORPUS),--corpus-file $(call quote,CORPUS) $(if $(SPLIT),--corpus-split $(SPLIT)),--train $(call quote,TRAIN) --valid $(call quote,VALID) --test $(call quote,TEST)) $(if $(NAME),--name $(call quote,NAME)) \
 		$(if $(NETWORKS),--networks $(NETWORKS)) $(if $(ONLY),--only $(ONLY)) $(if $(QUICK),--quick) \
 		$(if $(MIN_COUNT),--min-count $(MIN_COUNT)) $(if $(VOCAB_SIZE),--vocab-size $(VOCAB_SIZE)) \
 		$(if $(MEMORY),--memory $(MEMORY)) $(if $(TMP_DIR),--tmp-dir $(call quote,TMP_DIR)) $(if $(SEEDS),--seeds $(SEEDS))$(if $(SEEDS_FOR), --seeds-for $(SEEDS_FOR)) $(if $(THREADS),--threads $(THREADS)) $(if $(JOBS),--jobs $(JOBS)) $(if $(CLUSTER),--cluster $(CLUSTER)) $(if $(PRECISION),--precision $(PRECISION)) \

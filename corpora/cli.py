@@ -1,6 +1,6 @@
-"""`lmbench corpus brown|ap|text`, and the corpus options every other subcommand shares, over a run folder's
-record of its corpus (corpus.json, `corpora.record`), which `lmbench eval`, `neighbors` and `train --resume`
-read when no corpus is named."""
+"""`lmbench corpus brown|ap|text`, and the corpus options every other subcommand shares (`add_corpus_group`:
+`lmbench reproduce text` takes the text corpus's), over a run folder's record of its corpus (corpus.json,
+`corpora.record`), which `lmbench eval`, `neighbors` and `train --resume` read when no corpus is named."""
 
 from __future__ import annotations
 
@@ -21,8 +21,9 @@ AP_MIN_VOCAB = 5  # more than the four symbols of corpora.ap.SPECIALS (imported 
 
 
 def add_corpus_options(parser: argparse.ArgumentParser, *, positional: bool = False, recorded: bool = False) -> None:
-    """--corpus (or a positional name), plus each pipeline's options. `recorded`: a command given a run
-    folder, whose corpus.json says which corpus the options left out name (`corpus_options`)."""
+    """--corpus (or a positional name), plus each pipeline's options (`add_corpus_group`) and --no-cache.
+    `recorded`: a command given a run folder, whose corpus.json says which corpus the options left out name
+    (`corpus_options`)."""
     if positional:
         parser.add_argument("corpus", choices=CORPORA, help="which corpus to prepare")
     else:
@@ -31,31 +32,57 @@ def add_corpus_options(parser: argparse.ArgumentParser, *, positional: bool = Fa
                             "default: brown (text when --train or --corpus-file is given)")
     group = parser.add_argument_group("corpus options" + (" (left out: those the run folder's corpus.json "
                                                           "records)" if recorded else ""))
-    group.add_argument("--train", type=existing_file,
-                       help="text corpus: training file of whitespace-separated tokens")
-    group.add_argument("--valid", type=existing_file, help="text corpus: validation file")
-    group.add_argument("--test", type=existing_file, help="text corpus: test file")
-    group.add_argument("--corpus-file", type=existing_file,
-                       help="text corpus: instead of the three, one file cut by lines into train, valid and test "
-                            "(contiguous, in that order; as `lmbench reproduce text --corpus-file`)")
-    group.add_argument("--corpus-split", type=split_fractions, default=None,
-                       help="with --corpus-file: the fractions of its lines for train, valid and test "
-                            "(default 0.8,0.1,0.1)")
-    group.add_argument("--min-count", type=integer(1), default=None,
-                       help="keep words seen at least this often (brown: 4, the paper's rule; text: 2, or 1 where "
-                            "train holds a literal <unk> of its own, corpora.text)")
-    group.add_argument("--vocab-from", choices=("all", "train"), default=None,
-                       help="brown: count the vocabulary threshold over the whole stream (the paper; default) "
-                            "or over train only")
-    group.add_argument("--ap-dir", type=existing_directory, default=None,
-                       help="ap: folder of TREC/Tipster AP SGML files (plain or .gz); default $AP_DIR")
-    group.add_argument("--vocab-size", type=integer(AP_MIN_VOCAB), default=None,
-                       help="ap: vocabulary size, specials included (default 17964, the paper's); text: keep "
-                            "at most this many of the most frequent words (default: every word of --min-count)")
-    group.add_argument("--skip-bad-files", action="store_true",
-                       help="ap: leave a damaged file of the folder out, with a warning, instead of stopping "
-                            "(the splits then differ from the full folder's)")
+    add_corpus_group(group)
     group.add_argument("--no-cache", action="store_true", help="prepare again, ignoring the cache")
+
+
+MIN_VOCAB = {"ap": AP_MIN_VOCAB, "text": 2}  # the smallest --vocab-size of each corpus that takes one (text: a word and <unk>)
+
+
+def add_corpus_group(group, corpora: tuple[str, ...] = CORPORA) -> None:
+    """The options of the corpora `corpora` added to `group` (an argparse parser or group): the one
+    definition of every command's corpus options, `add_corpus_options`' (every corpus) and `lmbench
+    reproduce text`'s (the text corpus alone). An option is added where one of `corpora` takes it
+    (`corpora.record.TAKES`); one that several take says what it does for each of them."""
+    takes = {name for corpus in corpora for name in TAKES[corpus]}
+
+    def each(said: dict[str, str]) -> str:
+        return "; ".join(f"{corpus}: {text}" for corpus, text in said.items() if corpus in corpora)
+
+    if "train" in takes:
+        group.add_argument("--train", type=existing_file,
+                           help="text corpus: training file of whitespace-separated tokens")
+        group.add_argument("--valid", type=existing_file, help="text corpus: validation file")
+        group.add_argument("--test", type=existing_file, help="text corpus: test file")
+        group.add_argument("--corpus-file", type=existing_file,
+                           help="text corpus: instead of the three, one file cut by lines into train, valid and "
+                                "test (contiguous, in that order; the cut is recorded with the corpus)")
+        group.add_argument("--corpus-split", type=split_fractions, default=None,
+                           help="with --corpus-file: the fractions of its lines for train, valid and test "
+                                "(default 0.8,0.1,0.1)")
+    if "min_count" in takes:
+        group.add_argument("--min-count", type=integer(1), default=None, help=(
+            "keep words seen at least this often (" + each({
+                "brown": "default 4, the paper's rule",
+                "text": "in train, default 2 so that <unk> is a train word, or 1 where train holds a literal <unk> "
+                        "of its own"}) + ")"))
+    if "vocab_from" in takes:
+        group.add_argument("--vocab-from", choices=("all", "train"), default=None,
+                           help="brown: count the vocabulary threshold over the whole stream (the paper; default) "
+                                "or over train only")
+    if "ap_dir" in takes:
+        group.add_argument("--ap-dir", type=existing_directory, default=None,
+                           help="ap: folder of TREC/Tipster AP SGML files (plain or .gz); default $AP_DIR")
+    if "vocab_size" in takes:
+        group.add_argument("--vocab-size", type=integer(max(MIN_VOCAB[corpus] for corpus in corpora
+                                                            if "vocab_size" in TAKES[corpus])), default=None,
+                           help="keep at most this many of the most frequent words, the specials included (" + each({
+                               "ap": "default 17964, the paper's",
+                               "text": "default every word of --min-count"}) + ")")
+    if "skip_bad_files" in takes:
+        group.add_argument("--skip-bad-files", action="store_true",
+                           help="ap: leave a damaged file of the folder out, with a warning, instead of stopping "
+                                "(the splits then differ from the full folder's)")
 
 
 def corpus_options(args: argparse.Namespace, run: str | Path | None = None) -> dict:

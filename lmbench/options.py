@@ -19,6 +19,7 @@ import argparse
 import errno
 import math
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Callable, NoReturn
@@ -290,8 +291,7 @@ def bounded(parse: Callable[[str], object], description: str) -> Callable[[str],
 
 
 def split_fractions(text: str) -> tuple[float, float, float]:
-    """--split (reproduce text), --corpus-split: 0.8,0.1,0.1, the fractions of the lines for train, valid
-    and test."""
+    """--corpus-split: 0.8,0.1,0.1, the fractions of the lines for train, valid and test."""
     try:
         parts = tuple(float(part) for part in text.split(","))
     except ValueError:
@@ -303,3 +303,17 @@ def split_fractions(text: str) -> tuple[float, float, float]:
 
 
 bounded(split_fractions, "three fractions in (0, 1) summing to 1")
+
+
+class FormerName(argparse.Action):
+    """An option's former spelling, still taken for one release: its value goes where the option's does
+    (`dest`), with one line on standard error naming the option now (`name`); --help leaves it out."""
+
+    def __init__(self, option_strings, dest, *, name: str, **kwargs):
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+        self.name = name
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"lmbench: warning: {option_string} is now {self.name}, as in every command: the old name goes in "
+              "the next release", file=sys.stderr)
+        setattr(namespace, self.dest, values)

@@ -14,7 +14,8 @@ from pathlib import Path
 from baselines.cli import add_memory_options
 from baselines.methods import methods_where
 from lmbench.errors import LMBenchError
-from lmbench.options import (NAME_BYTES, THREADS_MAX, existing_file, integer, number, output_directory,
+from corpora.cli import add_corpus_group
+from lmbench.options import (NAME_BYTES, THREADS_MAX, FormerName, integer, number, output_directory,
                              refuse_overwriting, split_fractions, write_refusal)
 from neural.precision import CHOICES as PRECISION_CHOICES
 from reports.experiments import DEFAULT, EXTRA_ROWS, KINDS, NETWORKS_BEYOND_2003, OURS, ROWS, TABLE1_NETWORKS
@@ -139,21 +140,9 @@ def register(subparsers) -> None:
     _add_results_dir(parser, "that the report's cross-corpus summary gathers")
     _add_allow_dirty(parser)
     text = parser.add_argument_group("your own corpus (reproduce text)")
-    text.add_argument("--train", type=existing_file, help="training file of whitespace-separated tokens")
-    text.add_argument("--valid", type=existing_file, help="validation file")
-    text.add_argument("--test", type=existing_file, help="test file")
-    text.add_argument("--corpus-file", type=existing_file,
-                      help="instead of the three: one file, cut by lines into train, valid and test (contiguous, "
-                           "in that order; the cut is recorded in results.json)")
-    text.add_argument("--split", type=split_fractions, default=None,
-                      help="with --corpus-file: the fractions of its lines for train, valid, test (default "
-                           "0.8,0.1,0.1)")
+    add_corpus_group(text, ("text",))
+    text.add_argument("--split", action=FormerName, name="--corpus-split", dest="corpus_split", type=split_fractions)
     _add_name(text)
-    text.add_argument("--min-count", type=integer(1), default=None,
-                      help="keep words seen at least this often in train (default 2, so that <unk> is a train word; "
-                           "1 where train holds a literal <unk> of its own)")
-    text.add_argument("--vocab-size", type=integer(2), default=None,
-                      help="keep at most this many of the most frequent words (<unk> included)")
     text.add_argument("--only", choices=("ngram", "nplm"), default=None,
                       help="ngram: the n-gram rows only; nplm: the networks and their mixtures with the trigram")
     add_memory_options(text, f"the {', '.join(methods_where(lambda m: m.bounded))} rows (the same results)")
@@ -179,7 +168,7 @@ def _text_corpus(args: argparse.Namespace):
     from reports.pipeline import TextCorpus
     files = {split: getattr(args, split) for split in ("train", "valid", "test")}
     if args.corpus != "text":
-        given = [f"--{option.replace('_', '-')}" for option in ("train", "valid", "test", "corpus_file", "split", "name",
+        given = [f"--{option.replace('_', '-')}" for option in ("train", "valid", "test", "corpus_file", "corpus_split", "name",
                                                                  "min_count", "vocab_size", "only", "memory", "tmp_dir")
                  if getattr(args, option) is not None]
         if given:
@@ -196,9 +185,10 @@ def _text_corpus(args: argparse.Namespace):
         if given:
             raise LMBenchError(f"--corpus-file is cut into train, valid and test: drop {', '.join(given)} (or give "
                                "the three files without --corpus-file)")
-        return TextCorpus(corpus_file=args.corpus_file, split=args.split or TextCorpus.split, **options)
-    if args.split is not None:
-        raise LMBenchError("--split cuts the one file of --corpus-file: drop it, or give --corpus-file F "
+        return TextCorpus(corpus_file=args.corpus_file, corpus_split=args.corpus_split or TextCorpus.corpus_split,
+                          **options)
+    if args.corpus_split is not None:
+        raise LMBenchError("--corpus-split cuts the one file of --corpus-file: drop it, or give --corpus-file F "
                            "instead of --train, --valid and --test")
     missing = [f"--{split}" for split, path in files.items() if path is None]
     if missing:

@@ -90,7 +90,7 @@ QUICK_IGNORED = ("epochs", "valid_tokens")  # a row's own budget, which a quick 
 @dataclass(frozen=True)
 class TextCorpus:
     """A user's corpus for `lmbench reproduce text`: three files of whitespace-separated tokens (or one,
-    `corpus_file`, cut by lines into `split`), the vocabulary options of corpora/text.py, which rows
+    `corpus_file`, cut by lines into `corpus_split`), the vocabulary options of corpora/text.py, which rows
     to run (see reports.experiments.text_rows), and the memory cap of the n-gram rows that can estimate
     in bounded memory (those registered `bounded`, baselines.methods.METHODS; `--memory`), which is no part of a row's
     fingerprint: both paths give the same model bit for bit (tests/test_disk_counts.py), so a row
@@ -99,7 +99,7 @@ class TextCorpus:
     valid: Path | None = None
     test: Path | None = None
     corpus_file: Path | None = None
-    split: tuple[float, float, float] = (0.8, 0.1, 0.1)
+    corpus_split: tuple[float, float, float] = (0.8, 0.1, 0.1)
     name: str = "text"                # the report's folder, reports/NAME
     min_count: int | None = None      # None: corpora.text.default_min_count (2, or 1 where train has <unk>)
     vocab_size: int | None = None     # keep at most this many words (specials included)
@@ -192,7 +192,7 @@ class Reproduction:
     def load_corpus(self) -> Corpus:
         if self.text is not None and self.text.corpus_file is not None:
             from corpora.text import load_text_file
-            corpus = load_text_file(self.text.corpus_file, self.text.split, min_count=self.text.min_count,
+            corpus = load_text_file(self.text.corpus_file, self.text.corpus_split, min_count=self.text.min_count,
                                     max_vocab=self.text.vocab_size)
         elif self.text is not None:
             from corpora.text import load_text
@@ -219,7 +219,7 @@ class Reproduction:
             if self.settings.corpus == "ap" and os.environ.get("AP_DIR"):
                 options["ap_dir"] = Path(os.environ["AP_DIR"])
         elif text.corpus_file is not None:
-            options = {"corpus": "text", "corpus_file": text.corpus_file, "corpus_split": text.split}
+            options = {"corpus": "text", "corpus_file": text.corpus_file, "corpus_split": text.corpus_split}
         else:
             options = {"corpus": "text", "train": text.train, "valid": text.valid, "test": text.test}
         if text is not None:

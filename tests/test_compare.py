@@ -146,8 +146,9 @@ def test_bounded_memory_gives_the_same_rows(corpus_files, tmp_path, capsys, monk
     (["reproduce", "text", "--name", "../x"], "a folder name of ASCII letters"),
     (["reproduce", "text", "--corpus-file", "pyproject.toml", "--train", "pyproject.toml"],
      "--corpus-file is cut into train, valid and test: drop --train"),
-    (["reproduce", "text", "--split", "0.8,0.1,0.1"], "--split cuts the one file of --corpus-file"),
-    (["reproduce", "text", "--corpus-file", "pyproject.toml", "--split", "0.8,0.3"], "give three fractions above 0"),
+    (["reproduce", "text", "--corpus-split", "0.8,0.1,0.1"], "--corpus-split cuts the one file of --corpus-file"),
+    (["reproduce", "text", "--corpus-file", "pyproject.toml", "--corpus-split", "0.8,0.3"],
+     "give three fractions above 0"),
     (["reproduce", "brown", "--corpus-file", "pyproject.toml"], "--corpus-file: only for `lmbench reproduce text`"),
     (["reproduce", "ap", "--memory", "1G"], "--memory: only for `lmbench reproduce text`"),
     (["reproduce", "text", "--memory", "lots"], "give a size such as 4G"),
@@ -161,13 +162,53 @@ def test_bad_setups_end_in_one_line(argv, message, capsys):
     assert message in err and len(err.strip().splitlines()) == 1
 
 
+def test_corpus_split_is_one_option_and_reproduces_former_split_is_noted(tmp_path, capsys, monkeypatch):
+    """--corpus-split, the fractions of --corpus-file's lines, is one option of every command that reads a text
+    corpus, `reproduce text` among them: the same help and type, and the same cut (the tokens of each split
+    `reproduce text` loads are `lmbench corpus text`'s). Its former name in `reproduce`, --split, still cuts so,
+    with one line on standard error naming --corpus-split."""
+    from lmbench_cli import build_parser
+    from reports import pipeline
+    from tests.test_hostile_classes import subcommands
+    found = {" ".join(words): (action.help, action.type) for words, parser in subcommands(build_parser())
+             for action in parser._actions if "--corpus-split" in action.option_strings}
+    assert {"corpus", "ngram", "train", "eval", "reproduce"} <= set(found) and len(set(found.values())) == 1, found
+    monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
+    words = chain_text(2000, 1, words=30).split()
+    corpus = tmp_path / "all.txt"
+    corpus.write_text("".join(" ".join(words[i:i + 20]) + "\n" for i in range(0, len(words), 20)))  # 100 lines
+    code, out, err = run_cli(capsys, "corpus", "text", "--corpus-file", corpus, "--corpus-split", "0.7,0.2,0.1",
+                             "--json")
+    assert code == 0, err
+    tokens = json.loads(out)["tokens"]
+    assert tokens == {"train": 1400, "valid": 400, "test": 200}
+    loaded = []
+
+    def stand_in(corpus, quick, work_dir, report_dir, skip, text, *args, **kwargs):  # the corpus the pipeline loads
+        reproduction = pipeline.Reproduction(pipeline.default_settings(corpus, quick), work_dir, report_dir, text,
+                                             code={})
+        loaded.append(reproduction.load_corpus().summary()["tokens"])
+        return {"report_dir": str(report_dir), "claims": [], "quick": quick}
+
+    monkeypatch.setattr(pipeline, "reproduce", stand_in)
+    for option in ("--corpus-split", "--split"):
+        code, _, err = run_cli(capsys, "reproduce", "text", "--corpus-file", corpus, option, "0.7,0.2,0.1",
+                               "--work-dir", tmp_path / "work", "--report-dir", tmp_path / "report", "--json")
+        assert code == 0, err
+        notes = [line for line in err.splitlines() if "--split" in line]
+        assert notes == ([] if option == "--corpus-split" else
+                         ["lmbench: warning: --split is now --corpus-split, as in every command: the old name goes in "
+                          "the next release"]), err
+    assert loaded == [tokens, tokens]
+
+
 @pytest.mark.slow
 def test_one_corpus_file_is_cut_and_the_cut_recorded(tmp_path, capsys):
     lines = chain_text(4000, 1, words=30).split()
     corpus = tmp_path / "all.txt"
     corpus.write_text("".join(" ".join(lines[i:i + 20]) + "\n" for i in range(0, len(lines), 20)))  # 200 lines
     report = tmp_path / "report"
-    code, _, err = run_cli(capsys, "reproduce", "text", "--corpus-file", corpus, "--split", "0.7,0.15,0.15",
+    code, _, err = run_cli(capsys, "reproduce", "text", "--corpus-file", corpus, "--corpus-split", "0.7,0.15,0.15",
                            "--only", "ngram", "--name", "one", "--work-dir", tmp_path / "work", "--report-dir", report)
     assert code == 0, err
     results = json.loads((report / "results.json").read_text())

@@ -176,8 +176,8 @@ def test_a_run_record_with_an_option_its_corpus_ignored_loads_without_it(tmp_pat
 
 def reproduce_text_options() -> list[tuple[str, list[str]]]:
     """reproduce's own-corpus options (its 'your own corpus' group), each with a value."""
-    values = {"--split": ["0.8,0.1,0.1"], "--name": ["mine"], "--min-count": ["3"], "--vocab-size": ["100"],
-              "--only": ["ngram"], "--memory": ["1G"], "--tmp-dir": ["{root}"]}
+    values = {"--corpus-split": ["0.8,0.1,0.1"], "--split": ["0.8,0.1,0.1"], "--name": ["mine"], "--min-count": ["3"],
+              "--vocab-size": ["100"], "--only": ["ngram"], "--memory": ["1G"], "--tmp-dir": ["{root}"]}
     found = [name for command, name, action in ALL if command == "reproduce" and action.container.title
              and action.container.title.startswith("your own corpus")]
     assert set(found) - {"--train", "--valid", "--test", "--corpus-file"} == set(values), found
@@ -194,7 +194,8 @@ def test_reproduce_refuses_every_own_corpus_option_on_a_paper_corpus(place, caps
         words = ["reproduce", corpus, "--work-dir", str(place["root"] / "work"), option,
                  *(v.format(root=place["root"], file=place["root"] / "a.txt") for v in values)]
         line = error_line(capsys, words)
-        assert option in line and "only for `lmbench reproduce text`" in line, (words, line)
+        named = "--corpus-split" if option == "--split" else option  # (--split: its former name)
+        assert named in line and "only for `lmbench reproduce text`" in line, (words, line)
 
 
 @pytest.mark.parametrize("words, said", [

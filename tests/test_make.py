@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-OPTIONS = {"TRAIN": "--train", "VALID": "--valid", "TEST": "--test", "CORPUS": "--corpus-file", "SPLIT": "--split",
+OPTIONS = {"TRAIN": "--train", "VALID": "--valid", "TEST": "--test", "CORPUS": "--corpus-file", "SPLIT": "--corpus-split",
            "NAME": "--name", "NETWORKS": "--networks", "ONLY": "--only", "MIN_COUNT": "--min-count",
            "VOCAB_SIZE": "--vocab-size", "QUICK": "--quick", "SEEDS": "--seeds", "SEEDS_FOR": "--seeds-for",
            "THREADS": "--threads", "MEMORY": "--memory", "TMP_DIR": "--tmp-dir", "REPORT_DIR": "--report-dir",
