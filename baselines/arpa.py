@@ -2,8 +2,8 @@
 
 Public API
 ----------
-`write_arpa(model, vocab, path)`: any BackoffModel (Katz, KN back-off, interpolated KN in back-off
-    form) to a standard ARPA file; returns the n-gram counts per order written in the header.
+`write_arpa(model, vocab, path)`: any BackoffModel (the fitted model of every method registered `arpa`,
+    baselines.methods) to a standard ARPA file; returns the n-gram counts per order written in the header.
 `read_arpa(path, vocab)` -> `ArpaModel`: the file as a BackoffModel over `vocab`, scored like any
     model (`lmbench.model.split_logprobs(model, corpus, split)`); it scores exactly as the model that wrote it (up to the printed digits).
 `read_arpa_header(path)`: {order: count} of the `\\data\\` section.

@@ -3,11 +3,11 @@
     NLTK_DATA=/work/shared/nltk_data PYTHONPATH=. python bench/ngram_bench.py [--lmplz PATH] [--out FILE]
     PYTHONPATH=. python bench/ngram_bench.py --tiny        # the test suite's seconds-long run
 
-For each of Katz 3/4/5, KN back-off 3/4/5 and interpolated KN 3/4/5, and Katz and KN back-off
-with SRILM's default cutoffs (n-grams of order >= 3 seen once left out), each in a fresh process
-so its peak RSS is its own: valid/test perplexity, build seconds, valid+test scoring seconds and
-tokens/s. Then the wall time and peak RSS of the whole command
-`lmbench ngram --method kneser-ney --order 5 --corpus brown`. With --lmplz (KenLM's lmplz binary),
+For every back-off method of the registry (`baselines.methods.METHODS`, those registered `arpa`) at
+orders 3, 4 and 5, then again with SRILM's default cutoffs (n-grams of order >= 3 seen once left out)
+where it takes --min-ngram-count, each in a fresh process so its peak RSS is its own: valid/test
+perplexity, build seconds, valid+test scoring seconds and tokens/s. Then the wall time and peak RSS
+of the whole command `lmbench ngram --method kneser-ney --order 5 --corpus brown`. With --lmplz (KenLM's lmplz binary),
 also interpolated KN 3 and 5 estimated by lmplz on the same train stream, read back from its ARPA
 file and scored by our code on our streams (see `compare_lmplz` for how conventions are matched).
 Prints a table, then the figures as JSON (also written to --out). Timings are wall-clock on a
@@ -33,13 +33,22 @@ from tqdm import tqdm
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-# (method, order, minimum n-gram count from trigrams up): no cutoffs, then SRILM's default cutoffs
-CONFIGS = ([(m, n, 1) for m in ("katz", "kneser-ney-backoff", "kneser-ney") for n in (3, 4, 5)]
-           + [(m, n, 2) for m in ("katz", "kneser-ney-backoff") for n in (3, 4, 5)])
+ORDERS = (3, 4, 5)
 PAPER_KN_BACKOFF = {3: (334, 323), 4: (332, 321), 5: (332, 321)}  # Bengio et al. 2003, Table 1
 
 
-TINY_CONFIGS = [("katz", 3, 1), ("kneser-ney", 3, 1), ("kneser-ney-backoff", 3, 2)]  # --tiny's
+def configs(tiny: bool = False) -> list[tuple[str, int, int]]:
+    """(method, order, minimum n-gram count from trigrams up) of every back-off method (registered `arpa`)
+    at each of ORDERS it takes, without cutoffs, then with SRILM's where it takes them; --tiny's: each
+    method once, at order 3, with SRILM's cutoffs where it takes them."""
+    from baselines.methods import METHODS, SRILM_CUTOFF
+    backoff = {name: method for name, method in METHODS.items() if method.arpa}
+    cuts = {name: SRILM_CUTOFF for name, method in backoff.items() if "min_ngram_count" in method.options}
+    if tiny:
+        return [(name, 3, cuts.get(name, 1)) for name in backoff]
+    plain = [(name, n, 1) for name, method in backoff.items() for n in ORDERS
+             if method.min_order <= n <= method.max_order]
+    return plain + [(name, n, cuts[name]) for name, n, _ in plain if name in cuts]
 
 
 def load_corpus(tiny: bool):
@@ -154,7 +163,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lmplz", help="path of KenLM's lmplz binary: also compare with it")
     parser.add_argument("--out", help="also write the JSON figures to this file")
-    parser.add_argument("--tiny", action="store_true", help="three of the models on the tiny corpus of "
+    parser.add_argument("--tiny", action="store_true", help="each method once, at order 3, on the tiny corpus of "
                         "bench/tiny_corpus.py instead of Brown: a seconds-long run (the test suite's)")
     parser.add_argument("--one", nargs=3, metavar=("METHOD", "ORDER", "MIN_COUNT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -164,7 +173,7 @@ def main() -> None:
 
     tiny = ["--tiny"] if args.tiny else []
     rows = [in_subprocess(["--one", m, str(n), str(c), *tiny])
-            for m, n, c in tqdm(TINY_CONFIGS if args.tiny else CONFIGS, desc="models", file=sys.stderr)]
+            for m, n, c in tqdm(configs(args.tiny), desc="models", file=sys.stderr)]
     print(f"{'method':<20}{'n':>2}{'cut':>4} {'valid':>8} {'test':>8} {'build s':>8} {'score s':>8} "
           f"{'tokens/s':>10} {'RSS MB':>7}  paper KN back-off (valid/test)")
     for r in rows:

@@ -224,9 +224,9 @@ NETWORK_CHOICES = (*(name.lower() for name in TABLE1_NETWORKS), *NETWORKS_BEYOND
 
 def text_rows(vocab_size: int, networks: tuple[str, ...] | None = None, only: str | None = None) -> list[Row]:
     """The comparison on a user's corpus (`lmbench reproduce text`): the rows of every registered n-gram
-    method at its compared orders (`baselines.methods`: Del. Int., KN back-off and interpolated at orders
-    3 to 5, ∞-gram + KN 5, Katz 3, class-based trigrams scaled to |V|), the networks of Table 1, each mixed with the deleted-
-    interpolation trigram three ways and with interpolated KN 5 by EM, then our networks beyond 2003
+    method at its compared orders (`baselines.methods`, `method_rows`; a class-based row's classes scaled to
+    |V|), the networks of Table 1, each mixed with the deleted-interpolation trigram three ways and with
+    interpolated KN 5 by EM, then our networks beyond 2003
     (`rows_beyond_2003`; NPLM (ours) is added by the pipeline, `ours_rows`, its shape following the corpus).
     `networks`: a subset of the network ids (e.g. ("mlp1", "lstm"); DEFAULT among them: those of a run that
     names none, and the others named); `only`: "ngram" (no network) or "nplm" (the networks, their mixtures

@@ -52,15 +52,20 @@ def test_human_readable_output(capsys, text_files):
 
 
 def test_every_ngram_method_from_the_command_line(capsys, text_files, tmp_path):
+    """Every registered method (baselines.methods.METHODS) at its lowest order, from `lmbench ngram`: finite
+    perplexities of valid and test (and of train where it is scored) and its saved log-probabilities."""
+    from baselines.methods import METHODS
     files = ["--corpus", "text", "--train", str(text_files["train"]), "--valid", str(text_files["valid"]),
              "--test", str(text_files["test"])]
-    for method in (["deleted-interpolation"], ["kneser-ney", "--order", "3"], ["katz", "--order", "2"],
-                   ["kneser-ney-backoff", "--order", "2"], ["class", "--classes", "2", "--order", "2"]):
-        code, out, err = run_cli(capsys, "ngram", "--method", *method, *files, "--json",
-                                 "--save-logprobs", str(tmp_path / f"{method[0]}.npz"))
-        assert code == 0, err
+    for name, method in METHODS.items():
+        code, out, err = run_cli(capsys, "ngram", "--method", name, "--order", str(method.min_order), *files,
+                                 *(["--classes", "2"] if "classes" in method.options else []), "--json",
+                                 "--save-logprobs", str(tmp_path / f"{name}.npz"))
+        assert code == 0, (name, err)
         result = json.loads(out)
-        assert all(math.isfinite(result[f"{s}_perplexity"]) for s in ("train", "valid", "test"))
+        scored = [key for key in result if key.endswith("_perplexity")]
+        assert {"valid_perplexity", "test_perplexity"} <= set(scored), (name, result)
+        assert all(math.isfinite(result[key]) for key in scored), (name, result)
     code, out, _ = run_cli(capsys, "mix", str(tmp_path / "kneser-ney.npz"), str(tmp_path / "class.npz"),
                            "--json")
     assert code == 0 and math.isfinite(json.loads(out)["test_perplexity"])
