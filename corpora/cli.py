@@ -36,7 +36,7 @@ def add_corpus_options(parser: argparse.ArgumentParser, *, positional: bool = Fa
     group.add_argument("--no-cache", action="store_true", help="prepare again, ignoring the cache")
 
 
-MIN_VOCAB = {"ap": AP_MIN_VOCAB, "text": 2}  # the smallest --vocab-size of each corpus that takes one (text: a word and <unk>)
+MIN_VOCAB = {"ap": AP_MIN_VOCAB, "text": 2}  # the smallest --vocab-size of each corpus taking one (text: a word, <unk>)
 
 
 def add_corpus_group(group, corpora: tuple[str, ...] = CORPORA) -> None:

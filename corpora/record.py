@@ -53,26 +53,35 @@ def _load_options(options: dict, use_cache: bool) -> Corpus:
         takes = ", ".join(f"--{key.replace('_', '-')}" for key in TAKES[name] if key not in (*FILES, "corpus_split"))
         raise LMBenchError(f"{', '.join(ignored)}: not {'an option' if len(ignored) == 1 else 'options'} of the {name} "
                            f"corpus, which takes {takes}: drop {'it' if len(ignored) == 1 else 'them'}")
+    if name == "text":
+        refuse_text_conflicts(options, "--corpus text")
     if name == "text" and options.get("corpus_file") is not None:
-        given = [f"--{split}" for split, path in zip(SPLITS, files) if path is not None]
-        if given:
-            raise LMBenchError(f"--corpus-file is cut into train, valid and test: drop {', '.join(given)} (or give "
-                               "the three files without --corpus-file)")
         from corpora.text import load_text_file
         return load_text_file(options["corpus_file"], tuple(options["corpus_split"]),
                               min_count=options.get("min_count"), max_vocab=options.get("vocab_size"),
                               use_cache=use_cache)
-    elif name == "text" and "corpus_split" in options:
-        raise LMBenchError("--corpus-split cuts the one file of --corpus-file: drop it, or give --corpus-file F "
-                           "instead of --train, --valid and --test")
-    elif name == "text":
-        missing = [f"--{split}" for split, path in zip(SPLITS, files) if path is None]
-        if missing:
-            raise LMBenchError(f"--corpus text needs {', '.join(missing)}: give the three files of "
-                               "whitespace-separated tokens, or one file to cut by lines, --corpus-file F")
     return load_named(name, min_count=options.get("min_count"), vocab_from=options.get("vocab_from", "all"),
                       ap_dir=options.get("ap_dir"), vocab_size=options.get("vocab_size"),
                       skip_bad_files=options.get("skip_bad_files", False), use_cache=use_cache, files=tuple(files))
+
+
+def refuse_text_conflicts(options: dict, command: str) -> None:
+    """One line, before a text corpus is read, where the options naming its files (`FILES` and
+    corpus_split, absent or None where not given) contradict each other or leave one out: --corpus-file
+    beside any of the three files, --corpus-split without --corpus-file, fewer than the three; `command`
+    names what needs them ("--corpus text", "reproduce text"). Every command's text corpus is checked here."""
+    given = [f"--{split}" for split in SPLITS if options.get(split) is not None]
+    if options.get("corpus_file") is not None:
+        if given:
+            raise LMBenchError(f"--corpus-file is cut into train, valid and test: drop {', '.join(given)} (or give "
+                               "the three files without --corpus-file)")
+    elif options.get("corpus_split") is not None:
+        raise LMBenchError("--corpus-split cuts the one file of --corpus-file: drop it, or give --corpus-file F "
+                           "instead of --train, --valid and --test")
+    elif len(given) < len(SPLITS):
+        missing = [f"--{split}" for split in SPLITS if options.get(split) is None]
+        raise LMBenchError(f"{command} needs {', '.join(missing)}: give the three files of whitespace-separated "
+                           "tokens, or one file to cut by lines, --corpus-file F")
 
 
 def write_record(run: str | Path, options: dict) -> None:

@@ -15,6 +15,7 @@ from baselines.cli import add_memory_options
 from baselines.methods import methods_where
 from lmbench.errors import LMBenchError
 from corpora.cli import add_corpus_group
+from corpora.record import refuse_text_conflicts
 from lmbench.options import (NAME_BYTES, THREADS_MAX, FormerName, integer, number, output_directory,
                              refuse_overwriting, split_fractions, write_refusal)
 from neural.precision import CHOICES as PRECISION_CHOICES
@@ -180,21 +181,11 @@ def _text_corpus(args: argparse.Namespace):
                            "too, or drop --tmp-dir")
     options = dict(name=args.name or "text", min_count=args.min_count, vocab_size=args.vocab_size, networks=args.networks,
                       only=args.only, memory=args.memory, tmp_dir=args.tmp_dir)
+    refuse_text_conflicts({**files, "corpus_file": args.corpus_file, "corpus_split": args.corpus_split},
+                          "reproduce text")
     if args.corpus_file is not None:
-        given = [f"--{split}" for split, path in files.items() if path is not None]
-        if given:
-            raise LMBenchError(f"--corpus-file is cut into train, valid and test: drop {', '.join(given)} (or give "
-                               "the three files without --corpus-file)")
         return TextCorpus(corpus_file=args.corpus_file, corpus_split=args.corpus_split or TextCorpus.corpus_split,
                           **options)
-    if args.corpus_split is not None:
-        raise LMBenchError("--corpus-split cuts the one file of --corpus-file: drop it, or give --corpus-file F "
-                           "instead of --train, --valid and --test")
-    missing = [f"--{split}" for split, path in files.items() if path is None]
-    if missing:
-        raise LMBenchError(f"reproduce text needs {', '.join(missing)}: the three files of whitespace-separated "
-                           "tokens (e.g. lmbench reproduce text --train a.txt --valid b.txt --test c.txt), or one "
-                           "file to cut by lines, --corpus-file F")
     return TextCorpus(**files, **options)
 
 
