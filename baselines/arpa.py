@@ -37,7 +37,7 @@ finite as read or as converted to a natural log (|log10| above LOG10_RANGE, abou
 probability above 0, no closing `\\end\\`) is refused in one line naming the file
 (lmbench.files.DamagedFile), and so is one that is no model, read over its own words before V's: an
 n-gram listed twice at any order, an n-gram of a word that is none of its unigrams, or a context whose
-distribution does not sum to 1 (within SUM_TOLERANCE; every context of every order, vectorized).
+distribution does not sum to 1 (within SUM_TOLERANCE; every context of every order, in one compiled pass an order).
 A section begins at a line of its own: a word such as
 `\\2-grams:` (a token of a corpus) inside an entry is written and read as the word it is. Writing is atomic.
 """
@@ -54,7 +54,7 @@ from typing import Iterable
 import numba
 import numpy as np
 
-from baselines.backoff import BackoffModel
+from baselines.backoff import BackoffModel, _find
 from baselines.counts import NgramTable
 from corpora.vocab import UNK, Vocabulary
 from lmbench.errors import LMBenchError
@@ -186,7 +186,7 @@ def _read(path: str | Path, vocab: Vocabulary | None) -> tuple[ArpaModel, Vocabu
 POW10 = np.array([10.0 ** k for k in range(23)])
 FNV_OFFSET, FNV_PRIME = np.uint64(14695981039346656037), np.uint64(1099511628211)
 FIELDS, UNKNOWN_WORD, MORE = 1, 2, 3  # _scan's refusals
-BLOCK = 1 << 23  # bytes read at once (whole lines: a longer line doubles it)
+BLOCK = 1 << 21  # bytes read at once (whole lines: a longer line doubles it), held while the file is read
 
 
 @numba.njit(cache=True, inline="always")
@@ -335,11 +335,11 @@ def _word(data, i, j, table, words, starts, ends) -> int:
 
 
 @numba.njit(cache=True)
-def _scan(data, length, n, table, words, starts, ends, ids, logp, logbow, slow, entry):
+def _scan(data, length, n, table, words, starts, ends, relabel, ids, logp, logbow, slow, entry):
     """The entries of an order-n section in data[:length] (whole lines), from entry number `entry` on, into ids
-    (m, n) (the unigrams' rows; order 1: each word's span, into starts / ends), log10 p, log10 bow (0 where
-    absent) and slow (bit 1: a probability, bit 2: a weight the fast path did not read); returns (refusal, the
-    entry after the last, its detail)."""
+    (m, n) (the ids `relabel` gives the unigrams' rows; order 1: each word's span, into starts / ends), log10 p,
+    log10 bow (0 where absent) and slow (bit 1: a probability, bit 2: a weight the fast path did not read);
+    returns (refusal, the entry after the last, its detail)."""
     m, i = logp.shape[0], 0
     while i < length:
         fields, k = 0, i
@@ -367,7 +367,7 @@ def _scan(data, length, n, table, words, starts, ends, ids, logp, logbow, slow, 
                 row = _word(data, f, k, table, words, starts, ends)
                 if row < 0:
                     return UNKNOWN_WORD, entry, fields - 1
-                ids[entry, fields - 2] = row
+                ids[entry, fields - 2] = relabel[row]
             else:
                 value, fast = _number(data, f, k)
                 logbow[entry] = value
@@ -411,7 +411,8 @@ class _Section:
 class _Reader:
     """An ARPA file read a block at a time (BLOCK bytes: the whole file is never in memory): its header, where
     each section lies, and `section(n)`, each parsed (order 1 first: its words, kept, are what the others' are
-    looked up among). A file that is none is a ValueError."""
+    looked up among; `relabel`, set after it, gives the ids the other sections' words are written as). A file that
+    is none is a ValueError."""
 
     def __init__(self, path: Path):
         self.file = open(path, "rb")
@@ -436,6 +437,7 @@ class _Reader:
         self.table = self.starts = self.ends = np.zeros(0, np.int64)  # the unigrams' words (`section(1)`)
         self.words_data = np.zeros(0, np.uint8)
         self.words = np.zeros(0, dtype=object)
+        self.relabel = np.zeros(0, np.int32)  # the sections' id of each unigram's row (`section(1)`: the row)
 
     def close(self) -> None:
         self.file.close()
@@ -487,7 +489,7 @@ class _Reader:
         for data, offset, length in parts:
             first = entry
             refusal, entry, detail = _scan(data, length, n, self.table, self.words_data, self.starts, self.ends,
-                                           ids, logp, logbow, slow, entry)
+                                           self.relabel, ids, logp, logbow, slow, entry)
             if refusal:
                 break
             slowly = np.flatnonzero(slow[first:entry]).tolist()
@@ -517,6 +519,7 @@ class _Reader:
             self.words = np.array(bytes(_joined(self.words_data, self.starts, self.ends)).decode("utf-8").split("\n")[:-1],
                                   dtype=object)
             ids = np.arange(m, dtype=np.int32)[:, None]
+            self.relabel = ids[:, 0]
         return _Section(n, ids, *(_natural(values, n, what, self) for values, what in ((logp, "probability"),
                                                                                          (logbow, "back-off weight"))))
 
@@ -525,9 +528,10 @@ def _natural(log10s: np.ndarray, n: int, what: str, reader: _Reader) -> np.ndarr
     """A column of log10 values as natural logs; a value whose natural log is not finite (nan, -inf: ARPA's zero
     is -99; a log10 beyond LOG10_RANGE, whose conversion overflows), or a probability's above 0 (P > 1), is
     refused naming its entry of the section."""
+    above = (log10s > LOG10_ABOVE_ONE) if what == "probability" else False
     with np.errstate(over="ignore", invalid="ignore"):  # (an overflow is refused below, on the value as converted)
-        logs = log10s * LN10
-    bad = np.flatnonzero(~np.isfinite(logs) | ((log10s > LOG10_ABOVE_ONE) if what == "probability" else False))
+        logs = np.multiply(log10s, LN10, out=log10s)    # (in place: the column is the section's own)
+    bad = np.flatnonzero(~np.isfinite(logs) | above)
     if len(bad):
         column = 0 if what == "probability" else n + 1
         value = reader.entry_lines(n, [int(bad[0])])[0].split()[column]
@@ -565,10 +569,10 @@ def _parsed(reader: _Reader, path: Path, vocab: Vocabulary | None) -> tuple[Arpa
     if len(own_words) == len(vocab) and (to_vocab >= 0).all():  # the vocabulary's words, in some order
         to_vocab = to_vocab.astype(np.int32)
         build = _Build(len(vocab), reader.order, np.array(vocab.words, dtype=object))
+        unigrams.ids = to_vocab[unigrams.ids]
+        reader.relabel = to_vocab                                      # (the other sections in the vocabulary's ids)
         for n in range(1, reader.order + 1):
-            section = unigrams if n == 1 else reader.section(n)
-            section.ids = to_vocab[section.ids]
-            build.add(section)
+            build.add(unigrams if n == 1 else reader.section(n))
         return build.model(), vocab
     sections = [unigrams] + [reader.section(n) for n in range(2, reader.order + 1)]
     build = _Build(len(own_words), reader.order, own_words)            # (checked over its own words)
@@ -581,92 +585,183 @@ class _Build:
     """The model of order N over V words, one order at a time (`add`: the order-n entries, ids in any order;
     order 1 every id once), each checked as it is added (`check`): no n-gram twice, every n-gram's first n - 1
     words an (n-1)-gram of the file, every distribution summing to 1 (SUM_TOLERANCE). Each order's (m, n) ids
-    are let go once it is checked (its table decodes them from its keys where asked: NgramTable.gram_rows)."""
+    are let go once its keys, context rows and check are made from them: the table keeps keys only (it decodes
+    n-grams from them where asked: NgramTable.gram_rows), so that the memory an order takes while it is added is
+    its own few columns beside the model so far (the peak of reading a file)."""
 
     def __init__(self, V: int, N: int, words: np.ndarray, check: bool = True):
         self.table, self.words, self.check = NgramTable(V, {}, order=N), words, check
         self.logp, self.logbow = [np.zeros(0)], [np.zeros(0)]
-        self.suffix = [np.zeros(0, np.int64)] * 2  # suffix[n][row]: the row of its last n - 1 words (`_check`)
+        self.suffix = np.zeros(0, np.int32)  # the row of each row's last n - 1 words, of the last order n checked
 
     def add(self, section: _Section) -> None:
         n, ids, table, words = section.n, section.ids, self.table, self.words
+        section.ids = None                                                # (let go below, once read)
         if n == 1:
             self.logp.append(_scatter(ids[:, 0], section.logp))
             self.logbow.append(_scatter(ids[:, 0], section.logbow))
             if self.check:
                 _refuse_sum(np.array([np.exp(self.logp[1]).sum()]), lambda bad: "of its unigrams")
             return
-        prefix = table.index(n - 1, ids[:, :-1])                          # (m,) row of each entry's first n - 1 words
+        if n == table.order:
+            section.logbow = None                                         # (order N: no weights)
+        prefix, keys = _prefixes(ids, *self._walked(n - 1))              # (m,) row of each first n - 1 words, key
         if (prefix < 0).any():
             entry = int(np.flatnonzero(prefix < 0)[0])
             raise ValueError(f"its \\{n}-grams: section lists {' '.join(words[ids[entry]])!r}, whose first {n - 1} "
                              f"words are no {n - 1}-gram of the file")
-        keys = table._extend(n, table._pack(ids[:, :-1]) if table.packed[n] else None, prefix, ids[:, -1])
+        if self.check:
+            lower, below = self._lower(n, ids, prefix)                    # (m,) ln P(w | h'), row of h' w
+        del ids
         order = np.argsort(keys, kind="stable")
         keys = keys[order]
         repeated = np.flatnonzero(keys[1:] == keys[:-1])
         if len(repeated):
-            raise ValueError(f"its \\{n}-grams: section lists {' '.join(words[ids[order[repeated[0]]]])!r} twice")
-        section.ids = None                                                # (each array let go once sorted)
-        table.grams.append(np.ascontiguousarray(ids[order], dtype=np.int32))
-        del ids
-        table.keys.append(keys)
-        context = prefix[order]
+            twice = _gram(table, n, int(keys[repeated[0]]))
+            raise ValueError(f"its \\{n}-grams: section lists {' '.join(words[twice])!r} twice")
+        if self.check:
+            self._check(n, prefix, section.logp, lower)
+            self.suffix = below[order] if n < table.order else None      # (order n + 1's h' rows: `_lowers`)
+            del lower, below
+        size = table.size(n - 1)
+        starts = np.zeros(size + 1, np.int64)
+        np.cumsum(np.bincount(prefix, minlength=size), out=starts[1:])
         del prefix
-        table._child_starts[n - 1] = np.concatenate([[0], np.cumsum(np.bincount(context, minlength=table.size(n - 1)))])
+        table._child_starts[n - 1] = starts
+        table.grams.append(None)
+        table.keys.append(keys)
         self.logp.append(section.logp[order])
         section.logp = None
-        self.logbow.append(section.logbow[order] if n < table.order else np.zeros(0))  # (order N: no weights)
+        self.logbow.append(section.logbow[order] if n < table.order else np.zeros(0))
         section.logbow = None
-        del order
-        if self.check:
-            self._check(n, context)
-            if n > 2:
-                table.grams[n - 1] = None  # (order n + 1 reads order n's keys and its suffix rows only)
-                self.suffix[n - 1] = None
 
-    def _check(self, n: int, context: np.ndarray) -> None:
+    def _walked(self, top: int) -> tuple:
+        """The table's sorted keys of orders 1 .. top and child starts of orders 1 .. top - 1 (and a placeholder),
+        its vocabulary's size, key bits and highest packed order: what `_prefixes` walks."""
+        table = self.table
+        keys = tuple(np.ascontiguousarray(table.keys[k], dtype=np.int64) for k in range(1, top + 1))
+        children = tuple(table._child_starts[k] for k in range(1, top)) + (np.zeros(0, np.int64),)
+        packed = max(k for k in range(1, table.order + 1) if k == 1 or table.packed[k])
+        return keys, children, table.vocab_size, table.bits, packed
+
+    def _lower(self, n: int, ids: np.ndarray, prefix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(ln P(w | h'), the row of h' w at order n - 1, -1 where absent) of each entry h w (`prefix`: the row of
+        h), h' being h without its first word: the file's P(w | h') where it lists h' w (`_lowers`, from the rows of
+        order n - 1's own h', `suffix`; every word is a unigram), else the whole back-off rule's."""
+        if n == 2:
+            below = np.ascontiguousarray(ids[:, 1])
+            return self.logp[1][below], below
+        table = self.table
+        lower, below = _lowers(prefix, ids[:, -1], self.suffix, table.keys[n - 2], table.keys[n - 1],
+                               table._child_starts[n - 2], table.vocab_size, table.bits, table.packed[n - 1],
+                               self.logp[n - 1])
+        rest = np.flatnonzero(below < 0)
+        if len(rest):
+            lower[rest] = _conditional(self.table, self.logp, self.logbow, ids[rest, 1:-1], ids[rest, -1])
+        return lower, below
+
+    def _check(self, n: int, context: np.ndarray, logp: np.ndarray, lower: np.ndarray) -> None:
         """Refuse a file whose distributions after the contexts of order n - 1 are not distributions: P(. | h)
         over the file's words must sum to 1 within SUM_TOLERANCE for every h, computed for all of them at once:
-        the n-grams listed after h, plus bow(h) times the mass that the lower order gives the words not listed
-        after h (probabilities above their rounding, back-off weights inflated). The lower order's P(w | h') of
-        a listed h w is that of h' w where the file lists it (one sorted search of its key, from the row of h'
-        found at the order below: `suffix`), else the whole back-off rule's."""
+        the n-grams listed after h (`context`: the row of h of each entry, `logp` its ln P(w | h)), plus bow(h)
+        times the mass that the lower order gives the words not listed after h (`lower`: ln P(w | h') of the
+        listed ones) (probabilities above their rounding, back-off weights inflated)."""
         table = self.table
-        grams = table.grams[n]                                        # (m, n) in the table's order
-        if n == 2:
-            below = grams[:, 1].astype(np.int64)
-        elif table.packed[n - 1]:
-            below = table._locate(n - 1, table._pack(grams[:, 1:]))
-        else:
-            shorter = self.suffix[n - 1][context]                     # the row of h' (h without its first word)
-            below = table._locate(n - 1, np.where(shorter >= 0, shorter * table.vocab_size + grams[:, -1], -1))
-        self.suffix.append(below)
-        lower = np.empty(len(grams))
-        listed = below >= 0
-        lower[listed] = self.logp[n - 1][below[listed]]
-        rest = np.flatnonzero(~listed)
-        if len(rest):
-            lower[rest] = _conditional(table, self.logp, self.logbow, grams[rest, 1:-1], grams[rest, -1])
-        size = table.size(n - 1)
-        total = (np.bincount(context, np.exp(self.logp[n]), minlength=size)
-                 + np.exp(self.logbow[n - 1]) * (1 - np.bincount(context, np.exp(lower), minlength=size)))
+        total = _sums(context, logp, lower, self.logbow[n - 1])
         _refuse_sum(total, lambda bad: f"after {' '.join(self.words[table.gram_rows(n - 1)[bad]])!r}")
 
     def model(self) -> ArpaModel:
-        if self.check and self.table.order > 1:
-            self.table.grams[self.table.order] = None
-        self.suffix = []
         model = ArpaModel(self.table.order)
         model.set_parameters(self.table, self.logp, self.logbow)
         return model
+
+
+@numba.njit(cache=True, inline="always")
+def _step(row, key, w, j, keys, children, vocab_size, bits, packed, search):
+    """(row, key) at order j of the n-gram whose first j - 1 words are row `row` (-1: absent) of key `key` at order
+    j - 1 and whose last word is w, in a table of sorted keys per order (`keys`, from order 1) and child starts
+    (`children`, from order 1; NgramTable.child_starts): its key as NgramTable makes it (the ids packed up to order
+    `packed`, else the row of its first words times V plus the last; -1 where that row is absent) and, where
+    `search`, its row, by a binary search among the children of `row` (as BackoffModel.walk); else `row`."""
+    key = (key << bits) | w if j <= packed else (row * vocab_size + w if row >= 0 else -1)
+    if search and row >= 0:
+        row = _find(keys[j - 1], key, children[j - 2][row], children[j - 2][row + 1])
+    return row, key
+
+
+@numba.njit(cache=True, inline="always")
+def _context(ids, e, first, row, key, keys, children, vocab_size, bits, packed):
+    """(row, key) of the words ids[e, first:-1] at their order (`_step`, walked down from the first), or `row`,
+    `key` as they are where they are the entry before's: a file's entries are sorted, so that those words are
+    walked once for all the entries after one context."""
+    n = ids.shape[1]
+    if e > 0:
+        same = True
+        for j in range(first, n - 1):
+            if ids[e, j] != ids[e - 1, j]:
+                same = False
+                break
+        if same:
+            return row, key
+    row = key = np.int64(ids[e, first])
+    for j in range(2, n - first):
+        row, key = _step(row, key, np.int64(ids[e, first + j - 1]), j, keys, children, vocab_size, bits, packed, True)
+    return row, key
+
+
+@numba.njit(cache=True)
+def _prefixes(ids, keys, children, vocab_size, bits, packed):
+    """(the row at order n - 1 of each entry's first n - 1 words, -1 where absent; the entry's key at order n) of
+    the entries ids (m, n) (`keys` of orders 1 .. n - 1)."""
+    m, n = ids.shape
+    rows, out = np.empty(m, np.int64), np.empty(m, np.int64)
+    row = key = np.int64(-1)
+    for e in range(m):
+        row, key = _context(ids, e, 0, row, key, keys, children, vocab_size, bits, packed)
+        rows[e] = row
+        out[e] = _step(row, key, np.int64(ids[e, n - 1]), n, keys, children, vocab_size, bits, packed, False)[1]
+    return rows, out
+
+
+@numba.njit(cache=True)
+def _lowers(prefix, words, suffix, context_keys, keys, children, vocab_size, bits, packed, logp):
+    """(logp[row], NaN where absent; row) of the row at order n - 1 of h' w for each entry h w of order n > 2, h'
+    being h without its first word: the row of h at order n - 1 (`prefix`) gives that of h' at order n - 2
+    (`suffix`, per row of order n - 1; -1 where absent), among whose children (`children`: order n - 2's child
+    starts) h' w is one binary search of its key (order n - 1's `keys`; from the key of h', `context_keys`, where
+    order n - 1 packs, `packed`)."""
+    m = prefix.shape[0]
+    out, rows = np.empty(m), np.empty(m, np.int32)
+    for e in range(m):
+        shorter = np.int64(suffix[prefix[e]])
+        row = -1
+        if shorter >= 0:
+            w = np.int64(words[e])
+            key = (context_keys[shorter] << bits) | w if packed else shorter * vocab_size + w
+            row = _find(keys, key, children[shorter], children[shorter + 1])
+        rows[e] = row
+        out[e] = logp[row] if row >= 0 else np.nan
+    return out, rows
+
+
+@numba.njit(cache=True)
+def _sums(context, logp, lower, logbow):
+    """P(. | h) summed over the words for each context h of a section (`_Build._check`): bow(h) plus, for each
+    entry after h (`context`: each entry's row of h), its P(w | h) (exp logp) less bow(h) times its P(w | h')
+    (exp lower), that is the entries' P(w | h) plus bow(h) times the mass the lower order gives the others; one
+    column of the contexts' size, where numpy's expression would make one per operation."""
+    total = np.exp(logbow)
+    for e in range(context.shape[0]):
+        h = context[e]
+        total[h] += np.exp(logp[e]) - np.exp(logbow[h] + lower[e])
+    return total
 
 
 SUM_TOLERANCE = 1e-3  # |sum - 1| of a context's distribution beyond this: not a model (8 printed decimals: 1e-7)
 
 
 def _refuse_sum(total: np.ndarray, context) -> None:
-    bad = np.flatnonzero(~(np.abs(total - 1) <= SUM_TOLERANCE))
+    bad = np.flatnonzero(~((total >= 1 - SUM_TOLERANCE) & (total <= 1 + SUM_TOLERANCE)))  # (nan too)
     if len(bad):
         raise ValueError(f"the distribution {context(int(bad[0]))} sums to {total[bad[0]]:.6g}, not 1 (within "
                          f"{SUM_TOLERANCE:g}): its probabilities or back-off weights are not a model's")
@@ -715,6 +810,13 @@ def _over(vocab: Vocabulary, path: Path, to_vocab: np.ndarray, sections: list[_S
     for section in sections:
         build.add(section)
     return build.model()
+
+
+def _gram(table: NgramTable, n: int, key: int) -> list[int]:
+    """The ids of the n-gram whose key at order n is `key` (NgramTable's keys; its orders below n in the table)."""
+    if table.packed[n]:
+        return [(key >> (table.bits * (n - 1 - j))) & ((1 << table.bits) - 1) for j in range(n)]
+    return _gram(table, n - 1, int(table.keys[n - 1][key // table.vocab_size])) + [key % table.vocab_size]
 
 
 def _scatter(row: np.ndarray, values: np.ndarray) -> np.ndarray:
