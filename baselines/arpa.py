@@ -34,7 +34,7 @@ Reading: words of V missing from the file take <unk>'s unigram probability (KenL
 holding a word outside V (e.g. lmplz's <s> and </s>) are dropped, with a log line. A damaged file
 (not UTF-8, a section shorter than its header announces, a malformed number, a number that is not
 finite as read or as converted to a natural log (|log10| above LOG10_RANGE, about 7.8e307), a log10
-probability above 0, no closing `\\end\\`) is refused in one line naming the file
+probability above 0, no closing `\\end\\`, an order of ROWS_MAX n-grams or more) is refused in one line naming the file
 (lmbench.files.DamagedFile), and so is one that is no model, read over its own words before V's: an
 n-gram listed twice at any order, an n-gram of a word that is none of its unigrams, or a context whose
 distribution does not sum to 1 (within SUM_TOLERANCE; every context of every order, in one compiled pass an order).
@@ -186,6 +186,7 @@ def _read(path: str | Path, vocab: Vocabulary | None) -> tuple[ArpaModel, Vocabu
 POW10 = np.array([10.0 ** k for k in range(23)])
 FNV_OFFSET, FNV_PRIME = np.uint64(14695981039346656037), np.uint64(1099511628211)
 FIELDS, UNKNOWN_WORD, MORE = 1, 2, 3  # _scan's refusals
+ROWS_MAX = 1 << 31  # n-grams of one order: the reader's rows (an entry's context, its suffix) are int32
 BLOCK = 1 << 21  # bytes read at once (whole lines: a longer line doubles it), held while the file is read
 
 
@@ -434,6 +435,9 @@ class _Reader:
         if not self.read(max(self.size - 64, 0), 64).rstrip().endswith(b"\\end\\"):
             raise ValueError("it does not end with \\end\\ (cut short?)")
         self.order = max(self.header)
+        if max(self.header.values()) >= ROWS_MAX:
+            raise ValueError(f"its \\data\\ section announces {max(self.header.values()):,} n-grams of one order, where "
+                             f"the reader numbers at most {ROWS_MAX - 1:,} (its rows are int32)")
         self.table = self.starts = self.ends = np.zeros(0, np.int64)  # the unigrams' words (`section(1)`)
         self.words_data = np.zeros(0, np.uint8)
         self.words = np.zeros(0, dtype=object)
@@ -712,9 +716,9 @@ def _context(ids, e, first, row, key, keys, children, vocab_size, bits, packed):
 @numba.njit(cache=True)
 def _prefixes(ids, keys, children, vocab_size, bits, packed):
     """(the row at order n - 1 of each entry's first n - 1 words, -1 where absent; the entry's key at order n) of
-    the entries ids (m, n) (`keys` of orders 1 .. n - 1)."""
+    the entries ids (m, n) (`keys` of orders 1 .. n - 1); rows as int32 (ROWS_MAX)."""
     m, n = ids.shape
-    rows, out = np.empty(m, np.int64), np.empty(m, np.int64)
+    rows, out = np.empty(m, np.int32), np.empty(m, np.int64)
     row = key = np.int64(-1)
     for e in range(m):
         row, key = _context(ids, e, 0, row, key, keys, children, vocab_size, bits, packed)

@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from baselines.arpa import read_arpa, read_arpa_own, write_arpa
+from baselines.arpa import ROWS_MAX, read_arpa, read_arpa_own, write_arpa
 from baselines.counts import packs
 from baselines.kneser_ney import KneserNey
 from lmbench.errors import LMBenchError
@@ -75,3 +75,10 @@ def test_a_refusal_at_an_order_that_does_not_pack_names_its_ngram(written, tmp_p
     bad.write_text("\n".join(lines), encoding="utf-8")
     with pytest.raises(LMBenchError, match=re.escape(expected)):
         read_arpa_own(bad)
+
+
+def test_an_order_beyond_the_readers_int32_rows_is_refused_before_it_is_read(tmp_path):
+    path = tmp_path / "huge.arpa"
+    path.write_text(f"\\data\\\nngram 1={ROWS_MAX}\n\n\\1-grams:\n-1.0\t<unk>\n\n\\end\\\n", encoding="utf-8")
+    with pytest.raises(LMBenchError, match=f"announces {ROWS_MAX:,} n-grams of one order, where the reader numbers"):
+        read_arpa_own(path)
