@@ -18,6 +18,7 @@ from lmbench.options import (COUNT_MAX, bounded, existing_directory, existing_fi
                              refuse_overwriting, split_fractions)
 
 AP_MIN_VOCAB = 5  # more than the four symbols of corpora.ap.SPECIALS (imported only to prepare AP)
+MIN_VOCAB = {"ap": AP_MIN_VOCAB, "text": 2}  # the smallest --vocab-size of each corpus taking one (text: a word, <unk>)
 
 
 def add_corpus_options(parser: argparse.ArgumentParser, *, positional: bool = False, recorded: bool = False) -> None:
@@ -34,9 +35,6 @@ def add_corpus_options(parser: argparse.ArgumentParser, *, positional: bool = Fa
                                                           "records)" if recorded else ""))
     add_corpus_group(group)
     group.add_argument("--no-cache", action="store_true", help="prepare again, ignoring the cache")
-
-
-MIN_VOCAB = {"ap": AP_MIN_VOCAB, "text": 2}  # the smallest --vocab-size of each corpus taking one (text: a word, <unk>)
 
 
 def add_corpus_group(group, corpora: tuple[str, ...] = CORPORA) -> None:
