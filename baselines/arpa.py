@@ -589,9 +589,10 @@ class _Build:
     """The model of order N over V words, one order at a time (`add`: the order-n entries, ids in any order;
     order 1 every id once), each checked as it is added (`check`): no n-gram twice, every n-gram's first n - 1
     words an (n-1)-gram of the file, every distribution summing to 1 (SUM_TOLERANCE). Each order's (m, n) ids
-    are let go once its keys, context rows and check are made from them: the table keeps keys only (it decodes
-    n-grams from them where asked: NgramTable.gram_rows), so that the memory an order takes while it is added is
-    its own few columns beside the model so far (the peak of reading a file)."""
+    are let go once its keys, context rows and the check's P(w | h') are made from them, before the sort: the
+    table keeps keys only (it decodes n-grams from them where asked: NgramTable.gram_rows), so that the memory an
+    order takes while it is added is a few columns of its own beside the model so far (the peak of reading a
+    file is the top order's)."""
 
     def __init__(self, V: int, N: int, words: np.ndarray, check: bool = True):
         self.table, self.words, self.check = NgramTable(V, {}, order=N), words, check
@@ -694,22 +695,22 @@ def _step(row, key, w, j, keys, children, vocab_size, bits, packed, search):
 
 
 @numba.njit(cache=True, inline="always")
-def _context(ids, e, first, row, key, keys, children, vocab_size, bits, packed):
-    """(row, key) of the words ids[e, first:-1] at their order (`_step`, walked down from the first), or `row`,
-    `key` as they are where they are the entry before's: a file's entries are sorted, so that those words are
-    walked once for all the entries after one context."""
+def _context(ids, e, row, key, keys, children, vocab_size, bits, packed):
+    """(row, key) of the words ids[e, :-1] at their order (`_step`, walked down from the first), or `row`, `key` as
+    they are where they are the entry before's: a file's entries are sorted, so that those words are walked once
+    for all the entries after one context."""
     n = ids.shape[1]
     if e > 0:
         same = True
-        for j in range(first, n - 1):
+        for j in range(n - 1):
             if ids[e, j] != ids[e - 1, j]:
                 same = False
                 break
         if same:
             return row, key
-    row = key = np.int64(ids[e, first])
-    for j in range(2, n - first):
-        row, key = _step(row, key, np.int64(ids[e, first + j - 1]), j, keys, children, vocab_size, bits, packed, True)
+    row = key = np.int64(ids[e, 0])
+    for j in range(2, n):
+        row, key = _step(row, key, np.int64(ids[e, j - 1]), j, keys, children, vocab_size, bits, packed, True)
     return row, key
 
 
@@ -721,7 +722,7 @@ def _prefixes(ids, keys, children, vocab_size, bits, packed):
     rows, out = np.empty(m, np.int32), np.empty(m, np.int64)
     row = key = np.int64(-1)
     for e in range(m):
-        row, key = _context(ids, e, 0, row, key, keys, children, vocab_size, bits, packed)
+        row, key = _context(ids, e, row, key, keys, children, vocab_size, bits, packed)
         rows[e] = row
         out[e] = _step(row, key, np.int64(ids[e, n - 1]), n, keys, children, vocab_size, bits, packed, False)[1]
     return rows, out
