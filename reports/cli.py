@@ -265,6 +265,9 @@ def run_reproduce(args: argparse.Namespace) -> dict:
     if args.cluster is not None:  # (before the corpus is read, or the paces measured)
         from reports.cluster import check_address
         check_address(args.cluster)
+    elif args.jobs > 1:
+        from reports.cluster import check_ray_temp
+        check_ray_temp()
     budget = args.budget  # (none by default: every network trained to its recipe's end)
     if args.budget_rule and (args.budget_flops is not None or budget in (None, "none") or budget.endswith(".json")):
         raise LMBenchError(f"--budget-rule shares a wall-time --budget among the network rows; this run has "

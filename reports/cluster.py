@@ -22,11 +22,15 @@ the two options: a default run imports nothing of Ray.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import platform
+import shutil
 import signal
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 from contextlib import contextmanager
@@ -52,8 +56,11 @@ NETWORK_GPU_SHARE = 0.5  # a network row's share of a GPU where the cluster has 
 WORKER_BYTES = 600 * 2**20
 NGRAM_BYTES_PER_TOKEN = 400
 CONNECT_SECONDS = 10  # to reach a cluster's address
+RAY_TEMP_BYTES = 64 * 2**20  # an embedded Ray's session folder (its logs, sockets, port files) at least
+PROBE_SECONDS = 15  # for Ray's GCS there to answer (reports.ray_probe: about 2 s where it does)
 WAIT_SECONDS = 0.5  # the driver's wait for a task between two looks at Ctrl-C
 OBJECT_STORE_BYTES = 100 * 2**20  # an embedded Ray's object store at least (the corpus, the rows' log-probabilities)
+TOKEN_LOGGER = "ray._private.authentication.authentication_token_setup"  # its line at each local start
 QUIET = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)  # every ray.init here
 
 
@@ -105,14 +112,65 @@ def start_ray(reproduction, slots: int, per_row: int, store_bytes: int) -> None:
 def start_embedded(cpus: int, store_bytes: int) -> None:
     """A Ray of this process's own on this machine (`--jobs K`; bench/ray_start.py times it): address
     "local", so that it starts one even where another Ray runs here (`ray.init()` would join the one
-    /tmp/ray/ray_current_cluster or RAY_ADDRESS names, and refuse `num_cpus` there)."""
-    with signal_handlers_kept():
-        ray.init(address="local", num_cpus=cpus, object_store_memory=store_bytes, **QUIET)
+    /tmp/ray/ray_current_cluster or RAY_ADDRESS names, and refuse `num_cpus` there). Token authentication
+    on, as Ray starts a new local cluster by default (RAY_AUTH_MODE unset), without Ray's line saying so at
+    every run; its session folder checked first (`check_ray_temp`), and a start that fails
+    anyway said in one line."""
+    check_ray_temp()
+    try:
+        with signal_handlers_kept(), logger_quiet(TOKEN_LOGGER):
+            ray.init(address="local", num_cpus=cpus, object_store_memory=store_bytes, **QUIET)
+    except (OSError, RuntimeError, ValueError) as error:
+        detail = (str(error).strip().splitlines() or ["no detail"])[0]
+        raise LMBenchError(f"--jobs: Ray did not start here ({type(error).__name__}: {detail}); its session folder "
+                           f"is {ray_temp()[1]}: set RAY_TMPDIR to a writable folder with room if that is the cause") from None
+
+
+@contextmanager
+def logger_quiet(name: str):
+    """The logger `name` says nothing below an error in the block."""
+    logger = logging.getLogger(name)
+    before = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
+
+
+def ray_temp() -> tuple[Path, str]:
+    """The folder where Ray keeps this machine's session files, by Ray's own rule (RAY_TMPDIR, else TMPDIR on
+    Linux, else /tmp; then ray/ in it), and its name for a message: with the variable that chose it."""
+    for variable in ("RAY_TMPDIR", *(("TMPDIR",) if sys.platform.startswith("linux") else ())):
+        if variable in os.environ:
+            folder = Path(os.environ[variable]) / "ray"
+            return folder, f"{folder} ({variable}={os.environ[variable]})"
+    return Path("/tmp/ray"), "/tmp/ray"
+
+
+def check_ray_temp() -> None:
+    """Refuse in one line, naming the variable, a Ray session folder that cannot be made or written, or on a
+    file system with less than RAY_TEMP_BYTES free (Ray then fails after 30 s with a traceback)."""
+    folder, named = ray_temp()
+    fix = "set RAY_TMPDIR to a writable folder with room (Ray keeps its session files there)"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder):
+            pass
+        free = shutil.disk_usage(folder).free
+    except OSError as error:
+        raise LMBenchError(f"--jobs: Ray's session folder {named} cannot be written ({error.strerror or error}): "
+                           f"{fix}") from None
+    if free < RAY_TEMP_BYTES:
+        raise LMBenchError(f"--jobs: Ray's session folder {named} has {free / 2**20:.1f} MiB free, Ray needs about "
+                           f"{RAY_TEMP_BYTES // 2**20} MiB: free space there, or {fix}")
 
 
 def check_address(address: str) -> None:
-    """Refuse in one line an address where nothing listens (Ray itself waits a long while there), or
-    `auto` without RAY_ADDRESS: said before the corpus is read (reports.cli) and again when Ray starts."""
+    """Join-or-refuse, within seconds: refuse in one line an address where nothing listens (Ray itself waits
+    a long while there), `auto` without RAY_ADDRESS, a Ray Client address (`ray://`), a cluster that refuses
+    this process's token or that this machine runs no node of, or something other than Ray answering there
+    (`reports.ray_probe` asks it). Said before the corpus is read (reports.cli) and again when Ray starts."""
     if address == "auto" and not os.environ.get("RAY_ADDRESS"):
         raise LMBenchError("--cluster auto joins the cluster RAY_ADDRESS names, and RAY_ADDRESS is not set: give "
                            "--cluster HOST:6379 (the address `ray start --head` printed), or set RAY_ADDRESS")
@@ -121,13 +179,59 @@ def check_address(address: str) -> None:
         address = os.environ["RAY_ADDRESS"]
         named += f" (RAY_ADDRESS={address})"
     if address.startswith("ray://"):
-        return
+        raise LMBenchError(f"{named} is a Ray Client address, which this suite does not use (its driver joins the "
+                           "cluster from one of the cluster's own machines): run lmbench on a node of the cluster "
+                           "with --cluster HEAD:6379, the address `ray start --head` printed (docs/parallel.md)")
     host, _, port = address.rpartition(":")
     try:
         socket.create_connection((host or "127.0.0.1", int(port)), timeout=CONNECT_SECONDS).close()
     except (OSError, ValueError) as error:
         raise LMBenchError(f"{named}: no Ray cluster answers there ({error}); start one with `ray "
                            "start --head` on that machine, or give the HOST:PORT it printed") from None
+    token_mode = os.environ.get("RAY_AUTH_MODE", "").lower() == "token"
+    if token_mode and token_source() is None:  # (Ray's client would abort the process)
+        raise LMBenchError(f"{named}: RAY_AUTH_MODE=token, and this machine has no Ray token: put the head's "
+                           "token (`ray get-auth-token` on the head prints it) in ~/.ray/auth_token or RAY_AUTH_TOKEN")
+    answer = probe(address)
+    if answer["answer"] == "token" and token_mode:
+        raise LMBenchError(f"{named} refused this machine's Ray token (from {token_source()}): use the head's "
+                           "(`ray get-auth-token` on the head prints it), in ~/.ray/auth_token or RAY_AUTH_TOKEN")
+    if answer["answer"] == "token":
+        raise LMBenchError(f"{named} asks for Ray's token (its head started with token authentication) and this "
+                           "process sends none: set RAY_AUTH_MODE=token, with the head's token in ~/.ray/auth_token "
+                           "or RAY_AUTH_TOKEN (docs/parallel.md)")
+    if answer["answer"] == "not_a_node":
+        raise LMBenchError(f"{named}: no node of that cluster runs on this machine (its nodes: "
+                           f"{', '.join(answer['nodes'])}), and a driver joins through a node of its own machine: "
+                           f"run `ray start --address {address}` here first, or lmbench on one of its nodes")
+    if answer["answer"] != "joinable":
+        raise LMBenchError(f"{named}: no Ray cluster answers there ({answer['detail']}); start one with `ray "
+                           "start --head` on that machine, or give the HOST:PORT it printed")
+
+
+def token_source() -> str | None:
+    """Where Ray's client takes this machine's token from (Ray's own order), or None where it has none."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return "RAY_AUTH_TOKEN"
+    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+    if path.is_file():
+        return f"RAY_AUTH_TOKEN_PATH={path}" if os.environ.get("RAY_AUTH_TOKEN_PATH") else str(path)
+    return None
+
+
+def probe(address: str) -> dict:
+    """reports.ray_probe's answer for the address, in a process of its own (Ray's client lines discarded), at
+    most PROBE_SECONDS: past that, nothing that speaks Ray answered."""
+    try:
+        done = subprocess.run([sys.executable, "-m", "reports.ray_probe", address], capture_output=True, text=True,
+                              timeout=PROBE_SECONDS, cwd=Path(__file__).resolve().parents[1])
+    except subprocess.TimeoutExpired:
+        return {"answer": "no_ray", "detail": f"no reply to Ray's protocol in {PROBE_SECONDS} s"}
+    lines = done.stdout.strip().splitlines()
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        return {"answer": "no_ray", "detail": f"Ray's client ended with status {done.returncode}"}
 
 
 def task_options(row: Row, per_row: int, train_tokens: int, gpus: bool) -> dict:

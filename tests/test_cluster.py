@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from lmbench.errors import LMBenchError
 from lmbench_cli import main
 from tests.helpers import chain_text, write_splits
 
@@ -299,3 +300,163 @@ def test_a_row_needing_more_cpus_than_any_node_has_is_refused_before_any_row(fil
     err = capsys.readouterr().err
     assert "needs 2 CPU on one node" in err and "has at most 1 on any node" in err and "--threads 1" in err
     assert not cached_rows(tmp_path)
+
+
+# The cluster path as docs/parallel.md gives it (issue 69, items 3, 4 and 6): two `ray start` nodes with
+# Ray's token authentication, joined; every address either joined or refused in one line, within seconds;
+# an embedded Ray's session folder and token said in one line or not at all.
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def ray_command(*words: str) -> list[str]:
+    from pathlib import Path
+    return [str(Path(sys.executable).parent / "ray"), *words]
+
+
+LIVE_NODES = """
+import sys, ray
+ray.init(address=sys.argv[1], log_to_driver=False, logging_level="ERROR")
+print(sum(node["Alive"] for node in ray.nodes()))
+"""
+
+
+def wait_for_nodes(address: str, count: int) -> None:
+    for _ in range(60):
+        done = subprocess.run([sys.executable, "-c", LIVE_NODES, address], capture_output=True, text=True)
+        if done.returncode == 0 and done.stdout.split()[-1:] == [str(count)]:
+            return
+        time.sleep(1)
+    raise AssertionError(f"the cluster at {address} never had {count} live nodes: {done.stderr[-2000:]}")
+
+
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("lmbench: error: ") and "\n" not in err, err
+    return err
+
+
+@pytest.mark.slow
+def test_the_docs_commands_make_a_cluster_of_two_ray_start_nodes_that_runs_the_rows(files, sequential, tmp_path,
+                                                                                    monkeypatch, capsys):
+    """docs/parallel.md's commands as written, on one machine: the token made on the head, `ray start --head`,
+    `ray start --address` (another node), then `--cluster`: the rows run on both nodes with the one-process
+    figures. Then, at the same cluster, one line each in place of Ray's 20 s of "InvalidAuthToken" and "no Ray
+    cluster answers there": a process without RAY_AUTH_MODE, a wrong token, token mode without a token."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # (the token in ~/.ray/auth_token: this test's own)
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
+    address = f"127.0.0.1:{free_port()}"
+    subprocess.run(ray_command("get-auth-token", "--generate"), check=True, capture_output=True)
+    nodes = [subprocess.Popen(ray_command("start", "--head", "--port", address.split(":")[1], "--num-cpus", "1",
+                                          "--include-dashboard", "false", "--disable-usage-stats", "--block"),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        wait_for_nodes(address, 1)
+        nodes.append(subprocess.Popen(ray_command("start", "--address", address, "--num-cpus", "1",
+                                                  "--disable-usage-stats", "--block"),
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        wait_for_nodes(address, 2)
+        driver = start_driver(files, tmp_path / "joined", address, "--only", "ngram")  # (Ray's token mode is
+        assert driver.wait(timeout=600) == 0, driver.stderr.read()  # read once a process: a process of its own)
+        rows = rows_of(tmp_path / "joined")
+        assert len({row["node"]["ray_node"] for row in rows.values()}) == 2
+        for row_id, row in rows.items():
+            assert row["test_ppl"] == pytest.approx(sequential[row_id]["test_ppl"], rel=1e-5), row_id
+
+        monkeypatch.delenv("RAY_AUTH_MODE")
+        assert main(argv(files, tmp_path / "no-mode", "--cluster", address)) == 2
+        assert "asks for Ray's token" in one_line_error(capsys) and not cached_rows(tmp_path / "no-mode")
+        monkeypatch.setenv("RAY_AUTH_MODE", "token")
+        monkeypatch.setenv("RAY_AUTH_TOKEN", "0123456789abcdef0123456789abcdef")
+        assert main(argv(files, tmp_path / "wrong", "--cluster", address)) == 2
+        assert "refused this machine's Ray token (from RAY_AUTH_TOKEN)" in one_line_error(capsys)
+        monkeypatch.delenv("RAY_AUTH_TOKEN")
+        monkeypatch.setenv("HOME", str(tmp_path / "elsewhere"))
+        assert main(argv(files, tmp_path / "none", "--cluster", address)) == 2
+        assert "RAY_AUTH_MODE=token, and this machine has no Ray token" in one_line_error(capsys)
+    finally:
+        for node in reversed(nodes):
+            node.terminate()
+            node.wait(timeout=60)
+
+
+def test_a_ray_client_address_is_refused_in_one_line(files, tmp_path, capsys):
+    """`ray://` passed the check and failed 45 s later naming a missing `ray[client]`."""
+    assert main(argv(files, tmp_path, "--cluster", "ray://127.0.0.1:10001")) == 2
+    assert "is a Ray Client address" in one_line_error(capsys) and not cached_rows(tmp_path)
+
+
+def test_an_address_where_something_other_than_ray_answers_is_one_line(files, tmp_path, capsys):
+    """A port that accepts and never speaks Ray's protocol (Ray waits 40 s there, then a traceback)."""
+    import socket
+    import threading
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        threading.Thread(target=lambda: [server.accept() for _ in range(20)], daemon=True).start()
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        assert main(argv(files, tmp_path, "--cluster", address)) == 2
+    err = one_line_error(capsys)  # (said as no reply to Ray's protocol: Ray's own wait was 40 s, then a timeout)
+    assert f"--cluster {address}: no Ray cluster answers there" in err
+    assert re.search(r"no reply to Ray's protocol in \d+ s|RpcError", err), err
+
+
+def test_a_cluster_with_no_node_on_this_machine_is_named(cluster, monkeypatch):
+    """A driver joins through a node of its own machine; where none runs, `ray.init` waited 60 s and said only
+    "Failed to connect". Seen from a machine without one (no raylet found here): the nodes and the fix."""
+    import ray._private.services
+    from reports import cluster as module
+    from reports.ray_probe import probe
+    head, _ = cluster
+    assert probe(head.address)["answer"] == "joinable"
+    monkeypatch.setattr(ray._private.services, "find_node_ids", lambda: [])
+    answer = probe(head.address)
+    assert answer["answer"] == "not_a_node" and answer["nodes"]
+    monkeypatch.setattr(module, "probe", lambda address: answer)
+    with pytest.raises(LMBenchError, match=rf"no node of that cluster runs on this machine \(its nodes: "
+                                            rf"{answer['nodes'][0]}.*run `ray start --address {head.address}` here"):
+        module.check_address(head.address)
+
+
+@pytest.mark.parametrize("case", ("RAY_TMPDIR a file", "TMPDIR full"))
+def test_jobs_where_rays_session_folder_cannot_be_used_is_one_line_naming_the_variable(files, tmp_path, capsys,
+                                                                                        monkeypatch, case):
+    """A full TMPDIR gave Ray's RuntimeError traceback after 30 s, a RAY_TMPDIR that is a file one line that
+    never named it."""
+    import shutil
+    if case == "RAY_TMPDIR a file":
+        (tmp_path / "a-file").write_text("")
+        monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "a-file"))
+        said = f"(RAY_TMPDIR={tmp_path / 'a-file'}) cannot be written"
+    else:
+        monkeypatch.delenv("RAY_TMPDIR", raising=False)
+        monkeypatch.setenv("TMPDIR", str(tmp_path / "full"))
+        usage = shutil.disk_usage
+        monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(path)._replace(free=0)
+                            if str(path).startswith(str(tmp_path / "full")) else usage(path))
+        said = f"(TMPDIR={tmp_path / 'full'}) has 0.0 MiB free"
+    assert main(argv(files, tmp_path / "run", "--jobs", "2")) == 2
+    err = one_line_error(capsys)
+    assert said in err and "set RAY_TMPDIR to a writable folder with room" in err
+    assert not cached_rows(tmp_path / "run")
+
+
+@pytest.mark.slow
+def test_a_jobs_run_says_nothing_of_rays_token_and_keeps_it_on(files, tmp_path):
+    """Every --jobs run printed Ray's "Token authentication is enabled for this Ray cluster" line: quiet
+    now, and the embedded Ray still starts with its token (made in ~/.ray/auth_token where none was)."""
+    import os
+    env = {key: value for key, value in os.environ.items() if not key.startswith("RAY_AUTH")}
+    env["HOME"] = str(tmp_path / "home")
+    done = subprocess.run([sys.executable, "-m", "lmbench_cli", *argv(files, tmp_path, "--jobs", "2", "--only",
+                                                                     "ngram")],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "Token authentication" not in done.stderr and "token" not in done.stdout.lower()
+    assert (tmp_path / "home" / ".ray" / "auth_token").is_file()
