@@ -52,8 +52,45 @@ def test_nplm_ours_and_the_stream_families_keep_their_recipes_on_a_users_corpus(
     config = repro.training_config(ours_rows(Train)[0])
     assert (config.schedule, config.epochs, config.valid_tokens, config.dropout) == ("linear", 6, 50_000, 0.3)
     assert (config.batch_size, config.peak_lr, config.recipe_entry.batch) == (None, 1.0, 128)
-    lstm = repro.training_config(rows_beyond_2003(("lstm",))[0])
-    assert (lstm.recipe, lstm.schedule, lstm.batch_size, lstm.lr, lstm.epochs) == ("adamw", "cosine", 32, 2e-3, 6)
+    transformer = repro.training_config(rows_beyond_2003(("transformer",))[0])
+    assert (transformer.recipe, transformer.schedule, transformer.batch_size, transformer.lr, transformer.epochs,
+            transformer.dropout) == ("adamw", "cosine", 32, 2e-3, 6, 0.2)
+
+
+@pytest.mark.parametrize("family", ("lstm", "gru"))
+def test_the_lstm_and_gru_train_half_the_epochs_at_three_times_the_rate_with_less_dropout(tmp_path, family):
+    """Their time-to-quality recipe (issue 66): 3 epochs of the cosine schedule at 6e-3 and dropout 0.3, where
+    the stream recipe (the Transformer's, the RNN's) runs 6 at 2e-3 and dropout 0.4 (0.2 the Transformer's)."""
+    from neural.config import RunConfig
+    from reports.experiments import rows_beyond_2003
+    config = reproduction(tmp_path, "text").training_config(rows_beyond_2003((family,))[0])
+    assert (config.recipe, config.schedule, config.batch_size, config.lr, config.epochs, config.dropout,
+            config.warmup_steps, config.final_lr_fraction) == ("adamw", "cosine", 32, 6e-3, 3, 0.3, 100, 0.05)
+    assert (RunConfig(model=family).epochs, RunConfig(model="rnn").epochs, RunConfig(model="rnn").lr) == (3, 6, 2e-3)
+
+
+@pytest.mark.slow
+def test_the_recurrent_rates_are_the_hand_computed_ones_at_every_epochs_end(tmp_path):
+    """11,200 training tokens are 10 updates of 32 lanes x 35 steps an epoch, 30 in the LSTM's 3 epochs; with 5
+    warm-up updates the rate after update t > 5 is 6e-3 (0.05 + 0.95 (1 + cos(pi (t - 5) / 25)) / 2): after
+    epochs 1, 2, 3 (t = 10, 20, 30) 6e-3 (0.05 + 0.475 (1 + cos(0.2 pi))) = 5.45570e-3,
+    6e-3 (0.05 + 0.475 (1 + cos(0.6 pi))) = 2.26930e-3, and 6e-3 x 0.05 = 3e-4."""
+    from dataclasses import replace
+
+    from corpora.text import load_text
+    from neural.networks.lstm import LSTMShape
+    from neural.training.trainer import train_network
+    from reports.experiments import rows_beyond_2003
+    files = write_splits(tmp_path, train=chain_text(11_200, 1), valid=chain_text(600, 2), test=chain_text(600, 3))
+    corpus = load_text(files["train"], files["valid"], files["test"])
+    assert len(corpus.train) == 11_200
+    config = replace(reproduction(tmp_path, "text").training_config(rows_beyond_2003(("lstm",))[0]),
+                     shape=LSTMShape(layers=1, m=8, h=8), samples=20, warmup_steps=5, valid_tokens=None,
+                     device="cpu", threads=1, precision="fp32")
+    train_network(corpus, config, tmp_path / "run", progress=False, evaluate=False)
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert [entry["step"] for entry in log] == [10, 20, 30]
+    assert [entry["lr"] for entry in log] == pytest.approx([5.455699e-3, 2.269303e-3, 3e-4], rel=1e-6)
 
 
 def test_a_quick_run_keeps_its_own_small_recipe(tmp_path):

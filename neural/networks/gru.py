@@ -21,13 +21,14 @@ from typing import ClassVar
 from torch import nn
 
 from neural.families import Family, register
-from neural.networks.stream import STREAM, RecurrentNetwork, RecurrentShape
+from neural.networks.stream import HALF_THE_EPOCHS, STREAM, RecurrentNetwork, RecurrentShape
 
 
 @dataclass(frozen=True)
 class GRUShape(RecurrentShape):
     """A stacked GRU over the whole stream (`neural.networks.gru.GRUNetwork`), in the LSTM's recipe."""
 
+    run_defaults: ClassVar[dict] = {**RecurrentShape.run_defaults, **HALF_THE_EPOCHS}  # (issue 66)
     gates: ClassVar[int] = 3  # G (`RecurrentShape.training_flops`): the reset and update gates, the candidate
 
 
