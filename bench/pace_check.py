@@ -1,6 +1,7 @@
 """How true the pace a run measures at its start is: for each network row of a text corpus's default
-comparison, `reports.pace.measure` (what `lmbench reproduce` times before any row, and its estimate rests
-on) against the row's steady pace, the same updates timed after a long warm-up over `--seconds` of work.
+comparison, `neural.training.trainer.measure_pace` (what `lmbench reproduce` times before any row, and its
+estimate rests on) against the row's steady pace, the same updates timed after a long warm-up over
+`--seconds` of work.
 Prints, per row, the seconds of one update by each, their ratio (the start's / the steady one's - 1: the
 share by which the start's estimate of its updates errs), and the seconds each measurement took.
 
@@ -17,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from reports import pace  # noqa: E402
+from neural.training.trainer import Trainer, join, measure_pace  # noqa: E402
 from reports.pipeline import Reproduction, TextCorpus, default_settings  # noqa: E402
 
 STEADY_WARMUP = 10  # updates run before the steady pace is timed
@@ -25,7 +26,6 @@ STEADY_WARMUP = 10  # updates run before the steady pace is timed
 
 def steady_update_seconds(corpus, config, seconds: float) -> tuple[float, int]:
     """(seconds of one update, updates timed): the mean over at least `seconds` of updates, after STEADY_WARMUP."""
-    from neural.training.trainer import Trainer, join
     team = join(None, len(corpus.vocab), device=config.device, threads=config.threads)
     with tempfile.TemporaryDirectory() as folder:
         trainer = Trainer(corpus, config, Path(folder), team, resume=False, progress=False)
@@ -66,7 +66,7 @@ def main() -> None:
                 continue
             config = run.training_config(row, budgeted=False)
             started = time.perf_counter()
-            speed = pace.measure(run.corpus, config)
+            speed = measure_pace(run.corpus, config)
             took = time.perf_counter() - started
             steady, timed = steady_update_seconds(run.corpus, config, args.seconds)
             print(f"{row.id:<12} {speed.update_seconds:>15.5f} {steady:>16.5f} "

@@ -26,8 +26,8 @@ that reaches its end does not need goes to the others until the time is spent or
 (`fill`).
 
 A wall-time budget T is turned into updates by each network's pace on this machine at the run's thread
-count, measured at the start of every run (`reports.pace`): its seconds per update s_r and its exact
-scoring's seconds per token; and by the cost model of the committed results for the rows with no network (`reports.estimate`):
+count, measured at the start of every run (`neural.training.trainer.measure_pace`): its seconds per update
+s_r and its exact scoring's seconds per token; and by the cost model of the committed results for the rows with no network (`reports.estimate`):
 R, the seconds of everything but the networks' updates (the time already spent loading the corpus and
 measuring, those rows, every network's exact scoring of its splits and the validation after each of its
 epochs, and the report), comes off T first. A budget that leaves a row less than one update is refused,
@@ -46,11 +46,14 @@ import re
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lmbench.errors import LMBenchError
 from lmbench.files import READ_ERRORS, atomic_write_text
-from reports.estimate import wall_seconds
-from reports.pace import REPORT_SECONDS, Speed, expected_seconds, network_seconds_apart, recipe_updates
+from reports.estimate import REPORT_SECONDS, expected_seconds, network_seconds_apart, recipe_updates, wall_seconds
+
+if TYPE_CHECKING:  # for the annotations only: the trainer loads torch
+    from neural.training.trainer import Pace
 
 log = logging.getLogger(__name__)
 
@@ -80,10 +83,10 @@ def parse_budget(text: str) -> float | str | None:
     return total
 
 
-def flops_per_update(config, vocab_size: int, speed: Speed) -> float:
+def flops_per_update(config, vocab_size: int, pace: Pace) -> float:
     """The training FLOPs of one update of a network of `config` over `vocab_size` words: its family's
     analytic count per token (`NetworkShape.training_flops`) times the tokens of an update."""
-    return config.shape.training_flops(vocab_size, config) * speed.update_tokens
+    return config.shape.training_flops(vocab_size, config) * pace.update_tokens
 
 
 def budget_asked(budget: dict) -> str:
@@ -229,7 +232,7 @@ def resolve(reproduction, asked: str | None, flops_budget: float | None, rule: s
     corpus = reproduction.corpus
     tokens = {split: len(corpus.split(split)) for split in ("train", "valid", "test")}
     configs = {row.id: reproduction.training_config(row, budgeted=False) for row in networks}
-    speeds = {row.id: reproduction.speed(row) for row in networks}  # (measured once a run, reports.pace)
+    speeds = {row.id: reproduction.speed(row) for row in networks}  # (measured once a run)
     flops = {r: flops_per_update(configs[r], len(corpus.vocab), speeds[r]) for r in configs}
     paper = {row.id: bool(row.paper_model) for row in networks}
     copies = {row.id: 1 + len(reproduction.seeded.get(row.id, ())) for row in networks}  # the seeds train it again

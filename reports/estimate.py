@@ -1,13 +1,24 @@
-"""The whole run's estimate of `lmbench reproduce`: each row's expected cost in seconds, from a cost
-model calibrated on the committed results (results/*/results.json, their rows' `seconds`), as they
-ship with the package: reports/calibration.json (`committed_results`), what the cost model reads of
-each committed full run (its corpus's tokens, its rows' kind of work, seconds and epochs), so that an
-installed lmbench, which has no results/ folder, estimates as a checkout does. `python -m
-reports.calibration` writes it again from results/ after a report is committed
-(tests/test_progress.py fails while it differs).
+"""The whole run's estimate of `lmbench reproduce`: each row's expected cost in seconds, said at its start
+(its first line, its progress bar: `RunProgress`) and shared by the compute budget (`reports.budget`).
+
+A comparison's time is mostly its networks', and their pace depends on the machine (its cores, its
+instruction set, the threads the run takes, a GPU) far more than anything the committed results can
+tell: so every full run measures, on this machine at its own thread count, each network row it is
+about to train, before any row runs (`neural.training.trainer.measure_pace`: half a second of updates to
+warm up, two seconds of them timed, then the exact scoring of a slice of valid: seconds in all). A network
+row's seconds (`expected_seconds`): its updates times the seconds of one, plus the exact scoring of valid
+and test (train too for the paper's rows) and the validation after each epoch, at the measured seconds per
+token.
+
+The rows with no network, which take seconds to minutes, and every row of a quick run, take a cost model
+calibrated on the committed results (results/*/results.json, their rows' `seconds`), as they ship with
+the package: reports/calibration.json (`committed_results`), what the cost model reads of each committed
+full run (its corpus's tokens, its rows' kind of work, seconds and epochs), so that an installed lmbench,
+which has no results/ folder, estimates as a checkout does. `python -m reports.calibration` writes it
+again from results/ after a report is committed (tests/test_progress.py fails while it differs).
 
 The cost model: a row's work in tokens (`row_tokens`), times the seconds per token that the committed
-rows of the same kind of work took (`calibrate`):
+rows of the same kind of work took (`CostModel`):
 
 - a network: its training tokens times its epochs, plus the tokens it scores exactly (valid and
   test; train too for the paper's rows). The epochs: the budget (`epochs`) of a schedule that runs
@@ -18,24 +29,30 @@ rows of the same kind of work took (`calibrate`):
 
 The kinds of work (`cost_key`): a network by its family and objective (and NPLM (ours) apart: its
 wider shape), an n-gram model by its method, every mixture alike; a key no committed row has takes
-the pace of its kind (all networks, all n-gram models) pooled. A full run takes its network rows' seconds
-from their pace measured on this machine at its start instead (`reports.pace`): the committed runs
-(other machines, other work beside them) tell a network's work, not how fast this machine does it.
+the pace of its kind (all networks, all n-gram models) pooled. The committed runs (other machines, other
+work beside them) tell a network's work, not how fast this machine does it: a full run's network rows
+keep only the halving schedule's usual epochs from them (`recipe_updates`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import time
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lmbench.files import READ_ERRORS
+
+if TYPE_CHECKING:  # for the annotations only: the trainer loads torch, which the estimate's readers need not
+    from neural.training.trainer import Pace
 
 CALIBRATION = "calibration.json"  # the committed full runs as the cost model reads them, package data of reports/
 ROW_FIELDS = ("id", "kind", "family", "method", "ours", "paper_model", "seconds", "epochs")  # what it reads of a row
 CONFIG_FIELDS = ("objective", "schedule")  # ... and of a network row's configuration
+REPORT_SECONDS = 60  # the report built after the rows (tables, claims' 10,000 resamples, figures), on 2 cores
 
 
 def cost_key(row: dict) -> str:
@@ -131,6 +148,25 @@ def committed_results(folder: Path | None = None) -> list[dict]:
     return found
 
 
+def network_seconds_apart(config, pace: Pace, updates: int, tokens: dict, paper_model: bool) -> float:
+    """The seconds a network row spends besides its updates: the exact scoring of valid and test (and
+    train for the paper's rows) and the validation after each epoch of its `updates`."""
+    scored = tokens["valid"] + tokens["test"] + (tokens["train"] if paper_model else 0)
+    validated = min(tokens["valid"], config.valid_tokens or tokens["valid"])
+    return pace.score_seconds * (scored + math.ceil(updates / pace.epoch_updates) * validated)
+
+
+def expected_seconds(config, pace: Pace, updates: int, tokens: dict, paper_model: bool) -> float:
+    """One run of a network row of `updates` updates at `pace` (module docstring)."""
+    return updates * pace.update_seconds + network_seconds_apart(config, pace, updates, tokens, paper_model)
+
+
+def recipe_updates(config, epoch_updates: int) -> int:
+    """The updates of a network's recipe run to its end: its epochs, or for the halving rule (which stops on
+    a plateau of its own) the median epochs the committed runs of that rule took (`CostModel.epochs`)."""
+    return math.ceil(CostModel(committed_results()).epochs(config) * epoch_updates)
+
+
 def wall_seconds(costs: list[float], lanes: int = 1) -> float:
     """The seconds `costs` (each row's) take run `lanes` at a time, the longest first, each to the lane
     that frees soonest (as `reproduce --jobs K` sends them: reports.cluster); one lane: their sum."""
@@ -156,7 +192,7 @@ class RunProgress:
     row advancing it by its own when it has run, and taking its own off the total when it is found cached
     or not run; where a row's seconds cannot be told (no committed result of its kind), the rows are
     counted instead. `cached`: the rows the row cache holds at the start; `not_run`: those the run lists as
-    not run; `measured`: whether the networks' seconds come from their pace measured here (reports.pace)
+    not run; `measured`: whether the networks' seconds come from their pace measured here (module docstring)
     rather than the committed runs'; `overhead`: the run's seconds besides its rows', in the line said at
     the start (`summary`) but not in the bar; `wall`: the rows' seconds of wall time where they run several at
     once (`wall_seconds`; None: one after the other, the bar's total), `at_once` of them. Rows run elsewhere (Ray's tasks,
@@ -187,8 +223,8 @@ class RunProgress:
         cached = f" ({cached})" if cached else ""
         if not self.estimated:
             return f"{rows} rows{cached}; no committed results (reports/calibration.json) to estimate their time from"
-        pace = ("the networks at their pace measured here (reports/pace.py), the other rows at the committed "
-                "results'" if self.measured else "at the pace of the committed results, 2 cores")
+        pace = ("the networks at their pace measured here, the other rows at the committed results'"
+                if self.measured else "at the pace of the committed results, 2 cores")
         at_once = f"{self.at_once} rows at once; " if self.at_once > 1 else ""
         return (f"{rows} rows{cached}, about {duration((self.bar.total if self.wall is None else self.wall) + self.overhead)} in all ({at_once}{pace}: "
                 "reports/estimate.py)")

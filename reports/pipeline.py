@@ -34,7 +34,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import TYPE_CHECKING, Callable, NamedTuple
 
 import numpy as np
 
@@ -47,13 +47,16 @@ from lmbench.model import perplexity, split_perplexity
 from lmbench.schema import check
 from mixing import saved
 from neural.config import TIME_TO_QUALITY
-from reports import pace
-from reports.estimate import CostModel, RunProgress, committed_results, wall_seconds
+from reports.estimate import (REPORT_SECONDS, CostModel, RunProgress, committed_results, expected_seconds,
+                              recipe_updates, wall_seconds)
 from reports.experiments import (DEFAULT, EXTRA_ROWS, NETWORK_CHOICES, OURS, PAPER_FAMILY, QUICK_CLASSES, ROWS,
                                  WITH_COUNTS, Row,
                                  every_default, ours_rows, text_rows)
 from reports.provenance import checked_state, code_state
 from reports.records import grouped, seeds_centre
+
+if TYPE_CHECKING:  # for the annotations only: the trainer loads torch, imported where a network is timed or trained
+    from neural.training.trainer import Pace
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +166,7 @@ class Reproduction:
         self.digest = ""
         self._blocks: dict[str, tuple[np.ndarray, str]] = {}  # split: its bootstrap blocks (ends, rule)
         self.rows_run = 0  # the rows this run computed (the others came from the row cache)
-        self._speeds: dict[str, pace.Speed] = {}  # a network row's pace here, by its id (`speed`)
+        self._speeds: dict[str, Pace] = {}  # a network row's pace here, by its id (`speed`)
         self.estimate: dict = {}  # the run's expected seconds, said at its start (`progress`), in results.json
 
     def table_rows(self) -> list[Row]:
@@ -438,15 +441,16 @@ class Reproduction:
             return 1
         return max(1, min(self.jobs, threads.cores() // (self.row_threads() or threads.cores())))
 
-    def speed(self, row: Row) -> pace.Speed:
-        """A network row's pace on this machine at the threads each row takes (reports.pace), measured once a
+    def speed(self, row: Row) -> Pace:
+        """A network row's pace on this machine at the threads each row takes (`measure_pace`), measured once a
         run (a seed copy's is its row's)."""
         original = self.original.get(row.id, row.id)
         if original not in self._speeds:
             log.info("measuring %s's pace here", original)
             by_id = {r.id: r for r in self.rows}
             config = replace(self.training_config(by_id[original], budgeted=False), threads=self.row_threads())
-            self._speeds[original] = pace.measure(self.corpus, config, self.advice(by_id[original], config))
+            from neural.training.trainer import measure_pace
+            self._speeds[original] = measure_pace(self.corpus, config, self.advice(by_id[original], config))
         return self._speeds[original]
 
     def expected_seconds(self, row: Row, model: CostModel) -> float | None:
@@ -461,8 +465,8 @@ class Reproduction:
         if self.budget is not None:
             return self.budget["rows"][self.original.get(row.id, row.id)]["expected_seconds"]
         config, speed = self.training_config(row), self.speed(row)
-        return pace.expected_seconds(config, speed, pace.recipe_updates(config, speed.epoch_updates), tokens,
-                                     bool(row.paper_model))
+        return expected_seconds(config, speed, recipe_updates(config, speed.epoch_updates), tokens,
+                                bool(row.paper_model))
 
     def not_run(self, skip: frozenset[str]) -> set[str]:
         """The rows this run lists as not run (`run_or_read`): of a kind in `skip`, left out by `networks`,
@@ -487,12 +491,12 @@ class Reproduction:
             wall = (wall_seconds([cost for row_id, cost in to_run.items() if kinds[row_id] != "mix"], self.lanes())
                     + sum(cost for row_id, cost in to_run.items() if kinds[row_id] == "mix"))
         spent = time.time() - self.started  # the corpus loaded (and the paces measured): in the wall time too
-        self.estimate = {"seconds": round(spent + wall + pace.REPORT_SECONDS, 1) if wall is not None else None,
+        self.estimate = {"seconds": round(spent + wall + REPORT_SECONDS, 1) if wall is not None else None,
                          "networks": "committed runs' pace" if self.settings.quick else "pace measured here",
                          "rows": {row_id: round(cost, 1) for row_id, cost in to_run.items() if cost is not None},
                          **({"rows_at_once": self.lanes()} if self.lanes() > 1 else {})}
         return RunProgress(costs, f"reproduce {self.settings.corpus}", cached, measured=not self.settings.quick,
-                           not_run=absent, overhead=spent + pace.REPORT_SECONDS, wall=wall, at_once=self.lanes())
+                           not_run=absent, overhead=spent + REPORT_SECONDS, wall=wall, at_once=self.lanes())
 
     def cache_holds(self, row: Row) -> bool:
         """Whether the row cache has an entry of the row's fingerprint (read again, whole, when the row's turn

@@ -246,9 +246,9 @@ def test_a_wall_budget_under_jobs_2_trains_each_row_about_twice_as_long_and_says
     updates for every cut row than one after the other, the record's rows_at_once 2, its kept key apart from
     the sequential one's, and every verdict's words naming it."""
     from lmbench import threads
-    from reports import pace
+    from neural.training import trainer as trainers
     from reports.budget import resolve, row_terms, terms
-    monkeypatch.setattr(pace, "measure", lambda corpus, config, advice=None: pace.Speed(
+    monkeypatch.setattr(trainers, "measure_pace", lambda corpus, config, advice=None: trainers.Pace(
         update_seconds=0.2, update_tokens=128.0, epoch_updates=10, score_seconds=1e-5))
     monkeypatch.setattr(threads, "cores", lambda: 2)
     planned = {}

@@ -1,6 +1,7 @@
 """The whole run's estimate takes each network row's seconds from its pace measured on this machine at the
-run's start (reports.pace), not from the committed runs' (other machines, other work beside them); the rows
-with no network keep the committed runs' cost model; the estimate said is the one results.json records."""
+run's start (neural.training.trainer.measure_pace), not from the committed runs' (other machines, other work
+beside them); the rows with no network keep the committed runs' cost model; the estimate said is the one
+results.json records; the pace is the steady one, and the trainer's to measure."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ import logging
 
 import pytest
 
-from reports import pace
-from reports.estimate import CostModel, committed_results, duration
+from neural.training import trainer as trainers
+from reports.estimate import (REPORT_SECONDS, CostModel, committed_results, duration, network_seconds_apart,
+                              recipe_updates)
 
-FAKE = pace.Speed(update_seconds=0.5, update_tokens=128.0, epoch_updates=10, score_seconds=1e-4)
+FAKE = trainers.Pace(update_seconds=0.5, update_tokens=128.0, epoch_updates=10, score_seconds=1e-4)
 
 
 def small_reproduction(tmp_path, monkeypatch, epochs=40):
@@ -51,7 +53,8 @@ def test_a_network_rows_estimate_is_its_measured_pace_and_the_committed_runs_pac
         tmp_path, monkeypatch):
     from reports import pipeline
     measured = []
-    monkeypatch.setattr(pace, "measure", lambda corpus, config, advice=None: measured.append(config.shape.h) or FAKE)
+    monkeypatch.setattr(trainers, "measure_pace",
+                        lambda corpus, config, advice=None: measured.append(config.shape.h) or FAKE)
     reproduction = prepared(small_reproduction(tmp_path, monkeypatch))
     tokens = {split: len(reproduction.corpus.split(split)) for split in ("train", "valid", "test")}
     estimates = {}
@@ -64,9 +67,9 @@ def test_a_network_rows_estimate_is_its_measured_pace_and_the_committed_runs_pac
         if row.family:  # the network's seconds: this machine's pace, whatever the committed runs took
             assert estimates[1.0][row.id] == estimates[1000.0][row.id]
             config = reproduction.training_config(row)
-            updates = pace.recipe_updates(config, FAKE.epoch_updates)
+            updates = recipe_updates(config, FAKE.epoch_updates)
             assert estimates[1.0][row.id] == pytest.approx(
-                updates * FAKE.update_seconds + pace.network_seconds_apart(config, FAKE, updates, tokens, False))
+                updates * FAKE.update_seconds + network_seconds_apart(config, FAKE, updates, tokens, False))
         else:  # the n-gram row's: the committed runs' pace
             assert estimates[1000.0][row.id] == pytest.approx(1000 * estimates[1.0][row.id])
 
@@ -81,7 +84,7 @@ def test_the_estimate_said_at_the_start_is_recorded_and_a_rerun_of_cached_rows_k
     assert "the networks at their pace measured here" in said[0]
     estimate = results["meta"]["trained"]["estimate"]
     assert set(estimate["rows"]) == {"kn3", "small", "wide"} and estimate["networks"] == "pace measured here"
-    assert estimate["seconds"] >= sum(estimate["rows"].values()) + pace.REPORT_SECONDS
+    assert estimate["seconds"] >= sum(estimate["rows"].values()) + REPORT_SECONDS
     caplog.clear()
     with caplog.at_level(logging.INFO):
         again = small_reproduction(tmp_path, monkeypatch, epochs=2).run()  # every row cached
@@ -92,7 +95,7 @@ def test_the_estimate_said_at_the_start_is_recorded_and_a_rerun_of_cached_rows_k
 
 
 def test_rows_the_run_leaves_out_are_not_in_its_estimate(tmp_path, monkeypatch):
-    monkeypatch.setattr(pace, "measure", lambda corpus, config, advice=None: FAKE)
+    monkeypatch.setattr(trainers, "measure_pace", lambda corpus, config, advice=None: FAKE)
     reproduction = prepared(small_reproduction(tmp_path, monkeypatch))
     reproduction.left_out = {"wide"}  # (--networks small)
     progress = reproduction.progress(frozenset({"ngram"}))
@@ -115,7 +118,8 @@ def test_under_jobs_k_the_pace_is_timed_at_each_rows_threads_and_the_estimate_co
         tmp_path, monkeypatch):
     from lmbench import threads
     timed = []
-    monkeypatch.setattr(pace, "measure", lambda corpus, config, advice=None: timed.append(config.threads) or FAKE)
+    monkeypatch.setattr(trainers, "measure_pace",
+                        lambda corpus, config, advice=None: timed.append(config.threads) or FAKE)
     monkeypatch.setattr(threads, "cores", lambda: 2)
     # the seconds spent before the rows (the corpus's loading) on a clock of the test's own: the two runs'
     # estimates differ by their lanes alone, however slowly this machine loads the corpus
@@ -134,7 +138,7 @@ def test_under_jobs_k_the_pace_is_timed_at_each_rows_threads_and_the_estimate_co
     rows = both.estimate["rows"]
     assert rows == alone.estimate["rows"] and both.estimate["rows_at_once"] == 2
     assert "rows_at_once" not in alone.estimate
-    apart = 7.0 + pace.REPORT_SECONDS  # the corpus's loading and the report
+    apart = 7.0 + REPORT_SECONDS  # the corpus's loading and the report
     assert alone.estimate["seconds"] == pytest.approx(sum(rows.values()) + apart, abs=0.05)  # one lane
     assert both.estimate["seconds"] == pytest.approx(max(rows.values()) + apart, abs=0.05)  # two rows, two lanes
     assert f"about {duration(max(rows.values()) + apart)} in all (2 rows at once; the networks" in progress.summary(3)
@@ -158,9 +162,8 @@ def test_the_pace_is_the_steady_one_past_the_cold_first_updates_over_a_window_of
     # pace measured is 4 ms (a window of 4 updates after 1 gave 28 ms); a fake clock, nothing timed for real
     import numpy as np
 
-    from neural.training import trainer as trainers
     clock = [0.0]
-    monkeypatch.setattr(pace.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(trainers.time, "perf_counter", lambda: clock[0])
 
     class Network:
         history = 0
@@ -193,7 +196,28 @@ def test_the_pace_is_the_steady_one_past_the_cold_first_updates_over_a_window_of
     monkeypatch.setattr(trainers, "Trainer", Trainer)
     monkeypatch.setattr(trainers, "join", lambda *args, **kwargs: Team())
     config = type("Config", (), {"device": "cpu", "threads": 1, "eval_batch": 64})()
-    speed = pace.measure(Corpus(), config)
+    speed = trainers.measure_pace(Corpus(), config)
     assert speed.update_seconds == pytest.approx(0.004, rel=0.01)
     assert speed.update_tokens == 128 and speed.epoch_updates == 10_000
     assert speed.score_seconds == pytest.approx(1e-5)
+
+
+def test_reports_times_a_network_through_the_trainers_measure_pace_not_by_driving_its_updates():
+    """The pace is the trainer's to measure (neural.training.trainer.measure_pace): no module of reports/
+    imports a Trainer (without which it makes no update), starts an epoch, moves a run's position or scores
+    with a team."""
+    import ast
+    from pathlib import Path
+    entry_points = {"train_network", "measure_pace", "Pace"}  # what reports/ may take of the trainer
+    internals = {"begin_epoch", "score_stream"}
+    found = []
+    for path in sorted((Path(__file__).resolve().parents[1] / "reports").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("neural.training.trainer"):
+                found += [f"{path.name}: imports {a.name}" for a in node.names if a.name not in entry_points]
+            elif isinstance(node, ast.Attribute) and node.attr in internals:
+                found.append(f"{path.name}: .{node.attr}")
+            elif (isinstance(node, ast.Attribute) and node.attr == "position"
+                  and isinstance(node.value, ast.Attribute) and node.value.attr == "state"):
+                found.append(f"{path.name}: .state.position")
+    assert found == [], found

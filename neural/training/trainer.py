@@ -26,6 +26,10 @@ logprobs.npz (`lmbench mix RUN/logprobs.npz KN.npz`).
 On several processes (config.parallel, under torchrun) the loop is the same: the hooks of
 `neural.training.team.Team` (`neural.parallel.teams`'s teams) split the minibatch or the output layer,
 sum the gradients, and have rank 0 write the files, in the single-process format.
+
+`measure_pace(corpus, config)` times the same run on this machine instead of making it: a few of its
+updates and the exact scoring of a slice of valid, seconds in all (`Pace`). `lmbench reproduce` measures
+every network row so before any row runs, for its estimate and its compute budget (`reports.estimate`).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import dataclasses
 import json
 import logging
 import math
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +67,14 @@ log = logging.getLogger(__name__)
 
 SHRINK = ("lower the window --n, the sizes --m and --h (--samples), or the vocabulary (--vocab-size, --min-count), "
           "or train on a larger device")
+
+# A network's pace (`measure_pace`): at least WARMUP_UPDATES updates and WARMUP_SECONDS run before timing (its
+# first updates allocate and set up its kernels), then at least TIMED_UPDATES updates and TIMED_SECONDS timed. A
+# window of a count alone was too short for the paper's shapes (3-6 ms an update: 4 updates erred by -15% to
+# +29% against the steady pace, bench/pace_check.py, docs/measurements.md).
+WARMUP_UPDATES, WARMUP_SECONDS = 2, 0.5
+TIMED_UPDATES, TIMED_SECONDS = 4, 2.0
+SCORED_TOKENS = 20_000  # a network's exact scoring speed: timed on at most this many valid tokens
 
 
 @dataclass
@@ -101,6 +114,45 @@ def train_network(corpus, config: RunConfig, out_dir: str | Path, *, resume: boo
                checkpoint_minutes=config.checkpoint_minutes, progress=run.progress, desc=f"{config.model} epoch",
                together=team.any, budget=budget)
     return finish(corpus, config, run.state, run.out, team, evaluate, run.progress)
+
+
+@dataclass
+class Pace:
+    """A network's pace on this machine (`measure_pace`): seconds per training update, training tokens per
+    update, updates per epoch, seconds per exactly scored token."""
+    update_seconds: float
+    update_tokens: float
+    epoch_updates: int
+    score_seconds: float
+
+
+def measure_pace(corpus, config: RunConfig, advice: Advice = Advice()) -> Pace:
+    """The pace of a network of `config` on `corpus`, in one process at config.threads on config.device: the
+    first updates of its first epoch in a throw-away folder (a warm-up, then the timed ones), then the exact
+    scoring of the first SCORED_TOKENS tokens of valid. `advice`: what a refusal of the network's training
+    tells the user to do, in the words of the command that will train it."""
+    team = join(None, len(corpus.vocab), device=config.device, threads=config.threads)
+    with tempfile.TemporaryDirectory() as folder:
+        trainer = Trainer(corpus, config, Path(folder), team, resume=False, progress=False, advice=advice)
+        updates = trainer.begin_epoch()
+
+        def run(least: int, seconds: float, end: int) -> tuple[int, int, float]:
+            """(updates, tokens, seconds): at least `least` updates and `seconds`, up to position `end`."""
+            done, tokens, started = 0, 0, time.perf_counter()
+            while trainer.state.position < end and (done < least or time.perf_counter() - started < seconds):
+                tokens += trainer.update()[1]
+                trainer.state.position += 1
+                done += 1
+            return done, tokens, time.perf_counter() - started
+
+        run(WARMUP_UPDATES, WARMUP_SECONDS, updates - 1)  # (one update left to time at least)
+        timed, tokens, seconds = run(TIMED_UPDATES, TIMED_SECONDS, updates)
+        stream, start = corpus.stream_for("valid", history=trainer.net.history)
+        stream = stream[:start + SCORED_TOKENS]
+        started = time.perf_counter()
+        team.score_stream(trainer.net, stream, start, batch_size=config.eval_batch)
+        score_seconds = (time.perf_counter() - started) / (len(stream) - start)
+    return Pace(seconds / timed, tokens / timed, trainer.batches.updates_per_epoch, score_seconds)
 
 
 class Trainer:
