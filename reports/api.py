@@ -47,7 +47,7 @@ import numpy as np
 from baselines.arpa import LN10, LOG10_ZERO, read_arpa_own
 from baselines.backoff import BackoffModel
 from baselines.binary import is_binary
-from corpora.record import load_recorded
+from corpora.record import load_recorded, read_record
 from corpora.vocab import UNK, Vocabulary
 from lmbench.errors import LMBenchError
 from lmbench.files import DamagedFile, read_checked
@@ -557,7 +557,7 @@ def row_model(work: Path, record: dict, corpus=None, *, device: str = "auto", th
     if record["kind"] == "network":
         folder = work / "nplm" / f"{record['id']}-{record['fingerprint']}"
         config = record.get("config") if isinstance(record.get("config"), dict) else {}
-        own = dict(expected={"model": record.get("family"), **config}, fix=(
+        own = dict(expected={"model": record.get("family"), **config, "corpus": _recorded_digest(work)}, fix=(
             f"it is not row {record['id']}'s ({record.get('family')}); delete {folder} and run its `lmbench "
             f"reproduce` command again, which trains row {record['id']} again"))
         if corpus is None and kept_vocabulary(work).is_file():
@@ -577,6 +577,13 @@ def row_model(work: Path, record: dict, corpus=None, *, device: str = "auto", th
     corpus = corpus if corpus is not None else _recorded(work, record, "its model")
     options = NGramOptions(*(record[key] for key in NGRAM_RECORD))
     return TextModel(make_ngram(options).fit(corpus), corpus.vocab, name)
+
+
+def _recorded_digest(work: Path) -> str | None:
+    """The digest of the corpus a work folder's rows ran on, as its corpus.json records it (None: a folder made
+    before it did), which a network row's best model, trained on it, records too."""
+    record = read_record(work)
+    return record.get("digest") if record is not None else None
 
 
 def _recorded(work: Path, record: dict, what: str):

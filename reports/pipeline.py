@@ -643,13 +643,14 @@ class Reproduction:
                                 advice=self.advice(row, config))
         trained_here = time.perf_counter() - started  # (0 for a run finished before: resumed, or trained apart)
         # the file checked to be this row's network (another row's best model copied there: refused)
-        own = dict(expected=asdict(config), fix=f"delete {out} and run the same command again, which trains row "
-                                                f"{row.id} again")
+        own = dict(expected={**asdict(config), "corpus": self.digest}, fix=f"delete {out} and run the same command "
+                   f"again, which trains row {row.id} again")
         model = load_network(out, self.corpus, threads=self.threads, progress=True, **own)  # the exact scoring's bar
         splits = SPLITS if row.paper_model else ("valid", "test")  # our extra rows: no train column
         logprobs = {split: score_split(model, self.corpus, split) for split in splits}
         curve = read_checked(out / "log.jsonl", _read_curve, what="training log",
                              fix=f"delete the run folder {out} to train this network again")
+        _best_in_curve(curve, out, own["fix"])
         figures = dict(curve=curve, epochs=summary.get("epochs"), best_epoch=summary.get("best_epoch"),
                        tokens_per_s=summary.get("tokens_per_s"), train_seconds=summary.get("seconds"),
                        updates=summary.get("updates"), stopped=summary.get("stopped"),
@@ -729,6 +730,8 @@ class Reproduction:
             path = self.work / "samples" / f"{row['id']}.json"
             kept = read_checked(path, lambda p: json.loads(p.read_text(encoding="utf-8")), what="kept samples",
                                 fix="delete it to draw them again") if path.exists() else None
+            if kept is not None and kept["key"] != key:  # (another row's or run's copied there, or the row run again)
+                log.info("%s holds samples of another model or seed text than row %s's: drawn again", path, row["id"])
             if kept is None or kept["key"] != key:
                 model = row_model(self.work, row, self.corpus, threads=self.threads)
                 texts = [" ".join(model.sample(SAMPLES["words"], seed_text, self.settings.seed + i))
@@ -872,6 +875,21 @@ def _read_curve(path: Path) -> list[dict]:
     if not curve:
         raise ValueError("it holds no epoch's record")
     return curve
+
+
+def _best_in_curve(curve: list[dict], out: Path, fix: str) -> None:
+    """Refuse, in one line ending `fix`, a training log (log.jsonl) that is not the log of the best model beside it
+    (another run's, seed's or row's, copied there): the epoch best.safetensors records, with its validation
+    perplexity, is not in it (a best model of an older format, which records neither, is not compared)."""
+    from neural.training.checkpoint import BEST, read_state
+    best = read_state(out / BEST)
+    if "valid_perplexity" not in best:
+        return
+    logged = next((record.get("valid_perplexity") for record in curve if record.get("epoch") == best.get("epoch")),
+                  None)
+    if logged != best["valid_perplexity"]:
+        raise LMBenchError(f"{out / 'log.jsonl'} is not the training log of {out / BEST} (its epoch {best.get('epoch')}"
+                           f" has valid perplexity {logged}, the model's {best['valid_perplexity']}): {fix}")
 
 
 def run_metadata(seconds: float, code: dict) -> dict:

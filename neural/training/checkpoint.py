@@ -6,7 +6,8 @@ file's tensors, everything else as one JSON document in its header), read withou
 folder from anyone can at worst be refused. They are written atomically (`atomic_save`: a reader never
 sees half a file, a full disk keeps the last good one) and hold the family (`family`), its shape
 (`network`, `dataclasses.asdict`, as nanoGPT keeps its `model_args`), the run's configuration
-(`config`), the vocabulary's fingerprint and size and the state_dict (`model`): family + shape +
+(`config`), the vocabulary's fingerprint and size, the digest of the corpus it was trained on (`corpus`,
+compared where a work folder's row is read: `network_mismatch`) and the state_dict (`model`): family + shape +
 objective + |V| + state rebuild the network (`load_network`). The checkpoint adds what an exact resume
 needs: the optimizer's state, every random state (torch, CUDA, numpy, the objective's sampler), the run's
 state (`neural.training.trainer.TrainState`), the batches' layout (`batch`, and `steps` for lanes) and
@@ -218,8 +219,10 @@ def saved_network(config: dict) -> tuple[str, NetworkShape]:
 def network_mismatch(state: dict, expected: dict) -> list[str]:
     """How the network of `state` (a file read by `read_checkpoint`) differs from `expected`, the configuration
     of the run or row it is read for (`dataclasses.asdict` of its RunConfig, or the `config` a work folder's row
-    records): its family, then its shape, recipe and objective, each as `field=saved (expected ...)`; [] when
-    it is that run's network (what `expected` does not give is not compared)."""
+    records): its family, then its shape, recipe, objective and seed, each as `field=saved (expected ...)`, and the
+    digest of the corpus it was trained on (`corpus`, corpora.record.corpus_digest, as the trainer records it: a
+    network of the same row trained on another corpus of the same vocabulary); [] when it is that run's network
+    (what `expected` or an older file does not give is not compared)."""
     if expected.get("model") is not None and state["family"] != expected["model"]:
         return [f"family {state['family']} (the row's: {expected['model']})"]
     diff = []
@@ -231,8 +234,11 @@ def network_mismatch(state: dict, expected: dict) -> list[str]:
             want = dict(expected["shape"])
         have = dataclasses.asdict(entry.shape_of(state["network"]))
         diff += [f"{key}={value} (the row's: {want.get(key)})" for key, value in have.items() if want.get(key) != value]
-    diff += [f"{key} {state['config'].get(key)} (the row's: {expected[key]})" for key in ("recipe", "objective")
+    diff += [f"{key} {state['config'].get(key)} (the row's: {expected[key]})"
+             for key in ("recipe", "objective", "seed")
              if expected.get(key) is not None and state["config"].get(key, expected[key]) != expected[key]]
+    if expected.get("corpus") is not None and state.get("corpus", expected["corpus"]) != expected["corpus"]:
+        diff.append(f"trained on corpus {state['corpus']} (the row's: {expected['corpus']})")
     return diff
 
 

@@ -46,6 +46,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from corpora.record import corpus_digest
 from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write_text
 from lmbench.memory import check_training_fits
@@ -166,6 +167,7 @@ class Trainer:
         self.config, self.out, self.team, self.progress, self.advice = config, out, team, progress, advice
         self.checkpoint_path = out / CHECKPOINT
         self.fingerprint = corpus.vocab.fingerprint()
+        self.corpus_digest = corpus_digest(corpus)  # (in each file it writes: a work folder's row compares it)
         vocab_size = len(corpus.vocab)
         torch.manual_seed(config.seed)  # the same on every process: the network starts the same everywhere
         np.random.seed(config.seed)
@@ -245,7 +247,7 @@ class Trainer:
         def write() -> None:
             if not all(torch.isfinite(t).all() for t in model.values()):
                 raise nan_error(self.state.step, self.checkpoint_path, advice=self.advice)
-            atomic_save(saved_file(self.net, self.config, self.fingerprint, model=model,
+            atomic_save(saved_file(self.net, self.config, self.fingerprint, model=model, corpus=self.corpus_digest,
                                    optimizer=self.optimizer.optimizer.state_dict(), torch_rng=torch.get_rng_state(),
                                    cuda_rng=torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
                                    numpy_rng=np.random.get_state(), sampler_rng=self.sampler.get_state(),
@@ -319,7 +321,8 @@ class Trainer:
             model = team.state_dict(net)
             if team.writer:
                 atomic_save(saved_file(net, config, self.fingerprint, model=model, epoch=record["epoch"],
-                                       valid_perplexity=valid_ppl), self.out / BEST, self.advice)
+                                       valid_perplexity=valid_ppl, corpus=self.corpus_digest),
+                            self.out / BEST, self.advice)
         else:
             state.bad_epochs += 1
         if config.recipe == "paper":
