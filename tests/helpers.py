@@ -8,6 +8,7 @@ user's; a test that wants a cache of its own sets LMBENCH_CACHE itself.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -117,3 +118,14 @@ def quick_work_folder(root: Path) -> dict:
     rows = {row["id"]: row for row in json.loads((root / "report" / "results.json").read_text())["rows"]}
     texts = {split: path.read_text() for split, path in files.items()}
     return {"root": root, "work": work, "rows": rows, "texts": texts, "command": command}
+
+
+def copied_work_folder(folder: dict, tmp_path: Path) -> dict:
+    """A copy of a `quick_work_folder` in tmp_path, and the command that runs it again (its report there too):
+    {"work", "command", "report" (its results.json)}."""
+    work = tmp_path / "runs" / "mine-quick"
+    shutil.copytree(folder["work"], work)
+    command = [*folder["command"]]
+    command[command.index("--work-dir") + 1] = str(work)
+    command[command.index("--report-dir") + 1] = str(tmp_path / "report")
+    return {"work": work, "command": command, "report": tmp_path / "report" / "results.json"}

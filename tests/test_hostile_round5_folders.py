@@ -21,7 +21,7 @@ import pytest
 import lmbench
 from lmbench.errors import LMBenchError
 from lmbench_cli import main
-from tests.helpers import quick_work_folder
+from tests.helpers import copied_work_folder, quick_work_folder
 
 
 @pytest.fixture(scope="module")
@@ -33,12 +33,7 @@ def folder(tmp_path_factory):
 @pytest.fixture
 def copy(folder, tmp_path):
     """A copy of the work folder, and the command that runs it again (its report elsewhere)."""
-    work = tmp_path / "runs" / "mine-quick"
-    shutil.copytree(folder["work"], work)
-    command = [*folder["command"]]
-    command[command.index("--work-dir") + 1] = str(work)
-    command[command.index("--report-dir") + 1] = str(tmp_path / "report")
-    return {"work": work, "command": command, "report": tmp_path / "report" / "results.json"}
+    return copied_work_folder(folder, tmp_path)
 
 
 FAMILY = {"mlp1": "nplm", "lstm": "lstm"}  # each network row's family

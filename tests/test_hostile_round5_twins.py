@@ -44,7 +44,7 @@ import pytest
 import lmbench
 from lmbench.errors import LMBenchError
 from lmbench_cli import main
-from tests.helpers import chain_text, corpus_args, write_splits
+from tests.helpers import chain_text, copied_work_folder, corpus_args, write_splits
 
 
 def build(root: Path, texts: dict) -> dict:
@@ -140,13 +140,7 @@ def twin(runs, name: str, twin_of: str) -> Path:
 
 @pytest.fixture
 def copy(runs, tmp_path):
-    folder = runs["folder"]
-    work = tmp_path / "runs" / "mine-quick"
-    shutil.copytree(folder["work"], work)
-    command = [*folder["command"]]
-    command[command.index("--work-dir") + 1] = str(work)
-    command[command.index("--report-dir") + 1] = str(tmp_path / "report")
-    return {"work": work, "command": command, "report": tmp_path / "report" / "results.json"}
+    return copied_work_folder(runs["folder"], tmp_path)
 
 
 def one_line(err: str) -> bool:
