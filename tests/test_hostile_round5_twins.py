@@ -236,3 +236,32 @@ def test_a_file_exchanged_with_its_twin_is_refused_or_read_as_the_folders_own(ru
     assert all(outcome in ("refused", "same") for outcome in outcomes.values()), outcomes
     if name.startswith("samples/"):
         assert any(message.endswith(f"than row {row}'s: drawn again") for message in caplog.messages), caplog.text
+
+
+@pytest.mark.parametrize("twin", ("run", "seed"))
+def test_a_checkpoint_of_another_run_or_seed_is_never_resumed_as_this_runs(tmp_path, twin):
+    """An unfinished network's checkpoint.safetensors in its place, from a run on another corpus of the same
+    vocabulary (its train text reversed) or of another seed: resumed, the run would end as neither (the round's
+    one case left open by 0aeca04: a resume compared neither the corpus nor the seed). Refused in one line."""
+    from dataclasses import replace
+
+    from corpora.text import load_text
+    from neural.config import RunConfig
+    from neural.training.trainer import train_network
+    train = chain_text(3000, 31)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "theirs").mkdir()
+    mine = write_splits(tmp_path / "mine", train=train, valid=chain_text(400, 32), test=chain_text(400, 33))
+    reversed_train = " ".join(reversed(train.split()))
+    theirs = write_splits(tmp_path / "theirs", train=reversed_train, valid=chain_text(400, 32),
+                          test=chain_text(400, 33))
+    corpus = load_text(mine["train"], mine["valid"], mine["test"])
+    other = load_text(theirs["train"], theirs["valid"], theirs["test"])
+    assert other.vocab.fingerprint() == corpus.vocab.fingerprint()
+    config = RunConfig(model="nplm", objective="softmax", n=3, m=6, h=5, epochs=2, seed=3, device="cpu", threads=1,
+                       precision="fp32")
+    theirs_run = (other, config) if twin == "run" else (corpus, replace(config, seed=4))
+    train_network(*theirs_run, tmp_path / "out", progress=False, evaluate=False)
+    with pytest.raises(LMBenchError, match="is another run's: " + ("trained on corpus" if twin == "run" else
+                                                                   "seed 4 \\(this run's: 3\\)")):
+        train_network(corpus, config, tmp_path / "out", resume=True, progress=False, evaluate=False)

@@ -218,6 +218,13 @@ class Trainer:
             raise LMBenchError(f"{self.out} already holds a run ({found(path).name}): pass --resume to continue it "
                                "or choose another --out directory")
         saved = read_checkpoint(path, self.fingerprint, self.config, fix=self.advice.other)
+        other = ([f"seed {saved['config']['seed']} (this run's: {self.config.seed})"]
+                 if saved["config"].get("seed", self.config.seed) != self.config.seed else [])
+        if saved.get("corpus", self.corpus_digest) != self.corpus_digest:  # (an older file records none)
+            other.append(f"trained on corpus {saved['corpus']} (this run's: {self.corpus_digest})")
+        if other:  # (another run's or seed's checkpoint in this run's place: resumed, it would end as neither)
+            raise LMBenchError(f"checkpoint {path} is another run's: {', '.join(other)}; " + (
+                self.advice.other or "resume it with the corpus and --seed it was trained with, or use another --out"))
         layout = (saved.get("batch", self.batches.batch), saved.get("steps"))
         if layout != (self.batches.batch, getattr(self.batches, "steps", None)):
             raise LMBenchError(f"checkpoint {path} was trained with {layout[0]} windows or lanes per update"
