@@ -32,6 +32,10 @@ files and log-probabilities is tests/test_hostile_round5_folders.py's.
   refused (its epoch's valid perplexity is not the best model's)
 - result.json of run, of seed and of lstm: same / same / same (its figures are the checkpoint's) -> unchanged
 - samples/mlp1.json of run and of lstm: same / same / drawn again without a word -> drawn again, saying so
+
+And 2 cases of an unfinished run (the last test): checkpoint.safetensors of run and of seed, resumed by the
+trainer: resumed as this run's, ending as neither -> refused in one line (another run's: trained on corpus X, or
+seed 4).
 """
 
 import json
