@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import textwrap
 from pathlib import Path
 
 
@@ -84,14 +85,15 @@ def draw(old: dict, new: dict, out: Path, title: str, by_epochs: bool = False) -
         best = min(p for _, p in old[row]["curve"])
         ax.axhline(best * 1.01, color="grey", linewidth=0.7, linestyle=":", label="today's best + 1%")
         top = max(max(p for _, p in run["curve"][1:] or run["curve"]) for run in (old[row], new[row]))
-        ax.set_ylim(best * 0.97, min(top, best * 1.6))
+        lowest = min(p for run in (old[row], new[row]) for _, p in run["curve"])  # (a new recipe may end below)
+        ax.set_ylim(min(best * 0.97, lowest * 0.98), min(top, best * 1.6))
         ax.set_title(row)
         ax.set_xlabel("epochs" if by_epochs else "training seconds")
         ax.set_ylabel("valid perplexity")
     for ax in list(axes.flat)[len(rows):]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
-    figure.suptitle(title)
+    figure.suptitle(textwrap.fill(title, 11 * columns + 40), fontsize=10)  # (wrapped to the figure's width)
     figure.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(out, metadata={"Date": None} if out.suffix == ".svg" else None)
