@@ -10,7 +10,7 @@ Public API
       (0.0, i.e. weight 1, for rows that are no context).
   Subclasses (Katz, Kneser-Ney) fill them in `_fit` through `set_parameters`, from their per-order
   `_conditional` (over all rows: `_estimate_in_memory`; block by block:
-  disk_counts.estimate_bounded); `arpa.read_arpa` fills them from a file. `score` and
+  disk_counts.estimate_bounded); `arpa_reader.read_arpa` fills them from a file. `score` and
   `distribution` are shared.
 `Listing(counts, min_count)`: which counted n-grams a back-off model lists under a count cutoff
   (SRILM's -gt3min, -gt4min, ...: n-grams of order >= 3 seen fewer than `min_count` times are left

@@ -110,9 +110,9 @@ def add_float64(parser) -> None:
 
 
 def run_build_binary(args: argparse.Namespace) -> dict:
-    """Read the ARPA file over its own words (checked, baselines.arpa) and write it as a binary file
+    """Read the ARPA file over its own words (checked, baselines.arpa_reader) and write it as a binary file
     (baselines.binary)."""
-    from baselines.arpa import read_arpa_own
+    from baselines.arpa_reader import read_arpa_own
     from baselines.binary import write_binary
     refuse_overwriting(args, {"out": args.out}, {"MODEL.arpa": args.arpa})
     started = time.perf_counter()
@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> dict:
         saved.save(args.save_logprobs, saved.scored_splits(model, corpus), corpus)
         result["logprobs"] = str(args.save_logprobs)
     if args.arpa:
-        from baselines.arpa import write_arpa
+        from baselines.arpa_writer import write_arpa
         started = time.perf_counter()
         result["arpa"] = {"path": str(args.arpa), "ngrams": write_arpa(model, corpus.vocab, args.arpa),
                           "seconds": round(time.perf_counter() - started, 3)}

@@ -118,7 +118,7 @@ def compare_lmplz(lmplz: str, orders=(3, 5)) -> list[dict]:
     distribution over our whole vocabulary (words of V absent from train included) rather than
     over the words of train; V's words absent from train then get lmplz's <unk> probability,
     which is exactly that uniform share."""
-    from baselines.arpa import read_arpa
+    from baselines.arpa_reader import read_arpa
     from baselines.kneser_ney import KneserNey
     from corpora.brown import load_brown
     from lmbench.model import split_perplexity

@@ -3,7 +3,7 @@ and samples raw text the way KenLM's Python module and nltk.lm do (docs/api.md).
 
 What `load` opens:
 - an ARPA file (`lmbench ngram --arpa`, KenLM's lmplz, SRILM): its vocabulary is the words of its
-  `\\1-grams:` section, `<unk>` first (`baselines.arpa.read_arpa_words`);
+  `\\1-grams:` section, `<unk>` first (`baselines.arpa_reader.read_arpa_words`);
 - a network run folder (`lmbench train --out`): its best model (`neural.training.checkpoint.load_network`),
   over the vocabulary of the corpus its corpus.json records (`corpora.record.load_recorded`);
 - a reproduction's work folder (`lmbench reproduce`, `runs/NAME`) and a row id in it (`row=`): a network
@@ -44,7 +44,8 @@ from typing import Iterator
 
 import numpy as np
 
-from baselines.arpa import LN10, LOG10_ZERO, read_arpa_own
+from baselines.arpa import LN10, LOG10_ZERO
+from baselines.arpa_reader import read_arpa_own
 from baselines.backoff import BackoffModel
 from baselines.binary import is_binary
 from corpora.record import load_recorded, read_record
@@ -411,7 +412,7 @@ def draw(p: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
 
 def markers(model: LanguageModel, vocab: Vocabulary) -> tuple[int | None, int | None]:
     """(begin, end) ids (module docstring): <s> and </s> where the model gives </s> a probability (an ARPA file
-    of KenLM or SRILM; `baselines.arpa` lists them at log10 0 for such tools, then they are no markers of
+    of KenLM or SRILM; `baselines.arpa_writer` lists them at log10 0 for such tools, then they are no markers of
     the corpus), else the corpus's unit end both times, else (None, None)."""
     if all(marker in vocab for marker in KENLM_MARKERS):
         end = vocab.id("</s>")

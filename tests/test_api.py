@@ -60,7 +60,7 @@ def test_a_loaded_row_gives_the_reports_test_perplexity(saved, row):
 
 
 def test_an_arpa_file_gives_its_models_test_perplexity(saved):
-    from baselines.arpa import read_arpa
+    from baselines.arpa_reader import read_arpa
     from mixing import saved as saved_logprobs
     model = lmbench.load(saved["arpa"])
     history = saved["texts"]["train"] + saved["texts"]["valid"]

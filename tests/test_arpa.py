@@ -6,7 +6,8 @@ import re
 import numpy as np
 import pytest
 
-from baselines.arpa import read_arpa, read_arpa_header, write_arpa
+from baselines.arpa_reader import read_arpa, read_arpa_header
+from baselines.arpa_writer import write_arpa
 from baselines.katz import Katz
 from baselines.kneser_ney import KneserNey, KneserNeyBackoff
 from baselines.unigram import AddOneUnigram

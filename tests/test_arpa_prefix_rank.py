@@ -1,6 +1,6 @@
 """The ARPA reader's tables where orders do not pack (issue 67's memory of loading): over more than 4,096 words an
 order-5 key needs 65 bits, so orders 5 and 6 are keyed by the row of their first words (baselines.counts), and the
-reader finds each entry's rows by walking the table's children (baselines.arpa._walk_gram) rather than by sorted
+reader finds each entry's rows by walking the table's children (baselines.arpa_reader._prefixes) rather than by sorted
 searches of whole columns. The table it builds must be the one the model was fitted with, and its refusals must
 still name the n-gram, decoded from its key."""
 
@@ -9,7 +9,9 @@ import re
 import numpy as np
 import pytest
 
-from baselines.arpa import ROWS_MAX, read_arpa, read_arpa_own, write_arpa
+from baselines.arpa_parser import ROWS_MAX
+from baselines.arpa_reader import read_arpa, read_arpa_own
+from baselines.arpa_writer import write_arpa
 from baselines.counts import packs
 from baselines.kneser_ney import KneserNey
 from lmbench.errors import LMBenchError

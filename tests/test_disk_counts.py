@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import baselines.counts
-from baselines.arpa import write_arpa
+from baselines.arpa_writer import write_arpa
 from baselines.counts import count_ngrams
 from baselines.disk_counts import Column, DiskCounts, Workspace, folder_name, build_identity, parse_size, workspace
 from baselines.katz import Katz

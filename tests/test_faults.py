@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from baselines.arpa import read_arpa, write_arpa
+from baselines.arpa_reader import read_arpa
+from baselines.arpa_writer import write_arpa
 from baselines.clustering import cached_cluster
 from baselines.kneser_ney import KneserNeyBackoff
 from corpora.ap import load_ap

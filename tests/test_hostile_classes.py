@@ -330,7 +330,7 @@ def test_mix_of_two_files_of_one_name_keeps_both(tmp_path, capsys, monkeypatch):
 
 @pytest.mark.parametrize("value, named", [("nan", "nan"), ("-inf", "-inf"), ("3.5", "3.5")])
 def test_an_arpa_probability_that_is_no_probability_is_refused(tmp_path, capsys, monkeypatch, value, named):
-    from baselines.arpa import read_arpa
+    from baselines.arpa_reader import read_arpa
     from corpora.text import load_text
     monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
     files = write_splits(tmp_path, train=zipf_text(2000, 40, 1), valid=zipf_text(300, 40, 2), test=zipf_text(300, 40, 3))

@@ -255,7 +255,8 @@ ARPA_REFUSALS = r"log10 probability|sums to|twice|none of its unigrams"
 @pytest.mark.parametrize("model", ("kneser-ney 3", "kneser-ney-backoff 2", "katz 4"))
 @pytest.mark.parametrize("lie", ARPA_LIES, ids=lambda lie: lie.__name__)
 def test_an_arpa_file_that_is_no_model_is_refused(tmp_path, model, lie):
-    from baselines.arpa import read_arpa, write_arpa
+    from baselines.arpa_reader import read_arpa
+    from baselines.arpa_writer import write_arpa
     corpus, models = _arpa_models()
     fitted = models[model].fit(corpus)
     path = tmp_path / "model.arpa"
@@ -273,7 +274,7 @@ SECTION_WORDS = ("\\2-grams:", "\\1-grams:", "\\end\\", "\\data\\", "\\3-grams:"
 
 @pytest.mark.parametrize("word", SECTION_WORDS)
 def test_ngram_arpa_writes_what_its_reader_reads_whatever_the_words(tmp_path, capsys, word):
-    from baselines.arpa import read_arpa
+    from baselines.arpa_reader import read_arpa
     from corpora.text import load_text
     from lmbench.model import split_perplexity
     from tests.helpers import markov_text

@@ -116,7 +116,7 @@ def test_a_sample_longer_than_the_bound_is_refused_in_one_line_before_a_word_is_
                                                                                        monkeypatch):
     """--words 100000 was accepted (hours for a network); the API took any number. SAMPLE_MAX now, stated
     by the refusal, before the model draws anything (the API) or loads (the command)."""
-    from baselines.arpa import write_arpa
+    from baselines.arpa_writer import write_arpa
     model = models["kn-3"]
 
     def refused(*args):
@@ -152,7 +152,7 @@ def whole_calls(model: TextModel, arpa) -> dict:
 def test_every_whole_number_of_the_api_takes_numpy_integers_and_refuses_bools_and_the_rest(models, tmp_path):
     """k and num_words as numpy integers (what np.argmax or a numpy array's length gives) were refused, k=True
     taken for 1; threads was not checked at all."""
-    from baselines.arpa import write_arpa
+    from baselines.arpa_writer import write_arpa
     model = models["kn-3"]
     arpa = tmp_path / "kn3.arpa"
     write_arpa(model.model, model.vocab, arpa)

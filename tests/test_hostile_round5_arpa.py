@@ -14,7 +14,7 @@ import warnings
 
 import pytest
 
-from baselines.arpa import read_arpa
+from baselines.arpa_reader import read_arpa
 from lmbench.errors import LMBenchError
 from tests.helpers import run_cli
 from tests.test_hostile_round5_streams import VOCAB, arpa_file

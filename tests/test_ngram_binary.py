@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import lmbench
-from baselines.arpa import read_arpa, read_arpa_own, write_arpa
+from baselines.arpa_reader import read_arpa, read_arpa_own
+from baselines.arpa_writer import write_arpa
 from baselines.binary import read_binary, write_binary
 from baselines.katz import Katz
 from baselines.kneser_ney import KneserNey, KneserNeyBackoff
@@ -242,7 +243,7 @@ def lmbench_main(argv):
 def test_the_reader_reads_a_file_a_block_at_a_time(arpa, tmp_path, monkeypatch):
     """Blocks far shorter than the file (and than some of its lines, which double the block): the same model,
     and a refusal names the entry of the section that holds the bad value, as with one block."""
-    import baselines.arpa
+    import baselines.arpa_parser
     whole, vocab = read_arpa_own(arpa)
     lines = arpa.read_text().split("\n")
     at = lines.index("\\3-grams:") + 40                               # an entry beyond the first blocks
@@ -251,7 +252,7 @@ def test_the_reader_reads_a_file_a_block_at_a_time(arpa, tmp_path, monkeypatch):
     bad.write_text("\n".join(lines))
     with pytest.raises(LMBenchError) as at_once:
         read_arpa(bad, vocab)
-    monkeypatch.setattr(baselines.arpa, "BLOCK", 16)
+    monkeypatch.setattr(baselines.arpa_parser, "BLOCK", 16)
     blocked, _ = read_arpa_own(arpa)
     for n in range(1, whole.order + 1):
         assert np.array_equal(blocked.table.keys[n], whole.table.keys[n])

@@ -69,7 +69,8 @@ def check_contract(name: str, tmp_path: Path, capsys) -> None:
     files = corpus_args(write_splits(tmp_path / name, **TEXTS))
     command = ["ngram", "--method", name, *files, *(["--classes", "20"] if "classes" in method.options else [])]
     if method.arpa:
-        from baselines.arpa import read_arpa, write_arpa
+        from baselines.arpa_reader import read_arpa
+        from baselines.arpa_writer import write_arpa
         write_arpa(model, corpus.vocab, tmp_path / f"{name}.arpa")
         read = read_arpa(tmp_path / f"{name}.arpa", corpus.vocab)
         np.testing.assert_allclose(split_logprobs(read, corpus, "valid"), valid, rtol=1e-5)
