@@ -40,7 +40,7 @@ Two things the documents alone do not give:
   sampling gets one draw of that term added (the paired interval widened by the seeds' variance of the
   difference; with 3 seeds the t's heavy tails make it wide, as 3 seeds warrant).
   `two_sided_p` gives a comparison's p-value from the same draws, for the Holm adjustment over a
-  report's claims (reports.claims); none of the draws beyond the threshold says only that p is below
+  report's claims (reports.significance); none of the draws beyond the threshold says only that p is below
   the bootstrap's resolution, 1 / RESAMPLES, and `p_text` prints it so ("< 1/10000").
 
 A split of fewer than MIN_BLOCKS blocks (a split of fewer than MIN_BLOCKS tokens: one token a block) gets

@@ -20,11 +20,12 @@ from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write_text, replaced_folder
 from lmbench.schema import check
 from reports import summary
-from reports.claims import NO_INTERVAL, TOO_FEW_NOTE, check_claims, decimals, seeds_advice
+from reports.claims import check_claims
 from reports.figures import DRAWING_CODE, draw_all, drawn_once
 from reports.markup import markdown_table, markdown_text
 from reports.provenance import code_state, stamp
 from reports.records import current_format, read_results, upgrade
+from reports.significance import NO_INTERVAL, TOO_FEW_NOTE, decimals, seeds_advice
 from reports.tables import PAPER_TABLE, _display, comparison, figure, to_markdown, write_tables
 
 log = logging.getLogger(__name__)
@@ -223,7 +224,7 @@ def _budget_note(results: dict) -> str | None:
 def _claims_note(claims: list[dict]) -> str | None:
     """`NO_INTERVAL` when the claims compare rows without intervals (results without blocks); else how
     many claims the report tests, what "after Holm" and "training randomness" say, and where a claim
-    rests on a network of one seed, the run that would cover it (reports.claims.seeds_advice)."""
+    rests on a network of one seed, the run that would cover it (reports.significance.seeds_advice)."""
     compared = [claim for claim in claims if "difference_ci95" in claim]
     if any(claim["verdict"].startswith(TOO_FEW) for claim in compared):
         return TOO_FEW_NOTE

@@ -11,261 +11,21 @@ those a claim names ("the best paper-shape network": the paper's network, equati
 its tables; "the best network": any family), never chosen on test; the evidence names it
 ("mlp9 (best on valid) 247.4 vs ...") and `best_on_valid` lists it.
 
-Every claim that compares rows is made of checks (`Check`: one row below or above another by more than
-a threshold, 0 for "A beats B"; or, for "gains little", within a margin of it on both sides), each with
-a paired bootstrap test on the rows' test blocks (lmbench.bootstrap.difference_draws): the claim
-records the relative perplexity `difference` (%), its 95% interval `difference_ci95` and whether it is
-`significant`, and its verdict reads "holds (-4.1%, 95% CI -5.0% to -3.2%)", "fails (...)" or "not
-significant (...)"; `comparisons` keeps every check's rows, difference, interval and p-value.
-
-Training randomness: where a compared row was run under several seeds (reports.pipeline.over_seeds),
-the check's interval also covers it (bootstrap.difference_draws: the paired interval widened by the
-seeds' spread of the difference, `difference_ci95_test` the interval without it); where a network
-behind a compared row has one seed, the claim says "one seed: training randomness not covered"
-(`training`) and `seeds_advice` names the rows a run under `--seeds 3` would cover.
-
-Many claims at once: each report tests every claim with an interval at 95%; `holm` adjusts their
-p-values (Holm's step-down, family-wise error 5% over the report's claims) and each claim gives its
-verdict after the adjustment (`holm`) beside its own.
-
-Results whose rows keep no blocks (written before rows kept them) keep the verdicts of the
-perplexities alone, "holds" or "does not hold", and no interval (`NO_INTERVAL`).
+Each claim is judged by reports.significance: the checks it is made of, a paired bootstrap test of each
+(with the training randomness of rows run under several seeds), its verdict and Holm's adjustment over
+a report's claims.
 """
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
-import numpy as np
-
-from lmbench.bootstrap import (MIN_BLOCKS, RESAMPLES, TOO_FEW, difference_draws, enough_blocks, p_text,
-                              percentile_interval, two_sided_p)
 from neural.families import FAMILIES
 from reports.experiments import INFINI_GRAM, NETWORKS_BEYOND_2003, PAPER_FAMILY, WITH_COUNTS
 from reports.records import network_of, paper_network
+from reports.significance import Check, compare, decimals, gap, judge, networks_behind, verdict_word, with_holm
 
-TOO_FEW_NOTE = (f"No interval: the test split holds fewer than {MIN_BLOCKS} bootstrap blocks, too few for one, so "
-                "no claim gets a verdict (\"too few blocks\"); score a longer test split.")
-NO_INTERVAL = ("No interval: these results keep no per-block sums of log-probabilities (written before rows "
-               "kept them), so the verdicts compare the perplexities alone; running the reproduction again "
-               "adds them (finished rows come from the row cache).")
-ALPHA = 0.05  # each claim's test, and the family-wise error of the Holm adjustment over a report's claims
-ONE_SEED = "one seed: training randomness not covered"
 EQUIVALENCE_MARGIN = 3.0  # %: "gains little" holds when the difference lies within +-3% (the paper's gain is 0.6%)
-
-
-class Check(NamedTuple):
-    """One comparison a claim makes: row `a`'s test perplexity lies below (`below`) or above row `b`'s,
-    by more than `threshold` % of b's: 100 (ppl_a / ppl_b - 1) < threshold (below) or > threshold; or,
-    with `within`, a two-sided equivalence: -within < 100 (ppl_a / ppl_b - 1) < within."""
-    a: str
-    b: str
-    threshold: float = 0.0
-    below: bool = True
-    within: float | None = None
-
-    def reach(self, low: float, high: float) -> float:
-        """How far an interval (low, high) of the difference (a point: low = high) reaches past the
-        claim's bound on the wrong side (negative: it stops short, all of it on the claim's side)."""
-        if self.within is not None:
-            return max(high - self.within, -self.within - low)
-        return high - self.threshold if self.below else self.threshold - low
-
-    def side(self, low: float, high: float) -> str:
-        """Where an interval lies: "holds" (all of it on the claim's side), "fails" (all on the other
-        side; for an equivalence: all beyond one of the margins) or "not significant"."""
-        if self.reach(low, high) < 0:
-            return "holds"
-        if self.within is not None:
-            beyond = low > self.within or high < -self.within
-        else:
-            beyond = low > self.threshold if self.below else high < self.threshold
-        return "fails" if beyond else "not significant"
-
-    def p_value(self, draws: np.ndarray, low: float, high: float) -> float:
-        """The bootstrap p-value of the check's verdict from the draws of the difference (%): twice the
-        share of the draws on the wrong side of the bound (at most 0.05 where the interval is on one
-        side of it); for an equivalence that holds, of the margin each draw is nearer to breaking."""
-        if self.within is None:
-            return two_sided_p(draws, self.threshold)
-        if self.side(low, high) == "fails":
-            return two_sided_p(draws, self.within if low > self.within else -self.within)
-        return float(min(1.0, 2 * max(np.mean(draws <= -self.within), np.mean(draws >= self.within))))
-
-    def claimed(self) -> str:
-        """What the claim asks, shown after a verdict where it is not "A beats B"."""
-        if self.within is not None:
-            return f"; claimed: within ±{self.within:g}%"
-        return "" if self.threshold == 0 else f"; claimed: {'below' if self.below else 'above'} {self.threshold:+.0f}%"
-
-
-def _networks(rows: dict, row_id: str) -> list[str]:
-    """The network rows behind a row: itself, or a mixture's network parts (none: an n-gram model)."""
-    row = rows[row_id]
-    if row.get("family"):
-        return [row_id]
-    return [part for part in row.get("parts") or () if rows.get(part, {}).get("family")]
-
-
-def _seeded(row: dict) -> list[float] | None:
-    """A row run under several seeds: its seeds' test perplexities in the order they ran (the run's seed
-    first, `seeds`); None for one run."""
-    found = [seed.get("test_ppl") for seed in row.get("seeds") or []]
-    return found if len(found) >= 2 and None not in found else None
-
-
-def _training(rows: dict, check: Check) -> dict | None:
-    """The training randomness of a check: None where no network is behind either row; else the seeds'
-    log(ppl_a / ppl_b) (`gaps`; a row of one run, an n-gram model or a network of one seed, the same in
-    every gap), and the networks of one seed (`one_seed`), whose randomness they leave out.
-
-    The seeds are paired by their index, a rule fixed before any figure is seen: the k-th seed of a with
-    the k-th seed of b, in the order each row ran them (`seeds`, the run's seed first), as many as the row
-    of fewer seeds has. For a mixture against its own network, the k-th seed of the mixture mixes the
-    k-th of the network, so the index is the one pairing that makes sense; between two networks trained
-    apart any pairing is as good as another, and choosing one after seeing the intervals (the narrowest
-    of the 6 pairings of 3 seeds) would be choosing the answer."""
-    networks = {side: _networks(rows, side) for side in (check.a, check.b)}
-    if not any(networks.values()):
-        return None
-    seeded = {side: _seeded(rows[side]) for side in (check.a, check.b)}
-    one_seed = sorted({net for side in (check.a, check.b) if seeded[side] is None for net in networks[side]})
-
-    def ppl(side: str, index: int) -> float:
-        return seeded[side][index] if seeded[side] else rows[side]["test_ppl"]
-
-    pairs = min((len(found) for found in seeded.values() if found), default=0)
-    gaps = [math.log(ppl(check.a, index)) - math.log(ppl(check.b, index)) for index in range(pairs)]
-    return {"gaps": gaps if len(gaps) >= 2 else None, "one_seed": one_seed}
-
-
-def _percent(log_ratio: np.ndarray) -> np.ndarray:
-    """log(ppl_a / ppl_b) as the relative difference ppl_a / ppl_b - 1, in %."""
-    return 100 * np.expm1(log_ratio)
-
-
-def _tested(rows: dict, check: Check) -> dict:
-    """A check's comparison: its rows, difference (%) and, when both rows keep their test blocks, the
-    paired bootstrap's 95% interval of it (with the training term where a row has seeds, and
-    `difference_ci95_test` without it), its p-value and where it lies (`Check.side`)."""
-    a, b = rows[check.a], rows[check.b]
-    found = {"a": check.a, "b": check.b,
-             **({"within": check.within} if check.within is not None else
-                {"relation": "below" if check.below else "above", "threshold": check.threshold}),
-             "difference": gap(a["test_ppl"], b["test_ppl"]), "difference_ci95": None, "p": None, "side": None}
-    training = _training(rows, check)
-    if training is not None:
-        found["one_seed"] = training["one_seed"]
-    blocks = [row.get("blocks", {}).get("test") for row in (a, b)]
-    if not all(blocks):
-        return found
-    if not enough_blocks(blocks[0]):  # no interval nor verdict (lmbench.bootstrap.enough_blocks)
-        found["side"] = TOO_FEW
-        return found
-    _, draws = difference_draws(*blocks)
-    interval = [float(bound) for bound in _percent(np.array(percentile_interval(draws)))]
-    if training is not None and training["gaps"]:
-        gaps = training["gaps"]
-        found.update(difference_ci95_test=interval, seeds=len(gaps), seed_differences=_percent(np.array(gaps)).tolist(),
-                     seed_sd=float(np.std(_percent(np.array(gaps)), ddof=1)))
-        _, draws = difference_draws(*blocks, gaps)
-        interval = [float(bound) for bound in _percent(np.array(percentile_interval(draws)))]
-    low, high = interval
-    p = check.p_value(_percent(draws), low, high)
-    found.update(difference_ci95=interval, side=check.side(low, high), p=max(p, 1 / RESAMPLES), p_text=p_text(p))
-    return found
-
-
-def _judged(rows: dict, checks: list[Check]) -> dict:
-    """The verdict of a claim made of `checks`, all of which must hold, and the numbers of the check that
-    decides it. With intervals: "holds" when every check's interval lies on the claim's side of its
-    bound, "fails" when one lies on the other side, else "not significant" (so a claim that a model
-    beats another is never "holds" while the interval crosses 0), with the difference, interval and
-    p-value of the deciding check (of the checks with that verdict, the one reaching furthest to the
-    wrong side); every check's in `comparisons`. Without intervals (a row keeps no blocks): "holds" or
-    "does not hold" on the perplexities alone."""
-    tested = [(check, _tested(rows, check)) for check in checks]
-    comparisons = [found for _, found in tested]
-    record = {"rows": list(dict.fromkeys(row for check in checks for row in (check.a, check.b))),
-              "comparisons": comparisons}
-    one_seed = sorted({net for found in comparisons for net in found.get("one_seed", [])})
-    trained = any("one_seed" in found for found in comparisons)
-    if trained:
-        seeds = [found["seeds"] for found in comparisons if "seeds" in found]
-        record["training"] = (f"{ONE_SEED} ({', '.join(one_seed)})" if one_seed else
-                              f"{min(seeds)} seeds: covered" if seeds else ONE_SEED)
-        record["one_seed"] = one_seed
-    few = [(check, found) for check, found in tested if found["side"] == TOO_FEW]
-    if few:  # no verdict: fewer test blocks than an interval needs
-        check, found = few[0]
-        return {**record, "verdict": f"{TOO_FEW} ({found['difference']:+.1f}%; fewer than {MIN_BLOCKS} test blocks)",
-                "difference": found["difference"], "difference_ci95": None, "significant": None,
-                "threshold": check.threshold, "p": None}
-    if any(found["side"] is None for found in comparisons):
-        check, found = max(tested, key=lambda cf: cf[0].reach(cf[1]["difference"], cf[1]["difference"]))
-        return {**record, "verdict": "holds" if check.reach(found["difference"], found["difference"]) < 0
-                else "does not hold", "difference": found["difference"], "difference_ci95": None,
-                "significant": None, "threshold": check.threshold, "p": None}
-    verdict = next((side for side in ("fails", "not significant") if any(f["side"] == side for f in comparisons)),
-                   "holds")
-    check, found = max(((c, f) for c, f in tested if f["side"] == verdict),
-                       key=lambda cf: cf[0].reach(*cf[1]["difference_ci95"]))
-    low, high = found["difference_ci95"]
-    places = decimals(found["difference"], low, high)
-    p_values = [f["p"] for f in comparisons if f["side"] == verdict]
-    return {**record,
-            "verdict": f"{verdict} ({found['difference']:+.{places}f}%, 95% CI {low:+.{places}f}% to "
-                       f"{high:+.{places}f}%{check.claimed()})",
-            "difference": found["difference"], "difference_ci95": found["difference_ci95"],
-            "significant": verdict != "not significant", "threshold": check.threshold,
-            **({"within": check.within} if check.within is not None else {}),
-            "p": min(p_values) if verdict == "fails" else max(p_values),
-            "p_text": next(f["p_text"] for f in comparisons if f["side"] == verdict and f["p"] == (
-                min(p_values) if verdict == "fails" else max(p_values)))}
-
-
-def holm(p_values: list[float]) -> list[float]:
-    """Holm's step-down adjustment of `p_values` (in their order): the i-th smallest of m becomes
-    max over j <= i of min(1, (m - j + 1) p_(j)); a claim is significant at family-wise error ALPHA
-    over all of them when its adjusted p-value is at most ALPHA."""
-    order = np.argsort(p_values, kind="stable")
-    m = len(p_values)
-    adjusted = np.empty(m)
-    running = 0.0
-    for rank, index in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p_values[index]))
-        adjusted[index] = running
-    return adjusted.tolist()
-
-
-def with_holm(claims: list[dict]) -> list[dict]:
-    """The claims with `p_holm` and `holm` (the verdict after Holm's adjustment over every claim with an
-    interval: its own where its adjusted p-value is at most ALPHA, else "not significant") on each of
-    those; `tested` on each of those: how many claims the report tests."""
-    tested = [claim for claim in claims if claim.get("p") is not None]
-    adjusted = iter(holm([claim["p"] for claim in tested]))
-    judged = []
-    for claim in claims:
-        if claim.get("p") is not None:
-            p_holm = next(adjusted)
-            word = claim["verdict"].split(" (")[0]
-            claim = {**claim, "p_holm": p_holm, "tested": len(tested),
-                     "holm": word if claim["significant"] and p_holm <= ALPHA else "not significant"}
-        judged.append(claim)
-    return judged
-
-
-def seeds_advice(claims: list[dict]) -> str | None:
-    """One line naming the networks of one seed that the claims rest on, and the run that covers their
-    training randomness (None: every claim's networks ran under seeds, or none has a network)."""
-    networks = sorted({net for claim in claims for net in claim.get("one_seed", [])})
-    if not networks:
-        return None
-    resting = sum(1 for claim in claims if claim.get("one_seed"))
-    return (f"{resting} claims rest on networks trained under one seed (training randomness not covered): run "
-            f"again with --seeds 3 --seeds-for {','.join(networks)} (make ... SEEDS=3 "
-            f"SEEDS_FOR={','.join(networks)}; the finished rows come from the row cache)")
 
 
 def _test(rows: dict, row_id: str) -> float | None:
@@ -321,16 +81,16 @@ def _ngram(row: dict, rows: dict) -> bool:
 
 def _claim(text: str, paper: str, rows: dict, checks: list[Check] | None, ours: str,
            best: tuple[Pick | None, ...] = (), paper_pair: tuple[str, str] | None = None) -> dict:
-    """A claim of the paper's: "not run" without checks (rows missing), else judged (`_judged`); `best`:
+    """A claim of the paper's: "not run" without checks (rows missing), else judged (`judge`); `best`:
     the rows it picked as the best on valid; `paper_pair`: the two rows of ours the paper's own
     comparison names (MLP10 and the class-based trigram), where the claim picks others, compared beside
     it (`paper_pair` of the record: its evidence, difference and paired interval; not part of the verdict)."""
     if not checks:
         return {"claim": text, "paper": paper, "ours": ours, "verdict": "not run"}
-    record = {"claim": text, "paper": paper, "ours": ours, **_judged(rows, checks), **_picked(best)}
+    record = {"claim": text, "paper": paper, "ours": ours, **judge(rows, checks), **_picked(best)}
     a, b = paper_pair or (None, None)
     if a and b and _test(rows, a) and _test(rows, b) and (a, b) != (checks[0].a, checks[0].b):
-        found = _tested(rows, Check(a, b, checks[0].threshold, checks[0].below))
+        found = compare(rows, Check(a, b, checks[0].threshold, checks[0].below))
         record["paper_pair"] = {"ours": versus((a, _test(rows, a)), (b, _test(rows, b))),
                                 **{key: found[key] for key in ("a", "b", "difference", "difference_ci95")}}
     return record
@@ -343,17 +103,6 @@ def _paper(ours: tuple[str, float], other: tuple[str, float], note: str = "") ->
     return (f"{ours[0]} {ours[1]:g} vs {other[0]} {other[1]:g}: {abs(difference):.1f}% "
             f"{'higher' if difference > 0 else 'lower'}{note}")
 
-
-def gap(ours: float, other: float) -> float:
-    """How far `ours` lies above `other`, in % of `other` (negative: below; the paper's "24% lower"
-    is 1 - nplm / ngram)."""
-    return 100 * (ours / other - 1)
-
-
-def decimals(*percents: float) -> int:
-    """The decimal places (1 to 3) that show every non-zero one of `percents` as non-zero, so that a
-    difference of 0.04% with its interval reads "-0.04%, 95% CI -0.05% to -0.03%", not "-0.0%"."""
-    return next((places for places in (1, 2) if all(round(p, places) != 0 for p in percents if p != 0)), 3)
 
 
 def _named(pick: tuple) -> str:
@@ -389,7 +138,7 @@ def at_budget(results: dict, claims: list[dict]) -> list[dict]:
     found = []
     for claim in claims:
         networks = dict.fromkeys(net for row_id in claim.get("rows") or () if row_id in rows
-                                 for net in _networks(rows, row_id))
+                                 for net in networks_behind(rows, row_id))
         grouped: dict[str, list[str]] = {}  # the same terms said once for every network they hold for
         for net in networks:
             words = row_terms(budget, rows[net])
@@ -398,7 +147,7 @@ def at_budget(results: dict, claims: list[dict]) -> list[dict]:
         terms = [f"{', '.join(nets)} {words}" for words, nets in grouped.items()]
         passed_over: dict[str, list[str]] = {}  # the candidates for a best not picked, cut short by the budget
         for net in dict.fromkeys(net for row_id in claim.get("candidates") or () if row_id in rows
-                                 for net in _networks(rows, row_id)):
+                                 for net in networks_behind(rows, row_id)):
             words = row_terms(budget, rows[net])
             if words and net not in networks:
                 passed_over.setdefault(words, []).append(net)
@@ -421,8 +170,6 @@ def _claims(results: dict) -> list[dict]:
     return paper_claims(rows, corpus) + [{**claim, "paper": "not in the paper (2003)"} for claim in ours]
 
 
-def _word(verdict: str) -> str:
-    return verdict.split(" (")[0]
 
 
 def by_grouping(results: dict, claims: list[dict]) -> list[dict]:
@@ -435,11 +182,11 @@ def by_grouping(results: dict, claims: list[dict]) -> list[dict]:
     tried = tried_groupings(results)
     if len(tried) < 2:
         return claims
-    verdicts = {groups: [_word(claim["verdict"]) for claim in _claims(at_grouping(results, groups))]
+    verdicts = {groups: [verdict_word(claim["verdict"]) for claim in _claims(at_grouping(results, groups))]
                 for groups in tried if groups != chosen}
     changed = []
     for index, claim in enumerate(claims):
-        words = {chosen: _word(claim["verdict"]), **{groups: found[index] for groups, found in verdicts.items()}}
+        words = {chosen: verdict_word(claim["verdict"]), **{groups: found[index] for groups, found in verdicts.items()}}
         if len(set(words.values())) > 1:
             def at(word: str) -> str:
                 return ", ".join(str(groups) for groups, found in words.items() if found == word and groups != chosen)
@@ -552,7 +299,7 @@ def _relation(rows: dict, text: str, better: tuple | None, worse: tuple | None) 
     """A claim on a user's corpus: row `better` has a lower test perplexity than row `worse`."""
     if not (better and worse):
         return {"claim": text, "ours": "missing rows", "verdict": "not run"}
-    return {"claim": text, "ours": versus(better, worse), **_judged(rows, [Check(better[0], worse[0])]),
+    return {"claim": text, "ours": versus(better, worse), **judge(rows, [Check(better[0], worse[0])]),
             **_picked((better, worse))}
 
 
@@ -590,7 +337,7 @@ def relations(rows: dict) -> list[dict]:
               if r["mix"] == "0.5/0.5" and _mixed_with_trigram(r, rows)]
     done = [(a, b) for a, b in halves if _test(rows, a) and _test(rows, b)]
     mixing = {"claim": "Mixing each network with the trigram (0.5/0.5) helps", "ours": _pairs(rows, done)}
-    claims.append({**mixing, **(_judged(rows, [Check(mixed, alone) for alone, mixed in done]) if done
+    claims.append({**mixing, **(judge(rows, [Check(mixed, alone) for alone, mixed in done]) if done
                                 else {"verdict": "not run"})})
     for family, short, long in [("Kneser-Ney back-off", "kn-backoff-3", "kn-backoff-5"),
                                 ("interpolated Kneser-Ney", "kn-interp-3", "kn-interp-5"),

@@ -938,7 +938,7 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
     network rows' training products (neural.precision: fp32, bf16 or auto; recorded in each row's config and cache
     key)."""
     from reports.build import build_report
-    from reports.claims import seeds_advice
+    from reports.significance import seeds_advice
     from reports.summary import RESULTS
 
     if corpus not in ROWS and not (corpus == "text" and text is not None):

@@ -290,13 +290,14 @@ def test_a_budgeted_verdict_names_its_budget_and_whether_validation_still_fell()
 def test_every_verdict_on_a_budgeted_network_names_the_budget():
     """results/ap89-1m-20m (every network at 21% of its recipe): each verdict that rests on a network says
     at what budget it was reached, and no verdict of the converged ap89-1m does."""
-    from reports.claims import _networks, check_claims
+    from reports.claims import check_claims
     from reports.records import load_results
+    from reports.significance import networks_behind
     from tests.test_quoted_figures import RESULTS
     budgeted = load_results(RESULTS / "ap89-1m-20m")
     rows = {row["id"]: row for row in budgeted["rows"]}
     judged = [claim for claim in check_claims(budgeted) if claim["verdict"] != "not run"]
-    on_networks = [claim for claim in judged if any(_networks(rows, row) for row in claim["rows"])]
+    on_networks = [claim for claim in judged if any(networks_behind(rows, row) for row in claim["rows"])]
     assert on_networks and len(on_networks) < len(judged)  # (and some rest on n-gram models alone)
     for claim in judged:
         named = ", under a budget: " in claim["verdict"] and "at 20m, 21% of its recipe" in claim["verdict"]

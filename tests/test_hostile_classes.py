@@ -293,7 +293,7 @@ def test_blocks_of_another_token_count_are_refused():
 
 def test_too_few_blocks_give_no_interval_and_no_verdict(caplog):
     from lmbench import bootstrap
-    from reports.claims import Check, _judged
+    from reports.significance import Check, judge
     few = {"logprob": [-5.0, -6.0, -5.5, -4.0, -6.5], "tokens": [1] * 5}     # a 5-token test split
     other = {"logprob": [-5.1, -6.0, -5.6, -4.2, -6.5], "tokens": [1] * 5}
     with caplog.at_level(logging.WARNING):
@@ -302,7 +302,7 @@ def test_too_few_blocks_give_no_interval_and_no_verdict(caplog):
     assert bootstrap.paired_splits(few, other)[1] is None
     rows = {"a": {"test_ppl": math.exp(27 / 5), "blocks": {"test": few}},
             "b": {"test_ppl": math.exp(27.4 / 5), "blocks": {"test": other}}}
-    judged = _judged(rows, [Check("a", "b")])
+    judged = judge(rows, [Check("a", "b")])
     assert judged["verdict"].startswith("too few blocks") and judged["difference_ci95"] is None
     assert judged["significant"] is None
     many = {"logprob": [-5.0] * bootstrap.MIN_BLOCKS, "tokens": [1] * bootstrap.MIN_BLOCKS}
