@@ -11,7 +11,7 @@ It also holds the fingerprints of what it scores:
 the token ids of valid and test), so that `mix_saved` refuses files that score different streams,
 however equal their lengths. A work folder's row file (reports.pipeline) also holds `row` and
 `row_fingerprint`, the id and fingerprint of the row it was written for, so that a file copied over another
-row's is not read as that row's (`reports.pipeline.Reproduction.made_for`).
+row's is not read as that row's (`reports.work_folder.made_for`).
 
 Reading checks the file is what it says: an .npz archive (not a text file named .npz, nor Python
 objects numpy would only read with allow_pickle), one finite log-probability <= 0 per token (and

@@ -11,7 +11,7 @@ What `load` opens:
   corpus the folder's corpus.json records (the folder keeps an n-gram row's log-probabilities, not its
   model; a refit is the same model, the method being deterministic, in seconds to minutes where the network
   took hours). A mixture row is no one model: load its parts. `row_model` is the same for a row whose
-  corpus is at hand (the pipeline's samples, `reports.pipeline.Reproduction.samples`).
+  corpus is at hand (the pipeline's samples, `reports.results_file.samples`).
 
 A `TextModel` carries its vocabulary and its tokenization: whitespace-separated tokens, a word outside the
 vocabulary read as `<unk>`. Sentence markers are the corpus's own (`markers`): KenLM's `<s>` and `</s>`
@@ -35,7 +35,6 @@ of the tokens the row ran on (a quick run's are the first of each file, its corp
 from __future__ import annotations
 
 import codecs
-import json
 import math
 import numbers
 import random
@@ -54,6 +53,7 @@ from lmbench.errors import LMBenchError
 from lmbench.files import DamagedFile, read_checked
 from lmbench.model import SAMPLE_MAX, LanguageModel, perplexity
 from lmbench.threads import THREADS_BOUND
+from reports.work_folder import NGRAM_RECORD, WorkFolder
 
 KENLM_MARKERS = ("<s>", "</s>")
 KENLM_FORM = object()  # `score`'s context when none is given: KenLM's score(text), not nltk.lm's score(word, context)
@@ -445,8 +445,8 @@ def load(path: str | Path, row: str | None = None, *, device: str = "auto", thre
                                "model file (lmbench build-binary): give one of them, a network run folder (lmbench "
                                "train --out) or a work folder (runs/NAME) with a row")
         return TextModel(*read_arpa_own(path), str(path))
-    if (path / "rows").is_dir():
-        return _row(path, row, device, threads)
+    if WorkFolder(path).is_work_folder():
+        return _row(WorkFolder(path), row, device, threads)
     if path.is_dir() and any((path / name).exists() for name in (*NETWORK_FILES, "corpus.json")):
         if row is not None:
             raise LMBenchError(f"row {row!r}: {path} is a network run folder, which holds one model; a row names a "
@@ -464,12 +464,8 @@ def holds_network(path: str | Path, row: str | None = None) -> bool:
     path = Path(path)
     if path.is_file() or not path.is_dir():
         return False
-    if not (path / "rows").is_dir():
-        return True
-    try:
-        return json.loads((path / "rows" / f"{row}.json").read_text(encoding="utf-8")).get("kind") == "network"
-    except (OSError, ValueError, AttributeError, TypeError):
-        return False
+    work = WorkFolder(path)
+    return not work.is_work_folder() or work.row_kind(row) == "network"
 
 
 def _binary(path: Path, fix: str = "") -> tuple[LanguageModel, Vocabulary]:
@@ -490,82 +486,41 @@ def _network(run: Path, vocab: Vocabulary, device: str, threads: int | None, nam
                                   expected=expected, fix=fix), vocab, name)
 
 
-KEPT_VOCABULARY = "vocab.json"  # a work folder's vocabulary, what a network row is read over (`kept_vocabulary`)
-
-
-def kept_model(work: Path, row_id: str, fingerprint: str) -> Path:
-    """Where a work folder keeps the model of its n-gram row (a binary model file, baselines.binary, float64:
-    written by reports.pipeline when the row is fitted), under the row's fingerprint as a network's training
-    folder is."""
-    return Path(work) / "ngram" / f"{row_id}-{fingerprint}.lmb"
-
-
-def kept_vocabulary(work: Path) -> Path:
-    """Where a work folder keeps its corpus's vocabulary (written by reports.pipeline with corpus.json)."""
-    return Path(work) / KEPT_VOCABULARY
-
-
-def _row(work: Path, row: str | None, device: str, threads: int | None) -> TextModel:
+def _row(work: WorkFolder, row: str | None, device: str, threads: int | None) -> TextModel:
     """Row `row` of the work folder `work` (`row_model`), from what the folder keeps."""
-    saved = sorted(path.name[:-len(".json")] for path in (work / "rows").glob("*.json"))
+    saved = work.row_ids()
     if row is None or row not in saved:
         asked = "name one of its rows" if row is None else f"it holds no row {row!r}"
-        raise LMBenchError(f"{work} is a work folder: {asked} (row=ID, --row ID): {', '.join(saved) or 'none run yet'}")
-    record = read_checked(work / "rows" / f"{row}.json", _row_record, what="cached row",
-                          fix=f"delete it and run its `lmbench reproduce` command again, which runs row {row} again")
+        raise LMBenchError(f"{work.path} is a work folder: {asked} (row=ID, --row ID): "
+                           f"{', '.join(saved) or 'none run yet'}")
+    record = work.record(row, fix=f"delete it and run its `lmbench reproduce` command again, which runs row {row} "
+                                  "again")
     if record["kind"] == "mix":
-        raise LMBenchError(f"row {row} of {work} mixes {', '.join(record['parts'])}: a mixture is no one saved "
+        raise LMBenchError(f"row {row} of {work.path} mixes {', '.join(record['parts'])}: a mixture is no one saved "
                            f"model; load a part (row={record['parts'][0]!r})")
-    return row_model(work, record, device=device, threads=threads)
-
-
-NGRAM_RECORD = ("method", "n", "classes", "min_ngram_count", "cluster_passes")  # refits an n-gram row (NGramOptions)
-
-
-def _row_record(path: Path) -> dict:
-    """A work folder's rows/ID.json as `load` reads it: an object with the id, kind and fingerprint that every
-    row's record holds, a mixture's parts; ValueError naming what is missing or of the wrong type (read_checked
-    makes it one line)."""
-    record = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(record, dict):
-        raise ValueError(f"it holds a JSON {type(record).__name__}, not a row's record (an object)")
-    for key in ("id", "kind", "fingerprint"):
-        if key not in record:
-            raise ValueError(f"it has no {key}")
-        if not isinstance(record[key], str):
-            raise ValueError(f"its {key} is {record[key]!r:.40}, not a string")
-    if record["kind"] not in ("ngram", "network", "mix"):
-        raise ValueError(f"its kind {record['kind']!r:.40} is none of a row's (ngram, network, mix)")
-    if path.name.endswith(".json") and record["id"] != path.name[:-len(".json")]:  # (another row's, copied here)
-        raise ValueError(f"it is the record of row {record['id']!r:.40}, not of row {path.name[:-len('.json')]!r}")
-    missing = [key for key in NGRAM_RECORD if key not in record] if record["kind"] == "ngram" else []
-    if missing:
-        raise ValueError(f"it is an n-gram row's without its {', '.join(missing)}")
-    parts = record.get("parts")
-    if record["kind"] == "mix" and not (isinstance(parts, list) and parts and all(isinstance(p, str) for p in parts)):
-        raise ValueError(f"it is a mixture whose parts are {parts!r:.60}, not a list of row ids")
-    return record
+    return row_model(work.path, record, device=device, threads=threads)
 
 
 def row_model(work: Path, record: dict, corpus=None, *, device: str = "auto", threads: int | None = None) -> TextModel:
     """The model of a row of work folder `work` (`record`: its rows/ID.json, or its row of results.json): a
     network row's best model from its training folder (`nplm/ID-FINGERPRINT`) over the vocabulary the folder
-    keeps (`kept_vocabulary`), an n-gram row's kept model (`kept_model`). A folder made before they were kept
+    keeps, an n-gram row's kept model (reports.work_folder). A folder made before they were kept
     is read over `corpus` (the corpus it ran on; None: the one its corpus.json records, loaded), an n-gram row
     refitted on it (every method is deterministic)."""
-    work = Path(work)
+    folder_of_rows = WorkFolder(work)
+    work = folder_of_rows.path
     name = f"{work}:{record['id']}"
     if record["kind"] == "network":
-        folder = work / "nplm" / f"{record['id']}-{record['fingerprint']}"
+        folder = folder_of_rows.network_folder(record["id"], record["fingerprint"])
         config = record.get("config") if isinstance(record.get("config"), dict) else {}
         own = dict(expected={"model": record.get("family"), **config, "corpus": _recorded_digest(work)}, fix=(
             f"it is not row {record['id']}'s ({record.get('family')}); delete {folder} and run its `lmbench "
             f"reproduce` command again, which trains row {record['id']} again"))
-        if corpus is None and kept_vocabulary(work).is_file():
-            return _network(folder, Vocabulary.load(kept_vocabulary(work)), device, threads, name, **own)
+        if corpus is None and folder_of_rows.vocabulary_path.is_file():
+            return _network(folder, Vocabulary.load(folder_of_rows.vocabulary_path), device, threads, name, **own)
         corpus = corpus if corpus is not None else _recorded(work, record, "its vocabulary")
         return _network(folder, corpus.vocab, device, threads, name, **own)
-    kept = kept_model(work, record["id"], record["fingerprint"])
+    kept = folder_of_rows.model_path(record["id"], record["fingerprint"])
     if kept.is_file():
         from baselines.binary import kept_row
         fix = f"delete it and run its `lmbench reproduce` command again, which fits row {record['id']} again"
@@ -610,7 +565,7 @@ def _same_corpus(work: Path, record: dict, corpus) -> None:
     is not the one row `record` was made from: the vocabulary and valid and test tokens its saved
     log-probabilities record (logprobs/ID.npz, mixing.saved; a corpus.json whose slice or options were edited)."""
     from mixing import saved
-    path = work / "logprobs" / f"{record['id']}.npz"
+    path = WorkFolder(work).logprobs_path(record["id"])
     if not path.is_file():
         return
     made = saved.load(path)

@@ -44,9 +44,9 @@ import logging
 import math
 import re
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from lmbench.errors import LMBenchError
 from lmbench.files import READ_ERRORS, atomic_write_text
@@ -61,7 +61,6 @@ log = logging.getLogger(__name__)
 RULES = {"complete": "as many networks as fit trained to their recipe's end, the quickest first",  # complete_first
          "flops": "equal training FLOPs per network row",  # weight 1 / FLOPs per update: x = the FLOPs of each
          "recipe": "the same share of every network's recipe"}  # weight: its recipe's updates; x = the share (<= 1)
-FILE = "budget.json"  # in the work folder: the budget's updates per row, read again by a re-run of the same budget
 
 
 def parse_budget(text: str) -> float | str | None:
@@ -206,7 +205,25 @@ def complete_first(costs: dict[str, float], update_seconds: dict[str, float], fu
         complete.pop()
 
 
-def resolve(reproduction, asked: str | None, flops_budget: float | None, rule: str = "complete") -> dict | None:
+@dataclass
+class NetworkPlan:
+    """What a budget is shared over, as the pipeline hands it (reports.pipeline.Reproduction.budget_plan): the
+    network rows (no seed copy, none left out), each one's runs (1 + its seed copies), its training configuration
+    at its recipe's length (`config`) and its pace here (`pace`, measured once a run), the corpus, the work
+    folder's budget.json (`kept`), the rows at once (`lanes`), when the run started (time.time()), and the
+    expected seconds of the rows with no network (`other_seconds`)."""
+    rows: list
+    copies: dict[str, int]
+    config: Callable
+    pace: Callable
+    corpus: object
+    kept: Path
+    lanes: int
+    started: float
+    other_seconds: float
+
+
+def resolve(plan: NetworkPlan, asked: str | None, flops_budget: float | None, rule: str = "complete") -> dict | None:
     """The run's budget record (None: no budget, the recipes' own lengths): {"asked", "rule", "flops_per_row"
     (the flops rule's) or "share" (the recipe rule's), "seconds", "rows": {row id: {"updates", "flops",
     "update_seconds", ...}}}, from `asked` (a wall time, or a results.json recorded budget) or
@@ -215,27 +232,26 @@ def resolve(reproduction, asked: str | None, flops_budget: float | None, rule: s
     spec = parse_budget(asked) if asked is not None else None
     if spec is None and flops_budget is None:
         return None
-    networks = [row for row in reproduction.rows if row.family and row.id not in reproduction.original
-                and row.id not in reproduction.left_out]
+    networks = plan.rows
     if not networks:  # (--only ngram: nothing to budget)
         return None
     if isinstance(spec, str):  # a recorded budget: the same updates per row, wherever it runs
-        return recorded_budget(Path(spec), reproduction, networks)
-    kept = reproduction.work / FILE
-    lanes = reproduction.lanes()  # (a flops budget is the same however the rows are placed)
+        return recorded_budget(Path(spec), plan)
+    kept = plan.kept  # read again by a re-run of the same budget
+    lanes = plan.lanes  # (a flops budget is the same however the rows are placed)
     key = {"asked": asked, "flops_per_row": flops_budget, "rule": rule, "rows": sorted(row.id for row in networks),
            **({"rows_at_once": lanes} if lanes > 1 and flops_budget is None else {})}
     record = _kept(kept, networks)
     if record is not None and record["key"] == key:
         log.info("budget: the updates per row of %s (%s)", kept, asked or f"{flops_budget:g} FLOPs")
         return record["budget"]
-    corpus = reproduction.corpus
+    corpus = plan.corpus
     tokens = {split: len(corpus.split(split)) for split in ("train", "valid", "test")}
-    configs = {row.id: reproduction.training_config(row, budgeted=False) for row in networks}
-    speeds = {row.id: reproduction.speed(row) for row in networks}  # (measured once a run)
+    configs = {row.id: plan.config(row) for row in networks}
+    speeds = {row.id: plan.pace(row) for row in networks}  # (measured once a run)
     flops = {r: flops_per_update(configs[r], len(corpus.vocab), speeds[r]) for r in configs}
     paper = {row.id: bool(row.paper_model) for row in networks}
-    copies = {row.id: 1 + len(reproduction.seeded.get(row.id, ())) for row in networks}  # the seeds train it again
+    copies = plan.copies  # the seeds train a row again
 
     def single(r: str, updates: int) -> float:  # one run of row r: its updates and the rest
         return expected_seconds(configs[r], speeds[r], updates, tokens, paper[r])
@@ -249,8 +265,8 @@ def resolve(reproduction, asked: str | None, flops_budget: float | None, rule: s
         seconds = None
     else:
         seconds = spec
-        spent = time.time() - reproduction.started  # the corpus loaded and the networks' paces measured
-        left = seconds - reproduction.seconds_without_networks() - spent - REPORT_SECONDS
+        spent = time.time() - plan.started  # the corpus loaded and the networks' paces measured
+        left = seconds - plan.other_seconds - spent - REPORT_SECONDS
         paces = {r: speeds[r].update_seconds * copies[r] for r in flops}
         if rule == "complete":
             costs = {r: full[r] * paces[r] + apart(r, full[r]) for r in flops}
@@ -264,10 +280,10 @@ def resolve(reproduction, asked: str | None, flops_budget: float | None, rule: s
         if seconds is None:
             raise LMBenchError(f"--budget-flops {flops_budget:g} is less than one update of {', '.join(short)}: "
                                f"give at least {need:.2g}")
-        smallest = (reproduction.seconds_without_networks() + sum(apart(r, 1) for r in flops)
+        smallest = (plan.other_seconds + sum(apart(r, 1) for r in flops)
                     + sum(copies[r] * speeds[r].update_seconds * need / flops[r] for r in flops))
         raise LMBenchError(f"--budget {asked} leaves {', '.join(short)} less than one update after the rest of the "
-                           f"run (about {reproduction.seconds_without_networks() / 60:.0f} min here): give at least "
+                           f"run (about {plan.other_seconds / 60:.0f} min here): give at least "
                            f"{math.ceil(smallest / 60)}m")
     rule = rule if flops_budget is None else "flops"
     budget = {"asked": asked if asked is not None else f"{flops_budget:g} FLOPs per network row",
@@ -323,10 +339,11 @@ def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def recorded_budget(path: Path, reproduction, networks: list) -> dict:
+def recorded_budget(path: Path, plan: NetworkPlan) -> dict:
     """The budget another run recorded in its results.json, for the same network rows of the same corpus:
     refused in one line where that run's corpus is another (its token counts, `<unk>` counts or |V|), or a
     row's updates are no whole number from 1 to its recipe's length on this corpus (a file edited by hand)."""
+    networks = plan.rows
     rows = [row.id for row in networks]
     try:
         recorded = json.loads(path.read_text(encoding="utf-8"))
@@ -340,7 +357,7 @@ def recorded_budget(path: Path, reproduction, networks: list) -> dict:
     if not isinstance(budget, dict) or not isinstance(budget.get("rows"), dict):
         raise LMBenchError(f"--budget {path}: its budget record is damaged (no rows): give a wall time or the "
                            "results.json of a budgeted run")
-    here = reproduction.corpus.summary()
+    here = plan.corpus.summary()
     there = recorded.get("corpus_summary") or {}
     if not isinstance(there, dict):
         there = {}  # (refused below as another corpus's)
@@ -367,7 +384,7 @@ def recorded_budget(path: Path, reproduction, networks: list) -> dict:
         whole = isinstance(updates, int) and not isinstance(updates, bool)
         full = planned.get("recipe_updates")  # (the recording run's; a record from before it kept one: today's)
         if not (isinstance(full, int) and full >= 1):
-            full = (recipe_updates(reproduction.training_config(row, budgeted=False), per_epoch)
+            full = (recipe_updates(plan.config(row), per_epoch)
                     if isinstance(per_epoch, int) and not isinstance(per_epoch, bool) and per_epoch >= 1 else None)
         if not whole or updates < 1 or full is None or updates > full:
             raise LMBenchError(f"--budget {path}: its updates for {row.id} ({updates!r}) are not a whole number "

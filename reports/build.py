@@ -171,7 +171,7 @@ SAMPLES_HEADING = "Samples: the same text continued by each kind of model"
 
 
 def _samples(results: dict) -> tuple[str, pd.DataFrame] | None:
-    """The note and the table of results.json's `samples` (reports.pipeline.Reproduction.samples): each
+    """The note and the table of results.json's `samples` (reports.results_file.samples): each
     continuation a row, under its model's label and test perplexity."""
     samples = results.get("samples")
     if not samples:

@@ -166,7 +166,7 @@ def register(subparsers) -> None:
 
 def _text_corpus(args: argparse.Namespace):
     """The user's corpus of `reproduce text`; None for the paper's corpora (which take none of its options)."""
-    from reports.pipeline import TextCorpus
+    from reports.settings import TextCorpus
     files = {split: getattr(args, split) for split in ("train", "valid", "test")}
     if args.corpus != "text":
         given = [f"--{option.replace('_', '-')}" for option in ("train", "valid", "test", "corpus_file", "corpus_split", "name",
@@ -190,7 +190,7 @@ def _text_corpus(args: argparse.Namespace):
 
 
 def _report_dir(args: argparse.Namespace) -> Path:
-    from reports.pipeline import USER_REPORTS, report_name
+    from reports.settings import USER_REPORTS, report_name
     return args.report_dir or USER_REPORTS / report_name(args.corpus, args.quick,
                                                        (args.name or "text") if args.corpus == "text" else None)
 
@@ -248,7 +248,8 @@ def refuse_contradictions(args: argparse.Namespace) -> None:
 
 
 def run_reproduce(args: argparse.Namespace) -> dict:
-    from reports.pipeline import reproduce, report_name
+    from reports.pipeline import reproduce
+    from reports.settings import report_name
     refuse_contradictions(args)
     text = _text_corpus(args)
     report_dir = _report_dir(args)

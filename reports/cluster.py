@@ -4,7 +4,7 @@ once) and `reproduce --cluster ADDRESS` (a running cluster: `ray start --head` o
 
 The corpus goes to the object store once (`ray.put`). Each n-gram or network row is a task that declares
 what it needs (CPU threads; half a GPU for a network where the cluster has GPUs; an n-gram row's counts
-as memory), runs `Reproduction.run_row` on whichever node Ray places it, and returns its record and its
+as memory), runs `RowRunner.run` (reports.row_runner) on whichever node Ray places it, and returns its record and its
 log-probabilities to this process, which alone writes the row cache, results.json and the report: a
 worker node needs the project installed and nothing else, no shared folder and no corpus file. A
 network trains in the run's work folder where the node sees it (this machine, a shared disk), so that a
@@ -16,8 +16,8 @@ A task whose worker process or node dies is run again (`RETRIES`, Ray's own retr
 row itself (NaN, a bad option) is raised here as it would be in one process. Ctrl-C cancels this run's
 tasks, the rows finished so far being cached already. An address where no Ray answers, a row asking
 more of a resource than any node has, or a `--jobs K` whose rows this machine's memory cannot hold, is
-refused in one line before any row runs. Only reports.pipeline imports this module, and only for one of
-the two options: a default run imports nothing of Ray.
+refused in one line before any row runs. `OnRay` is the scheduler (reports.schedule) of those two options;
+only reports.pipeline imports this module, and only for them: a default run imports nothing of Ray.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import sys
 import tempfile
 import threading
 from contextlib import contextmanager
-from copy import copy
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import ray
@@ -43,8 +43,10 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from lmbench.errors import LMBenchError
 from lmbench.memory import available_memory
-from reports.estimate import RunProgress
 from reports.experiments import Row
+from reports.row_runner import RowJob, RowRunner
+from reports.schedule import RowCache
+from reports.work_folder import WorkFolder
 
 log = logging.getLogger(__name__)
 
@@ -92,13 +94,12 @@ def signal_handlers_kept():
                 signal.signal(signum, handler)
 
 
-def start_ray(reproduction, slots: int, per_row: int, store_bytes: int) -> None:
-    """Join the cluster at --cluster's address, or start an embedded Ray here holding `slots` rows of
+def start_ray(address: str | None, slots: int, per_row: int, store_bytes: int) -> None:
+    """Join the cluster at --cluster's `address`, or (None) start an embedded Ray here holding `slots` rows of
     `per_row` threads each; one line naming the address where no Ray answers there."""
-    if reproduction.cluster is None:
+    if address is None:
         start_embedded(slots * per_row, store_bytes)
         return
-    address = reproduction.cluster
     check_address(address)
     try:
         with signal_handlers_kept():
@@ -261,89 +262,103 @@ def check_resources(rows: list[Row], options: dict[str, dict], where: str) -> No
 
 
 @ray.remote
-def run_row_task(reproduction, corpus, row: Row, starts) -> tuple[dict, dict]:
-    """A row run on a node of the cluster: `Reproduction.run_row`, the corpus from the object store; its
+def run_row_task(runner: RowRunner, corpus, job: RowJob, starts) -> tuple[dict, dict]:
+    """A row run on a node of the cluster by `runner` (reports.row_runner), the corpus from the object store; its
     start told to the driver through `starts` (a ray.util.queue.Queue: the row's id and this host)."""
     try:
-        starts.put((row.id, platform.node()))
+        starts.put((job.row.id, platform.node()))
     except ray.exceptions.RayError:  # (the driver's queue gone: the bar is an aid, never a row's failure)
         pass
-    reproduction.corpus = corpus
-    if not Path(reproduction.work).is_dir():  # not this node's to see: its own temporary space
-        reproduction.work = Path(tempfile.gettempdir()) / "lmbench-rows" / reproduction.digest
-    result, logprobs = reproduction.run_row(row)
+    work = runner.work
+    if not work.path.is_dir():  # not this node's to see: its own temporary space
+        work = WorkFolder(Path(tempfile.gettempdir()) / "lmbench-rows" / runner.digest)
+    result, logprobs = replace(runner, corpus=corpus, work=work).run(job)
     result["node"] = {"host": platform.node(), "ray_node": ray.get_runtime_context().get_node_id()}
     return result, logprobs
 
 
-def run_on_ray(reproduction, skip: frozenset[str], results: dict, progress: RunProgress) -> None:
-    """Put every row's result into `results` (reports.pipeline.Reproduction.run_rows): read from the row
-    cache, or run as a Ray task (a mixture here, once its parts are in), written to the row cache as it
-    comes back."""
-    to_run, mixtures = [], []
-    for row in reproduction.staged_rows():
-        waiting = {r.id for r in to_run + mixtures}
-        if any(part in waiting for part in row.parts):
-            mixtures.append(row)  # after its parts
-        elif reproduction.list_not_run(row, skip, results, progress):
-            continue
-        elif (cached := reproduction.read_cached(row, progress)) is not None:
-            results[row.id] = cached
-        elif row.kind == "mix":
-            mixtures.append(row)
-        else:
-            to_run.append(row)
-    if not to_run:  # (nothing for Ray: the mixtures left run here)
-        run_ready_mixtures(reproduction, mixtures, skip, results, progress)
-        return
-    expected = reproduction.estimate.get("rows", {})
-    to_run.sort(key=lambda r: -(expected.get(r.id) or 0.0))  # the longest first: the run ends soonest
-    per_row = reproduction.row_threads()
-    train_tokens = len(reproduction.corpus.train)
-    slots = min(reproduction.jobs, len(to_run))  # never more rows at once than rows to run
-    if reproduction.cluster is None:
-        largest = max(row_memory(row, train_tokens) for row in to_run)
-        have = available_memory()
-        if slots * largest > have:
-            raise LMBenchError(f"--jobs {reproduction.jobs}: {slots} rows at once would hold about "
-                               f"{slots * largest / 2**30:.1f} GiB and this machine has {have / 2**30:.1f} GiB "
-                               f"available: give --jobs {max(1, have // largest)} or fewer")
-    corpus_bytes = sum(reproduction.corpus.split(split).nbytes for split in ("train", "valid", "test"))
-    start_ray(reproduction, slots, per_row, max(OBJECT_STORE_BYTES, 4 * corpus_bytes))
-    try:
+@dataclass
+class OnRay:
+    """The rows as tasks of Ray (module docstring): `jobs` rows at once on an embedded Ray of this machine, or
+    on the running cluster at `cluster`; `per_row`: each row's CPU threads; `expected`: each row's expected
+    seconds (the longest are sent first)."""
+    jobs: int
+    cluster: str | None
+    per_row: int
+    expected: dict = field(default_factory=dict)
+
+    def run(self, jobs: list[RowJob], rows: RowCache, results: dict) -> None:
+        """Put every row's record into `results`: read from the row cache, or run as a Ray task (a mixture
+        here, once its parts are in), written to the row cache as it comes back."""
+        to_run, mixtures = [], []
+        for job in jobs:
+            waiting = {j.row.id for j in to_run + mixtures}
+            if any(part in waiting for part in job.row.parts):
+                mixtures.append(job)  # after its parts
+            elif (cached := rows.read(job)) is not None:
+                results[job.row.id] = cached
+            elif job.row.kind == "mix":
+                mixtures.append(job)
+            else:
+                to_run.append(job)
+        if not to_run:  # (nothing for Ray: the mixtures left run here)
+            run_ready_mixtures(mixtures, rows, results)
+            return
+        to_run.sort(key=lambda j: -(self.expected.get(j.row.id) or 0.0))  # the longest first: the run ends soonest
+        corpus = rows.runner.corpus
+        train_tokens = len(corpus.train)
+        slots = min(self.jobs, len(to_run))  # never more rows at once than rows to run
+        if self.cluster is None:
+            largest = max(row_memory(job.row, train_tokens) for job in to_run)
+            have = available_memory()
+            if slots * largest > have:
+                raise LMBenchError(f"--jobs {self.jobs}: {slots} rows at once would hold about "
+                                   f"{slots * largest / 2**30:.1f} GiB and this machine has {have / 2**30:.1f} GiB "
+                                   f"available: give --jobs {max(1, have // largest)} or fewer")
+        corpus_bytes = sum(corpus.split(split).nbytes for split in ("train", "valid", "test"))
+        start_ray(self.cluster, slots, self.per_row, max(OBJECT_STORE_BYTES, 4 * corpus_bytes))
+        try:
+            self._run_tasks(to_run, mixtures, rows, results)
+        finally:
+            ray.shutdown()
+
+    def _run_tasks(self, to_run: list[RowJob], mixtures: list[RowJob], rows: RowCache, results: dict) -> None:
+        progress = rows.progress
         gpus = ray.cluster_resources().get("GPU", 0) > 0
-        options = {row.id: task_options(row, per_row, train_tokens, gpus) for row in to_run}
-        check_resources(to_run, options, f"the cluster at {reproduction.cluster}" if reproduction.cluster
+        train_tokens = len(rows.runner.corpus.train)
+        options = {job.row.id: task_options(job.row, self.per_row, train_tokens, gpus) for job in to_run}
+        check_resources([job.row for job in to_run], options, f"the cluster at {self.cluster}" if self.cluster
                         else "this machine's Ray")
-        run_ready_mixtures(reproduction, mixtures, skip, results, progress)  # (those whose parts were cached)
-        sent = copy(reproduction)  # what a task needs of the run, the corpus apart (in the object store)
-        sent.corpus, sent.threads = None, per_row
-        corpus_ref, sent_ref = ray.put(reproduction.corpus), ray.put(sent)
+        run_ready_mixtures(mixtures, rows, results)  # (those whose parts were cached)
+        # what a task needs of the run: the runner at the rows' threads, the corpus apart (in the object store)
+        corpus_ref = ray.put(rows.runner.corpus)
+        runner_ref = ray.put(replace(rows.runner, corpus=None, threads=self.per_row))
         # the rows' starts, for the bar: an actor on this process's node (a node removed takes none of it),
         # holding no CPU a row's task would need
         starts = Queue(actor_options={"num_cpus": 0, "scheduling_strategy": NodeAffinitySchedulingStrategy(
             ray.get_runtime_context().get_node_id(), soft=True)})
-        pending = {run_row_task.options(**options[row.id]).remote(sent_ref, corpus_ref, row, starts): row
-                   for row in to_run}
+        pending = {run_row_task.options(**options[job.row.id]).remote(runner_ref, corpus_ref, job, starts): job
+                   for job in to_run}
         log.info("reproduce: %d rows as Ray tasks on %d node(s), %d CPU thread(s) each, %d at once here at most",
-                 len(to_run), sum(bool(node.get("Alive")) for node in ray.nodes()), per_row, slots)
+                 len(to_run), sum(bool(node.get("Alive")) for node in ray.nodes()), self.per_row,
+                 min(self.jobs, len(to_run)))
 
         def take(ref) -> None:
-            row = pending.pop(ref)
+            job = pending.pop(ref)
             try:
                 result, logprobs = ray.get(ref)
             except ray.exceptions.RayTaskError as error:  # the row's own error, as one process would raise it
                 raise error.cause if isinstance(error.cause, BaseException) else error from None
             except ray.exceptions.RayError as error:  # its worker or node lost more times than it is retried
                 detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-                raise LMBenchError(f"row {row.id}: its task was lost {RETRIES + 1} times ({type(error).__name__}: "
+                raise LMBenchError(f"row {job.row.id}: its task was lost {RETRIES + 1} times ({type(error).__name__}: "
                                    f"{detail.split('. ')[0]}); the rows finished are cached: run the same "
                                    "command again") from None
-            results[row.id] = reproduction.store_row(row, result, logprobs)
-            progress.ran(row.id)
-            log.info("row %s: ran on %s (%.0f s): valid %.1f test %.1f", row.id, result["node"]["host"],
+            results[job.row.id] = rows.store(job, result, logprobs)
+            progress.ran(job.row.id)
+            log.info("row %s: ran on %s (%.0f s): valid %.1f test %.1f", job.row.id, result["node"]["host"],
                      result["seconds"], result["valid_ppl"], result["test_ppl"])
-            run_ready_mixtures(reproduction, mixtures, skip, results, progress)
+            run_ready_mixtures(mixtures, rows, results)
 
         try:
             with signals_noted() as noted:
@@ -363,8 +378,6 @@ def run_on_ray(reproduction, skip: frozenset[str], results: dict, progress: RunP
             for ref in pending:
                 ray.cancel(ref, force=True)
             raise
-    finally:
-        ray.shutdown()
 
 
 def started_rows(starts) -> list[tuple[str, str]]:
@@ -398,10 +411,9 @@ def signals_noted():
             signal.signal(signum, handler)
 
 
-def run_ready_mixtures(reproduction, mixtures: list[Row], skip: frozenset[str], results: dict,
-                       progress: RunProgress) -> None:
-    """Run here (or read, or list as not run) each mixture whose parts are all in `results`, in order."""
-    for row in list(mixtures):
-        if all(part in results for part in row.parts):
-            mixtures.remove(row)
-            reproduction.run_or_read(row, skip, results, progress, wait=True)
+def run_ready_mixtures(mixtures: list[RowJob], rows: RowCache, results: dict) -> None:
+    """Run here (or read) each mixture whose parts are all in `results`, in order."""
+    for job in list(mixtures):
+        if all(part in results for part in job.row.parts):
+            mixtures.remove(job)
+            rows.run_or_read(job, results, wait=True)

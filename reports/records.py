@@ -11,7 +11,7 @@ the shape of a mixture is read from its network part, so the old copies are drop
 never touched but for one centre: a row run under several seeds written before commit issue45 gave
 each perplexity as the seeds' arithmetic mean, while its blocks, interval and claims were their
 geometric mean's (the perplexity of the seeds' mean log-probability); `upgrade_row` gives it the
-geometric mean, from its seeds' own figures (`seeds`), as rows are written today (reports.pipeline.over_seeds).
+geometric mean, from its seeds' own figures (`seeds`), as rows are written today (reports.seeds.over_seeds).
 
 `grouped` then groups every row's bootstrap blocks as `lmbench.bootstrap.choose_grouping` chooses on
 valid (consecutive documents together, so that the intervals cover their correlation), the same for

@@ -69,8 +69,8 @@ def budgeted_reproduction(tmp_path, monkeypatch, budget=None, flops=None):
 
 @pytest.mark.slow
 def test_a_flops_budget_gives_every_network_row_the_same_flops_and_the_cache_key_follows_it(tmp_path, monkeypatch):
-    from reports.budget import FILE
     from reports.pipeline import corpus_digest
+    from reports.work_folder import WorkFolder
     results = budgeted_reproduction(tmp_path / "a", monkeypatch, flops=5e7).run()
     budget, rows = results["budget"], {row["id"]: row for row in results["rows"]}
     for row_id in ("small", "wide"):
@@ -79,7 +79,7 @@ def test_a_flops_budget_gives_every_network_row_the_same_flops_and_the_cache_key
         assert planned["flops"] <= 5e7 < planned["flops"] + planned["flops_per_update"]  # as many as fit
         assert rows[row_id]["config"]["budget_updates"] == planned["updates"]
     assert budget["rows"]["small"]["updates"] > budget["rows"]["wide"]["updates"]  # cheaper updates: more of them
-    assert (tmp_path / "a" / "work" / FILE).exists()
+    assert WorkFolder(tmp_path / "a" / "work").budget_path.exists()
     other = budgeted_reproduction(tmp_path / "b", monkeypatch, flops=1e8)
     other.corpus, other.rows = other.load_corpus(), other.table_rows()
     other.digest = corpus_digest(other.corpus)
@@ -94,9 +94,9 @@ def test_a_wall_budget_too_small_for_one_update_is_refused_naming_the_smallest(t
     from reports.budget import resolve
     reproduction = budgeted_reproduction(tmp_path, monkeypatch, budget="1s")
     reproduction.corpus, reproduction.rows = reproduction.load_corpus(), reproduction.table_rows()
-    monkeypatch.setattr(type(reproduction), "seconds_without_networks", lambda self: 90.0)
+    plan = dataclasses.replace(reproduction.budget_plan(), other_seconds=90.0)  # (the n-gram rows: 90 s)
     with pytest.raises(LMBenchError, match=r"--budget 1s leaves .* less than one update .* give at least \d+m"):
-        resolve(reproduction, "1s", None)
+        resolve(plan, "1s", None)
 
 
 @pytest.mark.parametrize("text, seconds", [("20m", 1200), ("2h", 7200), ("1h30m", 5400), ("90s", 90), ("none", None)])
@@ -256,9 +256,9 @@ def test_a_wall_budget_under_jobs_2_trains_each_row_about_twice_as_long_and_says
         reproduction = budgeted_reproduction(tmp_path / str(jobs), monkeypatch, budget="80s")
         reproduction.corpus, reproduction.rows = reproduction.load_corpus(), reproduction.table_rows()
         reproduction.threads, reproduction.jobs = (1, 1) if jobs == 1 else (None, 2)
-        monkeypatch.setattr(type(reproduction), "seconds_without_networks", lambda self: 5.0)
         reproduction.started = __import__("time").time()
-        planned[jobs] = resolve(reproduction, "80s", None, "recipe")  # 15 s for the networks
+        plan = dataclasses.replace(reproduction.budget_plan(), other_seconds=5.0)
+        planned[jobs] = resolve(plan, "80s", None, "recipe")  # 15 s for the networks
     one, two = planned[1], planned[2]
     assert "rows_at_once" not in one and two["rows_at_once"] == 2
     for row in ("small", "wide"):
@@ -327,7 +327,7 @@ def test_a_recorded_budget_is_believed_only_for_its_own_corpus_and_whole_updates
     record = {"corpus_summary": summary, "budget": {"asked": "20m", "rule": "x", "flops_per_row": None, "rows": rows}}
     path = tmp_path / "results.json"
     path.write_text(json.dumps(record))
-    assert resolve(reproduction, str(path), None)["rows"]["small"]["updates"] == 7  # as written: taken
+    assert resolve(reproduction.budget_plan(), str(path), None)["rows"]["small"]["updates"] == 7  # as written: taken
     if damage == "another corpus":
         record["corpus_summary"] = {**summary, "tokens": {**summary["tokens"], "train": summary["tokens"]["train"] + 1}}
     else:
@@ -335,7 +335,7 @@ def test_a_recorded_budget_is_believed_only_for_its_own_corpus_and_whole_updates
                                     "updates past the recipe": 401}[damage]
     path.write_text(json.dumps(record))
     with pytest.raises(LMBenchError, match=rf"^--budget {re.escape(str(path))}: .*{re.escape(message)}"):
-        resolve(reproduction, str(path), None)
+        resolve(reproduction.budget_plan(), str(path), None)
 
 
 def test_a_best_picked_among_budgeted_candidates_says_which():

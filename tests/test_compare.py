@@ -226,7 +226,7 @@ def test_rows_give_their_perplexity_without_unk_and_a_train_without_unk_is_warne
     from lmbench.files import write_checked
     from lmbench.model import perplexity
     from mixing import saved
-    from reports import pipeline
+    from reports import pipeline, settings
     from reports.build import build_report
     from reports.experiments import Row
 
@@ -242,7 +242,7 @@ def test_rows_give_their_perplexity_without_unk_and_a_train_without_unk_is_warne
             Row("kn-katz", "mix", "KN + Katz", mix="EM", parts=("kn-interp-3", "katz-3"))]
     monkeypatch.setattr(pipeline.Reproduction, "table_rows", lambda self: rows)
     work, report = tmp_path / "work", tmp_path / "report"
-    text = pipeline.TextCorpus(**files, name="unk", min_count=1)
+    text = settings.TextCorpus(**files, name="unk", min_count=1)
 
     def reproduce() -> pipeline.Reproduction:
         reproduction = pipeline.Reproduction(pipeline.default_settings("text", False), work, report, text)

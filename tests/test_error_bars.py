@@ -11,7 +11,7 @@ import pytest
 from corpora.corpus import unk_warning
 from lmbench.bootstrap import (choose_grouping, difference_draws, group, half_width, percentile_interval)
 from reports.claims import check_claims
-from reports.pipeline import over_seeds
+from reports.seeds import over_seeds
 from reports.records import grouped, upgrade_row
 from reports.significance import ONE_SEED, holm, seeds_advice
 from reports.tables import figure

@@ -474,12 +474,13 @@ TWO_RUNS = textwrap.dedent("""
     corpus = make_corpus(markov_text(2000, 60, 1), markov_text(300, 60, 2), markov_text(300, 60, 3))
     pipeline.ROWS["brown"] = lambda corpus: list(rows)
     pipeline.Reproduction.load_corpus = lambda self: corpus
-    run_row = pipeline.Reproduction.run_row
-    def slow(self, row):  # overlapping: each row takes a while, and says who ran it
-        (work.parent / f"ran-{row.id}-by-{me}").touch()
+    from reports.row_runner import RowRunner
+    run_row = RowRunner.run
+    def slow(self, job):  # overlapping: each row takes a while, and says who ran it
+        (work.parent / f"ran-{job.row.id}-by-{me}").touch()
         time.sleep(0.4)
-        return run_row(self, row)
-    pipeline.Reproduction.run_row = slow
+        return run_row(self, job)
+    RowRunner.run = slow
     (ready / me).touch()
     while len(list(ready.iterdir())) < 2:
         time.sleep(0.01)

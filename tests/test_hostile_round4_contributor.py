@@ -184,7 +184,8 @@ def test_a_user_corpus_takes_the_default_networks_and_one_more(tmp_path, capsys)
     others out): `--networks default,NAME`, which the refusal names."""
     from neural.families import FAMILIES
     from reports.experiments import rows_beyond_2003
-    from reports.pipeline import Reproduction, TextCorpus, default_settings
+    from reports.pipeline import Reproduction
+    from reports.settings import TextCorpus, default_settings
     files = tiny_corpus(tmp_path / "corpus")
     name = next(name for name, entry in FAMILIES.items() if entry.beyond_2003 and not entry.compared)
     line = error_line(capsys, ["reproduce", "text", *(f"--{split}={path}" for split, path in files.items()),

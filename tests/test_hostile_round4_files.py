@@ -354,11 +354,11 @@ def test_a_hand_edited_budget_file_is_one_line(tmp_path, monkeypatch, damage):
               "budget": {"asked": "20m", "rule": "x", "flops_per_row": None, "rows": rows}}
     path = tmp_path / "results.json"
     path.write_text(json.dumps(record))
-    assert resolve(reproduction, str(path), None)["rows"]["small"]["updates"] == 7  # (as written: taken)
+    assert resolve(reproduction.budget_plan(), str(path), None)["rows"]["small"]["updates"] == 7  # (as written: taken)
     BUDGET_DAMAGES[damage](record)
     path.write_text(json.dumps(record))
     with pytest.raises(LMBenchError, match=rf"^--budget {re.escape(str(path))}: "):
-        resolve(reproduction, str(path), None)
+        resolve(reproduction.budget_plan(), str(path), None)
 
 
 RECORD_EDITS = {
@@ -440,20 +440,20 @@ OWN_FILE_DAMAGES = {
 
 @pytest.mark.parametrize("damage", OWN_FILE_DAMAGES)
 def test_a_damaged_kept_budget_is_measured_again(tmp_path, monkeypatch, caplog, damage):
-    from reports.budget import FILE, resolve
+    from reports.budget import resolve
     from tests.test_budget import budgeted_reproduction
     reproduction = budgeted_reproduction(tmp_path, monkeypatch)
     reproduction.corpus, reproduction.rows = reproduction.load_corpus(), reproduction.table_rows()
-    first = resolve(reproduction, None, 5e7)
-    kept = reproduction.work / FILE
+    first = resolve(reproduction.budget_plan(), None, 5e7)
+    kept = reproduction.work.budget_path
     OWN_FILE_DAMAGES[damage](kept)
-    again = resolve(reproduction, None, 5e7)
+    again = resolve(reproduction.budget_plan(), None, 5e7)
     assert {r: row["updates"] for r, row in again["rows"].items()} == {r: row["updates"] for r, row in first["rows"].items()}
     assert "damaged" in caplog.text
     kept_rows = json.loads(kept.read_text())["budget"]["rows"]
     kept_rows["small"]["updates"] = "many"  # (an edited record whose key still matches: measured again too)
     kept.write_text(json.dumps({"key": json.loads(kept.read_text())["key"], "budget": {**again, "rows": kept_rows}}))
-    assert resolve(reproduction, None, 5e7)["rows"]["small"]["updates"] == first["rows"]["small"]["updates"]
+    assert resolve(reproduction.budget_plan(), None, 5e7)["rows"]["small"]["updates"] == first["rows"]["small"]["updates"]
 
 
 @pytest.mark.parametrize("damage", OWN_FILE_DAMAGES)

@@ -164,7 +164,7 @@ def test_the_run_bar_moves_while_rows_run_elsewhere_each_up_to_its_share_of_its_
 
 
 def test_a_reproduction_says_its_estimate_and_its_progress_in_plain_lines(tmp_path, monkeypatch, caplog):
-    from reports import pipeline
+    from reports import pipeline, settings
     from reports.experiments import Row
     monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
     files = write_splits(tmp_path, train=chain_text(3000, 1), valid=chain_text(400, 2), test=chain_text(400, 3))
@@ -172,7 +172,7 @@ def test_a_reproduction_says_its_estimate_and_its_progress_in_plain_lines(tmp_pa
             Row("katz-3", "ngram", "Katz back-off", n=3, method="katz"),
             Row("kn-katz", "mix", "KN + Katz", mix="EM", parts=("kn-interp-3", "katz-3"))]
     monkeypatch.setattr(pipeline.Reproduction, "table_rows", lambda self: rows)
-    text = pipeline.TextCorpus(**files, name="plain")
+    text = settings.TextCorpus(**files, name="plain")
     with caplog.at_level(logging.INFO):
         pipeline.Reproduction(pipeline.default_settings("text", False), tmp_path / "w", tmp_path / "r", text).run()
     said = [r.getMessage() for r in caplog.records]

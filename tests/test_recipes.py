@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from reports import pipeline
+from reports import pipeline, settings
 from reports.experiments import TABLE1_NETWORKS, network, ours_rows
 from tests.helpers import chain_text, write_splits
 
@@ -19,7 +19,7 @@ def reproduction(tmp_path, corpus: str) -> pipeline.Reproduction:
     text = None
     if corpus == "text":
         files = write_splits(tmp_path, train=chain_text(3000, 1), valid=chain_text(400, 2), test=chain_text(400, 3))
-        text = pipeline.TextCorpus(**files, name="plain")
+        text = settings.TextCorpus(**files, name="plain")
     return pipeline.Reproduction(pipeline.default_settings(corpus, False), tmp_path / "work", tmp_path / "report", text)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from lmbench.errors import LMBenchError
 from neural.families import FAMILIES
-from reports import pipeline
+from reports import pipeline, row_runner, seeds
 from reports.records import load_results
 from reports.claims import check_claims
 from reports.experiments import KINDS, Row, brown_rows, energy_rows, network
@@ -34,18 +34,18 @@ def reproduce(tmp_path, monkeypatch, rows: list[Row]) -> dict:
 
 
 def test_every_kind_has_a_runner():
-    assert tuple(pipeline.RUNNERS) == KINDS
+    assert tuple(row_runner.RUNNERS) == KINDS
     assert {row.kind for row in brown_rows() + energy_rows()} == set(KINDS)
 
 
 def test_a_kind_runs_through_its_entry_of_the_runner_table(tmp_path, monkeypatch):
     """A kind planted in the table runs its own runner, at its stage, and mixes like any other row."""
-    def uniform(reproduction, row):
-        size = len(reproduction.corpus.vocab)
-        return pipeline.RowRun({split: np.full(len(reproduction.corpus.split(split)), -np.log(size))
+    def uniform(runner, job):
+        size = len(runner.corpus.vocab)
+        return row_runner.RowRun({split: np.full(len(runner.corpus.split(split)), -np.log(size))
                                 for split in ("valid", "test")}, {"planted": True})
 
-    monkeypatch.setitem(pipeline.RUNNERS, "uniform", pipeline.Runner(1, uniform))
+    monkeypatch.setitem(row_runner.RUNNERS, "uniform", row_runner.Runner(1, uniform))
     rows = [Row("flat", "uniform", "uniform"), Row("kn3", "ngram", "KN", n=3, method="kneser-ney"),
             Row("kn3-flat", "mix", "KN + uniform", mix="EM", parts=("kn3", "flat"))]
     run = reproduce(tmp_path, monkeypatch, rows)
@@ -190,7 +190,7 @@ def test_seed_copies_are_rows_of_their_own_and_one_seed_keeps_every_fingerprint(
     the same seed; the n-gram rows get none. The rows themselves keep the fingerprints of one seed."""
     settings = pipeline.default_settings("brown", False)
     rows = brown_rows()
-    copies = pipeline.seed_copies(rows, [1, 2])
+    copies = seeds.seed_copies(rows, [1, 2])
     assert set(copies) == {row.id for row in rows if row.family or any(
         part in {r.id for r in rows if r.family} for part in row.parts)}
     assert "del-int" not in copies and "kn-interp-5" not in copies
@@ -214,12 +214,12 @@ def test_seeds_for_copies_only_the_named_networks_and_the_mixtures_of_them(tmp_p
     one of them; a mixture of a network not named keeps its one run, and an id that is no network row of
     the table is refused in one line naming the table's network rows."""
     rows = brown_rows()
-    copies = pipeline.seed_copies(rows, [1, 2], ("mlp1",))
+    copies = seeds.seed_copies(rows, [1, 2], ("mlp1",))
     networks = {row.id for row in rows if row.family}
     assert set(copies) & networks == {"mlp1"}
     assert {"mlp2", "mlp1-kn-interp-5-em"} <= set(copies) and "mlp3" not in copies and "mlp4" not in copies
     assert all("mlp1" in row.parts for row in rows if row.id in copies and not row.family)
     with pytest.raises(LMBenchError, match=r"--seeds-for nplm: no network row of that id .*: mlp1,mlp3,"):
-        pipeline.seed_copies(rows, [1, 2], ("mlp1", "nplm"))
+        seeds.seed_copies(rows, [1, 2], ("mlp1", "nplm"))
     with pytest.raises(LMBenchError, match="--seeds is 1"):
         pipeline.reproduce("brown", True, tmp_path, tmp_path, seeds=1, seeds_for=("mlp1",))
