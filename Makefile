@@ -116,11 +116,11 @@ compare: install
 		$(if $(REPORT_DIR),--report-dir $(call quote,REPORT_DIR)) $(if $(SKIP),--skip $(SKIP)) $(if $(EXTRA),--extra $(EXTRA))
 
 # Render the Brown report in headless Chromium (not installed by `make install`: `apt-get install -y
-# chromium`, or set CHROMIUM) and fail unless a screenshot of the whole page comes out (reports/page_check.py:
+# chromium`, or set CHROMIUM) and fail unless a screenshot of the whole page comes out (reports/building/page_check.py:
 # the page's height measured first); it is left in build/ to look at.
 CHROMIUM ?= chromium
 REPORT_HTML ?= results/brown/report.html
 REPORT_SHOT := build/report-check.png
 
 report-check:
-	$(PY) -m reports.page_check $(call quote,REPORT_HTML) $(REPORT_SHOT) --chromium $(CHROMIUM)
+	$(PY) -m reports.building.page_check $(call quote,REPORT_HTML) $(REPORT_SHOT) --chromium $(CHROMIUM)

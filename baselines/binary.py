@@ -199,7 +199,7 @@ def write_binary(model, vocab: Vocabulary, path: str | Path, dtype: str = "float
                  row: dict | None = None) -> dict[int, int]:
     """Write fitted `model` over `vocab` as a binary file (module docstring); returns a back-off model's
     n-gram counts per order ({} for another kind). `row`: the id and fingerprint of the work folder's row the
-    model is kept for (reports.pipeline), in its document (`kept_row`)."""
+    model is kept for (reports.running.pipeline), in its document (`kept_row`)."""
     if getattr(model, "vocab_size", None) != len(vocab):
         raise LMBenchError(f"the vocabulary has {len(vocab)} words but the model {getattr(model, 'vocab_size', None)}: "
                            "pass the vocabulary of the corpus the model was fitted on (fitted first)")

@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from neural.training.trainer import Trainer, join, measure_pace  # noqa: E402
-from reports.pipeline import Reproduction  # noqa: E402
-from reports.settings import TextCorpus, default_settings  # noqa: E402
+from reports.running.pipeline import Reproduction  # noqa: E402
+from reports.running.settings import TextCorpus, default_settings  # noqa: E402
 
 STEADY_WARMUP = 10  # updates run before the steady pace is timed
 

@@ -34,8 +34,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="lmbench-bench-") as scratch:
         os.environ["LMBENCH_CACHE"] = str(Path(scratch) / "cache")
-        from reports.pipeline import reproduce
-        from reports.settings import TextCorpus
+        from reports.running.pipeline import reproduce
+        from reports.running.settings import TextCorpus
         if args.tiny:
             from corpora.text import load_text
             from tiny_corpus import tiny_files

@@ -1,5 +1,5 @@
 """What `reproduce --jobs K` pays for Ray before and after its rows: importing it, starting the embedded
-Ray as reports.cluster starts it (its CPUs, a 100 MiB object store, no dashboard), the first task's
+Ray as reports.running.cluster starts it (its CPUs, a 100 MiB object store, no dashboard), the first task's
 round trip, and the shutdown; `--runs` times each (the first start also fills the file caches).
 
     python bench/ray_start.py --runs 3
@@ -23,7 +23,7 @@ def main() -> None:
     start = time.perf_counter()
     import ray
     print(f"import ray: {time.perf_counter() - start:.2f} s")
-    from reports.cluster import OBJECT_STORE_BYTES, start_embedded
+    from reports.running.cluster import OBJECT_STORE_BYTES, start_embedded
 
     @ray.remote
     def answer() -> int:

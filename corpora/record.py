@@ -1,7 +1,7 @@
 """A folder's record of its corpus (corpus.json): the options that name the corpus, each text file by its
 path and content digest, AP's folder by its path. A run folder of `lmbench train --out` holds one (`lmbench
 eval`, `neighbors` and `train --resume` read it when no corpus is named), and so does a reproduction's work
-folder (`reports.pipeline`), with the slice of a quick run: what `reports.api.load` loads a saved model's
+folder (`reports.running.pipeline`), with the slice of a quick run: what `reports.api.load` loads a saved model's
 corpus and vocabulary from. `load_options` loads the corpus such options name, refusing in one line an
 option its corpus does not take."""
 

@@ -31,7 +31,7 @@ Two things the documents alone do not give:
   correlation reaches further than MIN_BLOCKS blocks can show, and the report says that its intervals
   may be too narrow; the half-width at every grouping is recorded, and the claims are judged at each. It is chosen on
   valid and applied to valid and test alike; the claims are judged at every grouping tried as well,
-  and a verdict that changes with the grouping says so (reports.claims).
+  and a verdict that changes with the grouping says so (reports.building.claims).
 - **Training randomness.** A paired difference cancels most of the test set's sampling, so the spread
   of a network over training seeds is no longer small beside it. `difference_draws` adds it where a
   row was run under K >= 2 seeds: each seed's difference on the whole test split (their sd s) says how
@@ -40,7 +40,7 @@ Two things the documents alone do not give:
   sampling gets one draw of that term added (the paired interval widened by the seeds' variance of the
   difference; with 3 seeds the t's heavy tails make it wide, as 3 seeds warrant).
   `two_sided_p` gives a comparison's p-value from the same draws, for the Holm adjustment over a
-  report's claims (reports.significance); none of the draws beyond the threshold says only that p is below
+  report's claims (reports.building.significance); none of the draws beyond the threshold says only that p is below
   the bootstrap's resolution, 1 / RESAMPLES, and `p_text` prints it so ("< 1/10000").
 
 A split of fewer than MIN_BLOCKS blocks (a split of fewer than MIN_BLOCKS tokens: one token a block) gets

@@ -10,7 +10,7 @@ structure) cannot be built on the meta device: it is not checked.
 
 The machine's memory is read here alone: `machine_memory` (all of it, what a network could ever have)
 and `available_memory` (what it can still give now: how many rows `reproduce --jobs K` may run at once,
-reports.cluster).
+reports.running.cluster).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ the contexts, for context-conditional weights; an infini-gram file holds `effect
 It also holds the fingerprints of what it scores:
 `vocabulary` (the word list's, Vocabulary.fingerprint) and `stream` (a hash of the vocabulary and
 the token ids of valid and test), so that `mix_saved` refuses files that score different streams,
-however equal their lengths. A work folder's row file (reports.pipeline) also holds `row` and
+however equal their lengths. A work folder's row file (reports.running.pipeline) also holds `row` and
 `row_fingerprint`, the id and fingerprint of the row it was written for, so that a file copied over another
 row's is not read as that row's (`reports.work_folder.made_for`).
 

@@ -11,7 +11,7 @@ What `load` opens:
   corpus the folder's corpus.json records (the folder keeps an n-gram row's log-probabilities, not its
   model; a refit is the same model, the method being deterministic, in seconds to minutes where the network
   took hours). A mixture row is no one model: load its parts. `row_model` is the same for a row whose
-  corpus is at hand (the pipeline's samples, `reports.results_file.samples`).
+  corpus is at hand (the pipeline's samples, `reports.running.results_file.samples`).
 
 A `TextModel` carries its vocabulary and its tokenization: whitespace-separated tokens, a word outside the
 vocabulary read as `<unk>`. Sentence markers are the corpus's own (`markers`): KenLM's `<s>` and `</s>`
@@ -128,7 +128,7 @@ class TextModel:
                 raise LMBenchError(f"score(text, {context}): bos and eos are keyword arguments here (score(text, bos="
                                    f"{context})), since a second positional argument is nltk.lm's context, a list of "
                                    "words")
-            self._nltk_form("score(word, context)", bos, eos, history)
+            _nltk_form("score(word, context)", bos, eos, history)
             return math.exp(self._ngram_logprob(text, context))
         return float(self._logprobs(text, bos, eos, history).sum() / LN10)
 
@@ -154,7 +154,7 @@ class TextModel:
           `history` is read before (lmbench's); the benchmark's perplexity of the same tokens.
         - n-grams (a list or iterator of tuples of words), nltk.lm's `perplexity(text_ngrams)`: 2 ** `entropy`."""
         if not isinstance(text, (str, bytes)):
-            self._nltk_form("perplexity(text_ngrams)", bos, eos, history)
+            _nltk_form("perplexity(text_ngrams)", bos, eos, history)
             return 2.0 ** self.entropy(text)
         logprobs = self._logprobs(text, bos, eos, history)
         if not len(logprobs):
@@ -214,12 +214,6 @@ class TextModel:
         oov = _oov(self.vocab, words)
         for logprob, length, unknown in zip(logprobs.tolist(), lengths.tolist(), oov):
             yield logprob, int(length), unknown
-
-    def _nltk_form(self, call: str, bos: bool, eos: bool, history) -> None:
-        """Refuse KenLM's keywords beside nltk.lm's form, which reads its context as given."""
-        if bos is not True or eos is not True or history is not None:
-            raise LMBenchError(f"{call} is nltk.lm's form, which reads each context as given (no markers, no history):"
-                               " drop bos, eos and history, or give a text (KenLM's form takes them)")
 
     def _ngram_logprob(self, word: str, context) -> float:
         """Natural-log P(word | context) (nltk.lm's form: the context's words as given, each outside the
@@ -312,6 +306,13 @@ class TextModel:
                 reader.read(drawn[-1])
             drawn.append(draw(reader.distribution(), temperature, rng))
         return self.vocab.decode(drawn)
+
+
+def _nltk_form(call: str, bos: bool, eos: bool, history) -> None:
+    """Refuse KenLM's keywords beside nltk.lm's form, which reads its context as given."""
+    if bos is not True or eos is not True or history is not None:
+        raise LMBenchError(f"{call} is nltk.lm's form, which reads each context as given (no markers, no history):"
+                           " drop bos, eos and history, or give a text (KenLM's form takes them)")
 
 
 def _count(count: int, noun: str) -> str:
@@ -507,7 +508,7 @@ def row_model(work: Path, record: dict, corpus=None, *, device: str = "auto", th
     keeps, an n-gram row's kept model (reports.work_folder). A folder made before they were kept
     is read over `corpus` (the corpus it ran on; None: the one its corpus.json records, loaded), an n-gram row
     refitted on it (every method is deterministic)."""
-    folder_of_rows = WorkFolder(work)
+    folder_of_rows = WorkFolder(Path(work))
     work = folder_of_rows.path
     name = f"{work}:{record['id']}"
     if record["kind"] == "network":

@@ -166,7 +166,7 @@ def register(subparsers) -> None:
 
 def _text_corpus(args: argparse.Namespace):
     """The user's corpus of `reproduce text`; None for the paper's corpora (which take none of its options)."""
-    from reports.settings import TextCorpus
+    from reports.running.settings import TextCorpus
     files = {split: getattr(args, split) for split in ("train", "valid", "test")}
     if args.corpus != "text":
         given = [f"--{option.replace('_', '-')}" for option in ("train", "valid", "test", "corpus_file", "corpus_split", "name",
@@ -190,7 +190,7 @@ def _text_corpus(args: argparse.Namespace):
 
 
 def _report_dir(args: argparse.Namespace) -> Path:
-    from reports.settings import USER_REPORTS, report_name
+    from reports.running.settings import USER_REPORTS, report_name
     return args.report_dir or USER_REPORTS / report_name(args.corpus, args.quick,
                                                        (args.name or "text") if args.corpus == "text" else None)
 
@@ -209,12 +209,12 @@ def refuse_unwritable(places: dict[str, Path]) -> None:
             raise LMBenchError(f"{option}: cannot write in {existing} ({refusal}): give a folder you can write to")
 
 
-DEFAULT_RULE = "complete"  # how the rows share a wall-time budget (reports.budget.RULES; docs/your-corpus.md says why)
+DEFAULT_RULE = "complete"  # how the rows share a wall-time budget (reports.running.budget.RULES; docs/your-corpus.md says why)
 
 
 def _budget(text: str) -> str:
-    """--budget's value, checked as it is parsed (reports.budget.parse_budget)."""
-    from reports.budget import parse_budget
+    """--budget's value, checked as it is parsed (reports.running.budget.parse_budget)."""
+    from reports.running.budget import parse_budget
     try:
         parse_budget(text)
     except LMBenchError as err:
@@ -248,8 +248,8 @@ def refuse_contradictions(args: argparse.Namespace) -> None:
 
 
 def run_reproduce(args: argparse.Namespace) -> dict:
-    from reports.pipeline import reproduce
-    from reports.settings import report_name
+    from reports.running.pipeline import reproduce
+    from reports.running.settings import report_name
     refuse_contradictions(args)
     text = _text_corpus(args)
     report_dir = _report_dir(args)
@@ -261,13 +261,13 @@ def run_reproduce(args: argparse.Namespace) -> dict:
     if Path(report_dir).resolve() in (Path(work_dir).resolve(), *Path(work_dir).resolve().parents):
         raise LMBenchError(f"--work-dir {work_dir} lies in --report-dir {report_dir}, which is replaced as a whole "
                            "when the report is written (the row cache would go with it): give them separate folders")
-    from reports.summary import RESULTS, listed_reports
+    from reports.building.summary import RESULTS, listed_reports
     listed_reports(args.results_dir or RESULTS)  # (read at the end, by the report: refused before any row runs)
     if args.cluster is not None:  # (before the corpus is read, or the paces measured)
-        from reports.cluster import check_address
+        from reports.running.cluster import check_address
         check_address(args.cluster)
     elif args.jobs > 1:
-        from reports.cluster import check_ray_temp
+        from reports.running.cluster import check_ray_temp
         check_ray_temp()
     budget = args.budget  # (none by default: every network trained to its recipe's end)
     if args.budget_rule and (args.budget_flops is not None or budget in (None, "none") or budget.endswith(".json")):
@@ -306,16 +306,16 @@ def _refuse_unused_names(args: argparse.Namespace) -> None:
 
 
 def run_report(args: argparse.Namespace) -> dict:
-    from reports.summary import RESULTS
+    from reports.building.summary import RESULTS
     _refuse_unused_names(args)
     results_dir = args.results_dir or RESULTS
     if args.corpus == "summary":  # the reports results/index.txt lists, in the working directory's results/
-        from reports.summary import write_summary
+        from reports.building.summary import write_summary
         if args.report_dir is not None:
             raise LMBenchError("report summary: --report-dir names one report's folder; give the folder of "
                                f"reports as --results-dir {args.report_dir}")
         refuse_unwritable({"--results-dir": results_dir})
-        from reports.build import build_report, stale_tops
+        from reports.building.build import build_report, stale_tops
         from reports.provenance import checked_state
         # every report whose top is no longer the summary, rebuilt from its results.json; a committed one in a
         # dirty checkout refused as `lmbench report` refuses it, before anything is written
@@ -325,7 +325,7 @@ def run_report(args: argparse.Namespace) -> dict:
             build_report(folder, state, results_dir=results_dir)
         return {key: written[key] for key in ("summary", "figure", "readme") if key in written} | (
             {"rebuilt": [str(folder) for folder, _ in stale]} if stale else {})
-    from reports.build import build_report
+    from reports.building.build import build_report
     from reports.provenance import checked_state
     report_dir = _report_dir(args)
     refuse_unwritable({"--report-dir": Path(report_dir).parent})

@@ -1,6 +1,6 @@
 """The rows of the paper's Table 1 (Brown) and Table 2 (AP News), and our extra rows.
 
-A row is one experiment of one kind (`reports.row_runner.RUNNERS` runs each kind): an n-gram model
+A row is one experiment of one kind (`reports.running.row_runner.RUNNERS` runs each kind): an n-gram model
 ("ngram"), a network ("network") or a mixture of rows already run ("mix"). A network row names its
 family ("nplm": equation 1; "energy": section 5.1's energy network; the families of neural/) and
 carries the options of that family's config which the row sets (shape, objective, budget); the run's
@@ -23,13 +23,13 @@ from neural.families import FAMILIES
 from neural.ours import ours_options
 
 PAPER_FAMILY = "nplm"  # the network of equation 1, the one the paper's claims are about
-KINDS = ("ngram", "network", "mix")  # the kinds of rows, each run by its entry of reports.row_runner.RUNNERS
+KINDS = ("ngram", "network", "mix")  # the kinds of rows, each run by its entry of reports.running.row_runner.RUNNERS
 
 
 @dataclass(frozen=True)
 class Row:
     id: str                      # file-name-safe key, e.g. "kn-backoff-5", "mlp1", "mlp2"
-    kind: str                    # how it runs: "ngram" | "network" | "mix" (reports.row_runner.RUNNERS)
+    kind: str                    # how it runs: "ngram" | "network" | "mix" (reports.running.row_runner.RUNNERS)
     model: str                   # the label in the tables
     paper_model: str | None = None  # label in paper_tables.csv; None for our extra rows
     # ngram

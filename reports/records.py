@@ -11,7 +11,7 @@ the shape of a mixture is read from its network part, so the old copies are drop
 never touched but for one centre: a row run under several seeds written before commit issue45 gave
 each perplexity as the seeds' arithmetic mean, while its blocks, interval and claims were their
 geometric mean's (the perplexity of the seeds' mean log-probability); `upgrade_row` gives it the
-geometric mean, from its seeds' own figures (`seeds`), as rows are written today (reports.seeds.over_seeds).
+geometric mean, from its seeds' own figures (`seeds`), as rows are written today (reports.running.seeds.over_seeds).
 
 `grouped` then groups every row's bootstrap blocks as `lmbench.bootstrap.choose_grouping` chooses on
 valid (consecutive documents together, so that the intervals cover their correlation), the same for
@@ -40,7 +40,7 @@ import numpy as np
 from lmbench import bootstrap
 from lmbench.errors import LMBenchError
 from lmbench.files import read_checked
-from reports.budget import still_falling
+from reports.running.budget import still_falling
 from reports.experiments import OURS_IDS, PAPER_FAMILY, ROWS as PAPER_CORPORA, Row
 
 LEGACY_FIELDS = ("h", "m", "direct", "objective", "network", "valid_tokens")
@@ -449,7 +449,7 @@ def training_cost(record: dict, vocab_size: int) -> dict:
     """A network row's cost: its updates, its training FLOPs (its family's analytic count per token times the
     tokens it trained on; for a row written before rows kept it, from its tokens/s and training seconds) and
     why its training stopped ("budget", "early_stopping", "converged", "epochs"; a budget's cut says whether its
-    validation still fell then, reports.budget.still_falling); blanks for other rows."""
+    validation still fell then, reports.running.budget.still_falling); blanks for other rows."""
     if record.get("kind") != "network" or record.get("test_ppl") is None:
         return {"updates": None, "train FLOPs": None, "stopped": None}
     flops = record.get("train_flops")

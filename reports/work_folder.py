@@ -7,7 +7,7 @@
     nplm/ID-FINGERPRINT/           a network row's training folder (checkpoints, best model, log.jsonl)
     ngram/ID-FINGERPRINT.lmb       an n-gram row's fitted model (baselines.binary, float64)
     samples/ID.json                the continuations results.json shows of a row, with what they were drawn from
-    budget.json                    a compute budget's updates per network row (reports.budget)
+    budget.json                    a compute budget's updates per network row (reports.running.budget)
 
 A row's fingerprint (what its result depends on) is the pipeline's to compute; the folder files every row under
 it, and reads a row back only where the fingerprint, the row's id and the corpus its log-probabilities record
@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,14 +31,10 @@ from lmbench.files import DamagedFile, locked, read_checked, set_aside, write_ch
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
 class WorkFolder:
     """The work folder at `path`: where each of its files is, and the row cache's reads and writes."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-
-    def __repr__(self) -> str:
-        return f"WorkFolder({str(self.path)!r})"
+    path: Path
 
     # -- where things are ------------------------------------------------------------------------------------
     def is_work_folder(self) -> bool:

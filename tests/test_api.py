@@ -259,7 +259,7 @@ def test_the_report_shows_samples_of_the_best_ngram_model_and_of_each_network_fa
     """results.json records continuations of the first tokens of test from the best n-gram row and each family's
     best network on valid, as `generate` draws them with the run's seed plus their number; report.md and
     report.html show them, and so does a report rebuilt from results.json alone."""
-    from reports.build import build_report
+    from reports.building.build import build_report
     samples = saved["results"]["samples"]
     rows = saved["rows"]
     ngram = min((row for row in rows.values() if row["kind"] == "ngram"), key=lambda row: row["valid_ppl"])

@@ -181,7 +181,7 @@ def test_a_call_neither_library_answers_is_refused_in_one_line(kenlm_style, call
     assert named in str(refused.value) and "\n" not in str(refused.value), str(refused.value)
 
 
-# The quick run of docs/api.md's example, on files longer than its slice (reports.settings.QUICK_SLICE: 10,000
+# The quick run of docs/api.md's example, on files longer than its slice (reports.running.settings.QUICK_SLICE: 10,000
 # train tokens, 2,000 valid, 2,000 test)
 SIZES = {"train": 12_000, "valid": 2_500, "test": 2_500}
 

@@ -120,11 +120,11 @@ def test_blocks_of_different_splits_are_refused_in_one_line():
 
 
 def test_a_seeded_rows_blocks_are_its_seeds_mean_and_its_claims_test_that_mean():
-    """A row under two seeds (reports.seeds.over_seeds): its blocks are the seeds' mean block sums, its
+    """A row under two seeds (reports.running.seeds.over_seeds): its blocks are the seeds' mean block sums, its
     interval theirs (centred on the geometric mean of the seeds' perplexities, not on the first seed's),
     and a paired test of the row against its first seed sees the second seed's shift."""
     from lmbench.bootstrap import mean_blocks, paired_splits, split_interval
-    from reports.seeds import over_seeds
+    from reports.running.seeds import over_seeds
 
     rng = np.random.default_rng(5)
     ids, logprobs = synthetic_split(rng)

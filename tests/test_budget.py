@@ -51,11 +51,11 @@ def test_a_budget_under_the_halving_rule_is_refused():
         RunConfig(model="nplm", budget_updates=100)
 
 
-# -- a comparison's budget (reports.budget) -------------------------------------------------------------
+# -- a comparison's budget (reports.running.budget) -------------------------------------------------------------
 
 def budgeted_reproduction(tmp_path, monkeypatch, budget=None, flops=None):
     """Brown's table made of two small networks and KN 3 on a small corpus, under a budget."""
-    from reports import pipeline
+    from reports.running import pipeline
     from reports.experiments import Row
     from tests.test_faults import TINY_CORPUS
     rows = [Row("kn3", "ngram", "KN", n=3, method="kneser-ney"),
@@ -69,7 +69,7 @@ def budgeted_reproduction(tmp_path, monkeypatch, budget=None, flops=None):
 
 @pytest.mark.slow
 def test_a_flops_budget_gives_every_network_row_the_same_flops_and_the_cache_key_follows_it(tmp_path, monkeypatch):
-    from reports.pipeline import corpus_digest
+    from reports.running.pipeline import corpus_digest
     from reports.work_folder import WorkFolder
     results = budgeted_reproduction(tmp_path / "a", monkeypatch, flops=5e7).run()
     budget, rows = results["budget"], {row["id"]: row for row in results["rows"]}
@@ -91,7 +91,7 @@ def test_a_flops_budget_gives_every_network_row_the_same_flops_and_the_cache_key
 
 
 def test_a_wall_budget_too_small_for_one_update_is_refused_naming_the_smallest(tmp_path, monkeypatch):
-    from reports.budget import resolve
+    from reports.running.budget import resolve
     reproduction = budgeted_reproduction(tmp_path, monkeypatch, budget="1s")
     reproduction.corpus, reproduction.rows = reproduction.load_corpus(), reproduction.table_rows()
     plan = dataclasses.replace(reproduction.budget_plan(), other_seconds=90.0)  # (the n-gram rows: 90 s)
@@ -101,12 +101,12 @@ def test_a_wall_budget_too_small_for_one_update_is_refused_naming_the_smallest(t
 
 @pytest.mark.parametrize("text, seconds", [("20m", 1200), ("2h", 7200), ("1h30m", 5400), ("90s", 90), ("none", None)])
 def test_budget_values(text, seconds):
-    from reports.budget import parse_budget
+    from reports.running.budget import parse_budget
     assert parse_budget(text) == seconds
 
 
 def test_a_bad_budget_value_is_one_line():
-    from reports.budget import parse_budget
+    from reports.running.budget import parse_budget
     with pytest.raises(LMBenchError, match="give a wall time such as 20m"):
         parse_budget("fast")
 
@@ -115,7 +115,7 @@ def test_a_learning_curve_in_flops_is_the_analytic_count_times_the_tokens_read()
     """The perplexity-against-compute figure's x: each epoch's tokens (tokens/s times seconds) summed, times
     the family's FLOPs per token (an NPLM n3 m2 h3 over 10 words, softmax: 492 a token, a hand count)."""
     from neural.config import RunConfig
-    from reports.figures import curve_flops
+    from reports.building.figures import curve_flops
     config = RunConfig(model="nplm", n=3, m=2, h=3, objective="softmax")
     assert config.shape.training_flops(10, config) == 492
     row = {"config": dataclasses.asdict(config), "curve": [{"tokens_per_s": 100.0, "seconds": 2.0},
@@ -128,7 +128,7 @@ def test_the_rows_share_a_wall_budget_by_their_weights_and_a_row_at_its_end_hand
     1 / FLOPs per update (x: the FLOPs of each row), the recipe rule's each recipe's updates (x: the share
     of it); a row x brings to its end takes no more and the others share what it leaves; the validation an
     epoch costs comes off before x is fixed."""
-    from reports.budget import fill
+    from reports.running.budget import fill
     no_scoring = lambda r, u: 0.0  # noqa: E731
     x, updates = fill({"a": 10.0, "b": 20.0}, {"a": 1.0, "b": 0.5}, {"a": 1000, "b": 1000}, 80.0, no_scoring)
     assert (x, updates) == (4.0, {"a": 40, "b": 80})  # 40 s and 40 s: the 80 given
@@ -151,7 +151,7 @@ H200_REST = 30.0  # the n-gram rows' seconds there
 def shared(paces: dict, seconds: float, rule: str) -> dict[str, int]:
     """Each row's updates under `rule` for `seconds` of networks' time, from `paces` (row: (seconds to its
     end, its recipe's updates)), scoring left out."""
-    from reports.budget import complete_first, fill
+    from reports.running.budget import complete_first, fill
     full = {r: updates for r, (_, updates) in paces.items()}
     update_seconds = {r: total / paces[r][1] for r, (total, _) in paces.items()}
     no_scoring = lambda r, u: 0.0  # noqa: E731
@@ -165,7 +165,7 @@ def test_ten_minutes_on_the_h200_bring_the_four_networks_beyond_2003_to_their_re
     """Under the H200's paces the four networks beyond 2003 need 267 s to their recipes' end: a 10-minute
     budget (less the n-gram rows and the report) trains them to it and gives what is left to the paper's
     shapes, the same share each; the recipe rule gave every network the same ~13% there instead."""
-    from reports.budget import REPORT_SECONDS
+    from reports.running.budget import REPORT_SECONDS
     seconds = 600 - H200_REST - REPORT_SECONDS
     updates = shared(H200, seconds, "complete")
     for row in ("lstm", "gru", "transformer", "nplm-ours"):
@@ -183,7 +183,7 @@ def test_ten_minutes_on_the_h200_bring_the_four_networks_beyond_2003_to_their_re
 def test_no_rule_gives_a_row_more_than_its_recipe_under_the_2_core_paces(rule):
     """The 2-core paces results/ap89-1m-20m recorded, under budgets from 1 minute to 10 hours: no row beyond
     its recipe; a budget larger than every recipe trains each to its end and no further."""
-    from reports.budget import complete_first, fill
+    from reports.running.budget import complete_first, fill
     from reports.records import load_results
     from tests.test_quoted_figures import RESULTS
     budget = load_results(RESULTS / "ap89-1m-20m")["budget"]
@@ -206,7 +206,7 @@ def test_no_rule_gives_a_row_more_than_its_recipe_under_the_2_core_paces(rule):
 def test_the_complete_rule_gives_the_time_back_where_a_shared_row_would_get_no_update():
     """Three quick rows fit, the slow one would be left 0 updates: the dearest complete row gives its time
     back, so that every row trains."""
-    from reports.budget import complete_first
+    from reports.running.budget import complete_first
     paces = {"a": (10.0, 100), "b": (20.0, 100), "c": (30.0, 100), "slow": (1000.0, 100)}
     full = {r: n for r, (_, n) in paces.items()}
     pace = {r: t / n for r, (t, n) in paces.items()}
@@ -219,13 +219,13 @@ def test_the_complete_rule_gives_the_time_back_where_a_shared_row_would_get_no_u
 
 
 def test_rows_run_two_at_once_share_a_wall_budget_as_their_wall_time_in_two_lanes():
-    """Under --jobs 2 the budget is the rows' wall time in two lanes (reports.estimate.wall_seconds), not their
+    """Under --jobs 2 the budget is the rows' wall time in two lanes (reports.running.estimate.wall_seconds), not their
     sum. By hand: a (10 updates a second of x) and b (20 at 0.5 s) each in its own lane fill the 80 s at x
     near 8: 80 and 160 updates, twice one after the other's 40 and 80; b's 161st update would take it to
     80.5 s. The complete rule: three 50 s rows and a slow one (10 s an update), 100 s in two lanes: a, b and
     c complete (50 + 50 in one lane, 50 in the other), the slow row 5 updates beside the lone 50 s; one after
     the other only two fit, then b gives its time back so that c and the slow row share a's remaining 50 s."""
-    from reports.budget import complete_first, fill
+    from reports.running.budget import complete_first, fill
     no_scoring = lambda r, u: 0.0  # noqa: E731
     x, updates = fill({"a": 10.0, "b": 20.0}, {"a": 1.0, "b": 0.5}, {"a": 1000, "b": 1000}, 80.0, no_scoring, lanes=2)
     assert updates == {"a": 80, "b": 160} and 8.0 <= x < 8.05
@@ -247,7 +247,7 @@ def test_a_wall_budget_under_jobs_2_trains_each_row_about_twice_as_long_and_says
     the sequential one's, and every verdict's words naming it."""
     from lmbench import threads
     from neural.training import trainer as trainers
-    from reports.budget import resolve, row_terms, terms
+    from reports.running.budget import resolve, row_terms, terms
     monkeypatch.setattr(trainers, "measure_pace", lambda corpus, config, advice=None: trainers.Pace(
         update_seconds=0.2, update_tokens=128.0, epoch_updates=10, score_seconds=1e-5))
     monkeypatch.setattr(threads, "cores", lambda: 2)
@@ -273,7 +273,7 @@ def test_a_wall_budget_under_jobs_2_trains_each_row_about_twice_as_long_and_says
 def test_a_budgeted_verdict_names_its_budget_and_whether_validation_still_fell():
     """The words a verdict on a budgeted row carries: the budget asked, the row's share of its recipe, and
     whether its last validation was below the one before; none for a row trained to its recipe's end."""
-    from reports.budget import row_terms
+    from reports.running.budget import row_terms
     budget = {"asked": "20m", "share": 0.25, "rows": {"lstm": {"updates": 50, "recipe_updates": 200},
                                                       "gru": {"updates": 200, "recipe_updates": 200}}}
     curve = [{"valid_perplexity": 150.0}, {"valid_perplexity": 140.0}]
@@ -290,9 +290,9 @@ def test_a_budgeted_verdict_names_its_budget_and_whether_validation_still_fell()
 def test_every_verdict_on_a_budgeted_network_names_the_budget():
     """results/ap89-1m-20m (every network at 21% of its recipe): each verdict that rests on a network says
     at what budget it was reached, and no verdict of the converged ap89-1m does."""
-    from reports.claims import check_claims
+    from reports.building.claims import check_claims
     from reports.records import load_results
-    from reports.significance import networks_behind
+    from reports.building.significance import networks_behind
     from tests.test_quoted_figures import RESULTS
     budgeted = load_results(RESULTS / "ap89-1m-20m")
     rows = {row["id"]: row for row in budgeted["rows"]}
@@ -317,7 +317,7 @@ def test_a_recorded_budget_is_believed_only_for_its_own_corpus_and_whole_updates
     """`--budget RESULTS.json` repeats the updates a run recorded, on that run's corpus only: a record of
     another corpus, or whose updates were edited (1e15, -5, NaN, beyond the recipe), is refused in one line
     naming --budget and the file, never another option; the record as written is taken."""
-    from reports.budget import resolve
+    from reports.running.budget import resolve
     reproduction = budgeted_reproduction(tmp_path, monkeypatch)
     reproduction.corpus, reproduction.rows = reproduction.load_corpus(), reproduction.table_rows()
     summary = reproduction.corpus.summary()
@@ -343,7 +343,7 @@ def test_a_best_picked_among_budgeted_candidates_says_which():
     Transformer made the one row trained to its end): the verdict rests on that row alone, and says which
     candidates it was picked among were budgeted (issue 59, item 15: it held at -5.8% and said nothing of
     three families' candidates at 4% of their recipes)."""
-    from reports.claims import check_claims
+    from reports.building.claims import check_claims
     from reports.records import load_results
     from tests.test_quoted_figures import RESULTS
     results = load_results(RESULTS / "ap89-1m-20m")

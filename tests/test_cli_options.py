@@ -404,8 +404,8 @@ def test_reproduce_and_report(place, capsys, data):
     summary = {"commit": "commit abc (clean tree)", "report_dir": "r", "wall_seconds": 0.0, "report": "r/report.md",
                "html": "r/report.html", "figures": [], "claims": [], "quick": False}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("reports.pipeline.reproduce", lambda *args, **kwargs: summary)
-        patch.setattr("reports.build.build_report", lambda *args, **kwargs: summary)
+        patch.setattr("reports.running.pipeline.reproduce", lambda *args, **kwargs: summary)
+        patch.setattr("reports.building.build.build_report", lambda *args, **kwargs: summary)
         run(capsys, parts + [(["--json"], None)], promises("commit", "report", "html", "claims")
             if draw.valid_only else None)
 

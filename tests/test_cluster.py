@@ -1,4 +1,4 @@
-"""A comparison's rows as Ray tasks (reports.cluster), on an embedded Ray (`--jobs 2`) and on a cluster of
+"""A comparison's rows as Ray tasks (reports.running.cluster), on an embedded Ray (`--jobs 2`) and on a cluster of
 three nodes simulated on this machine (ray.cluster_utils.Cluster: a head and two workers, each its own
 raylet, one CPU and a small object store each): the rows run on more than one node with the sequential
 run's figures, a node removed while rows train costs nothing but time, a driver killed leaves its
@@ -107,7 +107,7 @@ def test_jobs_2_runs_rows_on_an_embedded_ray_with_the_sequential_figures_and_res
     """--jobs 2: every row that ran is recorded with the Ray node that ran it, with the one-process run's
     figures, its start said when its task began (the bar moves from there); a run stopped after its n-gram
     rows and resumed with --jobs 2 trains none of them again."""
-    with caplog.at_level(logging.INFO, logger="reports.cluster"):
+    with caplog.at_level(logging.INFO, logger="reports.running.cluster"):
         assert main(argv(files, tmp_path / "beside", "--jobs", "2")) == 0
     rows = rows_of(tmp_path / "beside")
     assert_sequential_figures(rows, sequential)
@@ -235,7 +235,7 @@ def test_a_node_removed_while_rows_train_and_the_run_finishes_with_the_same_figu
                                                                                       tmp_path_factory):
     """(Last of the cluster's tests: it takes a node away.) A worker node is removed while a row's task runs
     on it: the task runs again on the nodes left (Ray's retries), and the run gives the same figures (with
-    no retries, reports.cluster.RETRIES = 0, the run fails here: "row gru: its task was lost 1 times")."""
+    no retries, reports.running.cluster.RETRIES = 0, the run fails here: "row gru: its task was lost 1 times")."""
     folder = tmp_path_factory.mktemp("long-sequential")
     assert main(argv(longer, folder, *LONG_ROWS, quick=False)) == 0
     sequential = rows_of(folder)
@@ -278,7 +278,7 @@ def test_cluster_auto_without_ray_address_is_one_line(files, tmp_path, capsys, m
 def test_jobs_beyond_what_the_memory_holds_is_refused_before_any_row(files, tmp_path, capsys, monkeypatch):
     """(Issue 59, item 11) never more rows at once than rows to run (64 asked of a table of fewer n-gram
     rows), and a K whose rows this machine cannot hold refused, naming the K that fits."""
-    from reports import cluster
+    from reports.running import cluster
     monkeypatch.setattr(cluster, "available_memory", lambda: 2 * cluster.WORKER_BYTES)
     assert main(argv(files, tmp_path, "--jobs", "64", "--only", "ngram")) == 2
     err = capsys.readouterr().err.strip()
@@ -411,8 +411,8 @@ def test_a_cluster_with_no_node_on_this_machine_is_named(cluster, monkeypatch):
     """A driver joins through a node of its own machine; where none runs, `ray.init` waited 60 s and said only
     "Failed to connect". Seen from a machine without one (no raylet found here): the nodes and the fix."""
     import ray._private.services
-    from reports import cluster as module
-    from reports.ray_probe import probe
+    from reports.running import cluster as module
+    from reports.running.ray_probe import probe
     head, _ = cluster
     assert probe(head.address)["answer"] == "joinable"
     monkeypatch.setattr(ray._private.services, "find_node_ids", lambda: [])

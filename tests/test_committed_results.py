@@ -23,7 +23,7 @@ import pytest
 
 from lmbench import bootstrap
 from lmbench.schema import SCHEMA_VERSION, problems
-from reports.claims import check_claims
+from reports.building.claims import check_claims
 from reports.records import upgrade
 from tests.test_error_bars import correlated_split
 from tests.test_faults import error_line

@@ -168,7 +168,7 @@ def test_corpus_split_is_one_option_and_reproduces_former_split_is_noted(tmp_pat
     `reproduce text` loads are `lmbench corpus text`'s). Its former name in `reproduce`, --split, still cuts so,
     with one line on standard error naming --corpus-split."""
     from lmbench_cli import build_parser
-    from reports import pipeline
+    from reports.running import pipeline
     from tests.test_hostile_classes import subcommands
     found = {" ".join(words): (action.help, action.type) for words, parser in subcommands(build_parser())
              for action in parser._actions if "--corpus-split" in action.option_strings}
@@ -226,8 +226,8 @@ def test_rows_give_their_perplexity_without_unk_and_a_train_without_unk_is_warne
     from lmbench.files import write_checked
     from lmbench.model import perplexity
     from mixing import saved
-    from reports import pipeline, settings
-    from reports.build import build_report
+    from reports.running import pipeline, settings
+    from reports.building.build import build_report
     from reports.experiments import Row
 
     monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
@@ -357,7 +357,7 @@ def test_a_default_comparison_trains_every_network_to_its_recipes_end(corpus_fil
                                                                       asked, rule):
     """`reproduce text` (and `make compare`) with no --budget runs with none: every network to its recipe's
     end; a budget the user names is the one run, shared by the complete rule unless another is named."""
-    from reports import pipeline
+    from reports.running import pipeline
     seen = {}
     monkeypatch.setattr(pipeline, "reproduce", lambda *args: seen.update(budget=args[11], rule=args[14])
                         or {"claims": [], "quick": False})
@@ -368,7 +368,7 @@ def test_a_default_comparison_trains_every_network_to_its_recipes_end(corpus_fil
 def test_a_report_rebuilt_from_the_row_cache_keeps_its_training_runs_time_and_memory(corpus_files, tmp_path, capsys):
     """A second run whose every row comes from the row cache rewrites results.json: its meta says so and keeps
     the wall time and peak memory of the run that computed the rows, which the cost table shows."""
-    from reports.summary import cost_block
+    from reports.building.summary import cost_block
     argv = _argv(corpus_files, tmp_path, "--only", "ngram")
     assert main(argv) == 0, capsys.readouterr().err
     first = json.loads((tmp_path / "report" / "results.json").read_text())["meta"]

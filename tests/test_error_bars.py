@@ -10,11 +10,11 @@ import pytest
 
 from corpora.corpus import unk_warning
 from lmbench.bootstrap import (choose_grouping, difference_draws, group, half_width, percentile_interval)
-from reports.claims import check_claims
-from reports.seeds import over_seeds
+from reports.building.claims import check_claims
+from reports.running.seeds import over_seeds
 from reports.records import grouped, upgrade_row
-from reports.significance import ONE_SEED, holm, seeds_advice
-from reports.tables import figure
+from reports.building.significance import ONE_SEED, holm, seeds_advice
+from reports.building.tables import figure
 from tests.test_intervals import with_blocks
 from tests.test_reports import fake_results
 

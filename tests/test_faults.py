@@ -29,7 +29,7 @@ from lmbench.errors import LMBenchError
 from lmbench.model import split_perplexity
 from lmbench_cli import main
 from mixing import saved
-from reports import pipeline, settings
+from reports.running import pipeline, settings
 from reports.experiments import Row
 from tests.helpers import markov_text, random_text, write_splits
 from tests.lm_checks import make_corpus
@@ -211,7 +211,7 @@ def test_damaged_row_cache_runs_the_row_again(reproduction, tmp_path, name, how,
     path = (tmp_path / "report" if name == "results.json" else tmp_path / "work") / name
     damage(path, how)
     caplog.clear()
-    caplog.set_level(logging.INFO, logger="reports.schedule")  # (where a row is said to run or be read)
+    caplog.set_level(logging.INFO, logger="reports.running.schedule")  # (where a row is said to run or be read)
     again = reproduction()
     assert numbers(again) == numbers(clean)
     messages = [r.getMessage() for r in caplog.records]

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import reports.figures as figures
+import reports.building.figures as figures
 from reports.records import load_results
 
 BROWN = Path(__file__).resolve().parents[1] / "results" / "brown"

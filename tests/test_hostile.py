@@ -463,7 +463,7 @@ def test_a_network_that_cannot_fit_is_refused_before_it_is_allocated(tmp_path, c
 TWO_RUNS = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from reports import pipeline
+    from reports.running import pipeline
     from reports.experiments import Row
     from tests.helpers import markov_text
     from tests.lm_checks import make_corpus
@@ -474,7 +474,7 @@ TWO_RUNS = textwrap.dedent("""
     corpus = make_corpus(markov_text(2000, 60, 1), markov_text(300, 60, 2), markov_text(300, 60, 3))
     pipeline.ROWS["brown"] = lambda corpus: list(rows)
     pipeline.Reproduction.load_corpus = lambda self: corpus
-    from reports.row_runner import RowRunner
+    from reports.running.row_runner import RowRunner
     run_row = RowRunner.run
     def slow(self, job):  # overlapping: each row takes a while, and says who ran it
         (work.parent / f"ran-{job.row.id}-by-{me}").touch()

@@ -41,7 +41,7 @@ PATH_TYPES = {"existing_file": "input", "text_file": "input", "existing_director
               "output_file": "output", "output_directory": "output folder"}
 TEXT_TYPES = {"comma_list.<locals>.parse", "row_ids", "folder_name", "str", "_budget"}  # names, lists, a budget
 FREE_TEXT = {"words", "device", "rdzv_endpoint", "seed_text", "row", "cluster"}  # options of any text (checked where
-# they are used: torch, torchrun, Ray's address by reports.cluster.check_address)
+# they are used: torch, torchrun, Ray's address by reports.running.cluster.check_address)
 TEMPORARY = {"--tmp-dir"}  # output folders of temporary files only (a folder of their own, removed): no input at risk
 CORPUS_FILES = ("--train", "--valid", "--test", "--corpus-file")
 # what each subcommand needs first (positionals, a required option); {dir}: a run folder, {npz}: log-probabilities
@@ -112,7 +112,7 @@ def place(tmp_path, monkeypatch):
     def prepared(*args, **kwargs):
         raise AssertionError("a corpus was prepared (or a pipeline run) before the refusal")
     for target in ("corpora.cli.load_corpus", "corpora.cli.load_options", "neural.cli.load_corpus",
-                   "neural.cli.load_options", "reports.pipeline.reproduce", "reports.build.build_report"):
+                   "neural.cli.load_options", "reports.running.pipeline.reproduce", "reports.building.build.build_report"):
         monkeypatch.setattr(target, prepared)
     return {"files": files, "dir": run, "npz": npz, "root": tmp_path}
 
@@ -293,7 +293,7 @@ def test_blocks_of_another_token_count_are_refused():
 
 def test_too_few_blocks_give_no_interval_and_no_verdict(caplog):
     from lmbench import bootstrap
-    from reports.significance import Check, judge
+    from reports.building.significance import Check, judge
     few = {"logprob": [-5.0, -6.0, -5.5, -4.0, -6.5], "tokens": [1] * 5}     # a 5-token test split
     other = {"logprob": [-5.1, -6.0, -5.6, -4.2, -6.5], "tokens": [1] * 5}
     with caplog.at_level(logging.WARNING):

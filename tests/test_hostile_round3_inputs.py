@@ -188,7 +188,7 @@ def reproduce_text_options() -> list[tuple[str, list[str]]]:
 def test_reproduce_refuses_every_own_corpus_option_on_a_paper_corpus(place, capsys, monkeypatch, corpus):
     def ran(*args, **kwargs):
         raise AssertionError("the pipeline ran")
-    monkeypatch.setattr("reports.pipeline.reproduce", ran)
+    monkeypatch.setattr("reports.running.pipeline.reproduce", ran)
     (place["root"] / "a.txt").write_text("a b")
     for option, values in reproduce_text_options():
         words = ["reproduce", corpus, "--work-dir", str(place["root"] / "work"), option,
@@ -207,8 +207,8 @@ def test_reproduce_refuses_every_own_corpus_option_on_a_paper_corpus(place, caps
 def test_report_refuses_a_name_or_quick_that_nothing_reads(place, capsys, monkeypatch, words, said):
     def built(*args, **kwargs):
         raise AssertionError("a report was built")
-    monkeypatch.setattr("reports.build.build_report", built)
-    monkeypatch.setattr("reports.summary.write_summary", built)
+    monkeypatch.setattr("reports.building.build.build_report", built)
+    monkeypatch.setattr("reports.building.summary.write_summary", built)
     line = error_line(capsys, [word.format(root=place["root"]) for word in words])
     assert said in line, line
 
@@ -294,8 +294,8 @@ def prepared_nothing(monkeypatch) -> None:
     def ran(*args, **kwargs):
         raise AssertionError("a corpus was prepared, rows ran or a report was built before the refusal")
     for target in ("corpora.cli.load_corpus", "corpora.cli.load_options", "neural.cli.load_corpus",
-                   "neural.cli.load_options", "reports.pipeline.reproduce", "reports.build.build_report",
-                   "reports.summary.write_summary"):
+                   "neural.cli.load_options", "reports.running.pipeline.reproduce", "reports.building.build.build_report",
+                   "reports.building.summary.write_summary"):
         monkeypatch.setattr(target, ran)
 
 
@@ -410,7 +410,7 @@ def test_the_claim_of_a_window_family_beyond_2003_does_not_call_the_nplm_its_opp
     network". (The energy network, a window family, stands in for one registered with beyond_2003.)"""
     import dataclasses
     from neural.families import FAMILIES
-    from reports import claims
+    from reports.building import claims
     families = {**FAMILIES, "energy": dataclasses.replace(FAMILIES["energy"], label="Energy network", beyond_2003=True)}
     monkeypatch.setattr(claims, "FAMILIES", families)
     monkeypatch.setattr(claims, "NETWORKS_BEYOND_2003", {"energy": "energy", "lstm": "lstm"}, raising=False)

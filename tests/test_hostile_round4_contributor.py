@@ -29,7 +29,7 @@ import pytest
 import torch
 
 from lmbench_cli import main
-from reports.claims import beyond_2003  # (before a family is contributed: reports.experiments reads the registry once)
+from reports.building.claims import beyond_2003  # (before a family is contributed: reports.experiments reads the registry once)
 from tests import test_hostile_round3_outputs as resume_tests, test_nplm_families as family_tests
 from tests.helpers import corpus_args
 from tests.test_faults import error_line
@@ -146,7 +146,7 @@ def test_train_help_and_a_user_corpus_report_title_assume_no_family():
     """`--out`'s default was written as the NPLM's (n5-m60-h50-direct), `--dropout`'s help as the NPLM's
     features, the title of a report on a user's corpus "n-gram models and the NPLM"."""
     from lmbench_cli import build_parser
-    from reports.build import _headings
+    from reports.building.build import _headings
     from tests.test_hostile_classes import subcommands
     train = dict(subcommands(build_parser(["train"])))[("train",)]
     helps = {action.option_strings[0]: action.help for action in train._actions if action.option_strings}
@@ -184,8 +184,8 @@ def test_a_user_corpus_takes_the_default_networks_and_one_more(tmp_path, capsys)
     others out): `--networks default,NAME`, which the refusal names."""
     from neural.families import FAMILIES
     from reports.experiments import rows_beyond_2003
-    from reports.pipeline import Reproduction
-    from reports.settings import TextCorpus, default_settings
+    from reports.running.pipeline import Reproduction
+    from reports.running.settings import TextCorpus, default_settings
     files = tiny_corpus(tmp_path / "corpus")
     name = next(name for name, entry in FAMILIES.items() if entry.beyond_2003 and not entry.compared)
     line = error_line(capsys, ["reproduce", "text", *(f"--{split}={path}" for split, path in files.items()),

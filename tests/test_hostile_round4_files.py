@@ -344,7 +344,7 @@ BUDGET_DAMAGES = {
 
 @pytest.mark.parametrize("damage", BUDGET_DAMAGES)
 def test_a_hand_edited_budget_file_is_one_line(tmp_path, monkeypatch, damage):
-    from reports.budget import resolve
+    from reports.running.budget import resolve
     from tests.test_budget import budgeted_reproduction
     reproduction = budgeted_reproduction(tmp_path, monkeypatch)
     reproduction.corpus, reproduction.rows = reproduction.load_corpus(), reproduction.table_rows()
@@ -440,7 +440,7 @@ OWN_FILE_DAMAGES = {
 
 @pytest.mark.parametrize("damage", OWN_FILE_DAMAGES)
 def test_a_damaged_kept_budget_is_measured_again(tmp_path, monkeypatch, caplog, damage):
-    from reports.budget import resolve
+    from reports.running.budget import resolve
     from tests.test_budget import budgeted_reproduction
     reproduction = budgeted_reproduction(tmp_path, monkeypatch)
     reproduction.corpus, reproduction.rows = reproduction.load_corpus(), reproduction.table_rows()
@@ -458,7 +458,7 @@ def test_a_damaged_kept_budget_is_measured_again(tmp_path, monkeypatch, caplog, 
 
 @pytest.mark.parametrize("damage", OWN_FILE_DAMAGES)
 def test_a_damaged_drawn_record_draws_again(tmp_path, damage):
-    from reports.figures import DRAWN, drawn_once
+    from reports.building.figures import DRAWN, drawn_once
     drawn = []
 
     def draw():
@@ -474,7 +474,7 @@ def test_a_damaged_drawn_record_draws_again(tmp_path, damage):
 
 @pytest.mark.parametrize("damage", OWN_FILE_DAMAGES)
 def test_the_estimate_passes_over_a_damaged_committed_results_file(tmp_path, damage):
-    from reports.estimate import committed_results
+    from reports.running.estimate import committed_results
     for name in ("good", "bad"):
         (tmp_path / name).mkdir()
     shutil.copyfile(ROOT / "results" / "brown" / "results.json", tmp_path / "good" / "results.json")

@@ -227,7 +227,7 @@ HOSTILE_RESULTS = {
 def test_a_results_file_the_report_cannot_show_is_refused_in_one_line(tmp_path, case):
     """samples with no row failed the report (max() of an empty sequence), a wall time of Infinity was shown as
     "inf min": each is refused by the report's reading of results.json, naming the field; nothing written."""
-    from reports.build import build_report
+    from reports.building.build import build_report
     from reports.records import check_results
     from tests.test_summary import KN5, record, results
     written = json.loads(json.dumps(results("hostile", [record(KN5, 210, 200)])))

@@ -3,7 +3,7 @@ machine, neighbour words and samples carry markup (`<img src=x onerror=alert(1)>
 `a|b|c`) and LaTeX's specials went raw into report.md (its title, headings, tables, prose), table.md,
 summary.md, the README's blocks and table.tex: a live tag and link where the Markdown is rendered, columns
 added to its tables, `<` `>` `|` drawn as other glyphs in LaTeX. Walked over every page of both kinds (5
-files): each holds every string, as text (reports.markup). The committed reports, which hold no such text
+files): each holds every string, as text (reports.building.markup). The committed reports, which hold no such text
 but `<unk>` in two neighbours tables (a raw tag, shown as nothing), rebuild to the same bytes otherwise.
 """
 
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from reports.build import build_report
+from reports.building.build import build_report
 from reports.experiments import network
-from reports.summary import block_markers, write_summary
+from reports.building.summary import block_markers, write_summary
 from tests.test_summary import KN5, record, results
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 def test_an_embedded_ray_keeps_the_commands_signal_handlers():
     import ray
-    from reports.cluster import KEPT_SIGNALS, start_embedded
+    from reports.running.cluster import KEPT_SIGNALS, start_embedded
 
     def handler(signum, frame):
         """(a command's own)"""

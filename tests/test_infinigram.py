@@ -169,7 +169,7 @@ def test_cli_infini_gram_and_bucketed_mix(tmp_path, capsys):
 
 
 def test_report_figure_of_test_tokens_by_effective_n(tmp_path):
-    from reports.figures import effective_n
+    from reports.building.figures import effective_n
     corpus = make_corpus(" ".join([TRAIN] * 3), VALID, TEST)
     profile = fitted(corpus).profile(corpus, "test")
     assert sum(profile["tokens"]) == len(TEST.split()) and profile["n"] == list(range(1, BUCKETS + 1))

@@ -9,7 +9,7 @@ from scipy.special import logsumexp
 
 from lmbench.errors import LMBenchError
 from mixing import saved
-from reports.claims import count_claims
+from reports.building.claims import count_claims
 from lmbench.model import perplexity
 from reports.experiments import (INFINI_GRAM, WITH_COUNTS, ap_rows, brown_rows, energy_rows, rows_beyond_2003,
                                  text_rows)
@@ -113,7 +113,7 @@ def test_count_claims_ask_of_the_best_network_on_valid():
 
 
 def test_figure_draws_the_best_network_and_its_counts_mixture(tmp_path, monkeypatch):
-    from reports import figures
+    from reports.building import figures
     drawn = {}
     monkeypatch.setattr(figures, "save_figure", lambda fig, directory, name: drawn.__setitem__(name, fig))
     profile = {"n": list(range(1, 17)), "tokens": [5] * 16, "p_inf_nonzero": [0.5] * 16,

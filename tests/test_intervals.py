@@ -14,11 +14,12 @@ import pytest
 from lmbench import bootstrap
 from lmbench.files import write_checked
 from lmbench.schema import problems
-from reports import pipeline, summary
-from reports.claims import check_claims
+from reports.running import pipeline
+from reports.building import summary
+from reports.building.claims import check_claims
 from reports.experiments import Row
 from reports.records import load_results
-from reports.tables import comparison, to_markdown
+from reports.building.tables import comparison, to_markdown
 from tests.helpers import close, markov_text
 from tests.lm_checks import make_corpus
 from tests.test_reports import fake_results

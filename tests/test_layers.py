@@ -31,7 +31,7 @@ def imports(path: Path) -> set[str]:
 
 def is_cli(name: str) -> bool:
     """The command-line layer: lmbench_cli, each package's cli module, the option types they share, and a
-    module run as a script of its own (`python -m reports.page_check`)."""
+    module run as a script of its own (`python -m reports.building.page_check`)."""
     path = modules().get(name)
     script = path is not None and 'if __name__ == "__main__"' in path.read_text()
     return name.split(".")[0] == "lmbench_cli" or name.split(".")[-1] == "cli" or name == "lmbench.options" or script

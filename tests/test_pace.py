@@ -11,7 +11,7 @@ import logging
 import pytest
 
 from neural.training import trainer as trainers
-from reports.estimate import (REPORT_SECONDS, CostModel, committed_results, duration, network_seconds_apart,
+from reports.running.estimate import (REPORT_SECONDS, CostModel, committed_results, duration, network_seconds_apart,
                               recipe_updates)
 
 FAKE = trainers.Pace(update_seconds=0.5, update_tokens=128.0, epoch_updates=10, score_seconds=1e-4)
@@ -19,7 +19,7 @@ FAKE = trainers.Pace(update_seconds=0.5, update_tokens=128.0, epoch_updates=10, 
 
 def small_reproduction(tmp_path, monkeypatch, epochs=40):
     """Brown's table made of KN 3 and two small networks on a small corpus, the recipes' own lengths."""
-    from reports import pipeline
+    from reports.running import pipeline
     from reports.experiments import Row
     from tests.test_faults import TINY_CORPUS
     rows = [Row("kn3", "ngram", "KN", n=3, method="kneser-ney"),
@@ -32,7 +32,7 @@ def small_reproduction(tmp_path, monkeypatch, epochs=40):
 
 
 def prepared(reproduction):
-    from reports.pipeline import corpus_digest
+    from reports.running.pipeline import corpus_digest
     reproduction.corpus = reproduction.load_corpus()
     reproduction.rows = reproduction.table_rows()
     reproduction.digest = corpus_digest(reproduction.corpus)
@@ -51,7 +51,7 @@ def slower_committed(factor: float) -> list[dict]:
 
 def test_a_network_rows_estimate_is_its_measured_pace_and_the_committed_runs_pace_only_the_other_rows(
         tmp_path, monkeypatch):
-    from reports import pipeline
+    from reports.running import pipeline
     measured = []
     monkeypatch.setattr(trainers, "measure_pace",
                         lambda corpus, config, advice=None: measured.append(config.shape.h) or FAKE)
@@ -106,7 +106,7 @@ def test_rows_the_run_leaves_out_are_not_in_its_estimate(tmp_path, monkeypatch):
 
 
 def test_rows_run_k_at_a_time_take_the_longest_first_to_the_lane_that_frees_soonest():
-    from reports.estimate import wall_seconds
+    from reports.running.estimate import wall_seconds
     assert wall_seconds([3, 5, 3, 4, 3], 1) == 18  # one after the other: their sum
     # by hand: 5 -> A, 4 -> B, 3 -> B (7), 3 -> A (8), 3 -> B (10)
     assert wall_seconds([3, 5, 3, 4, 3], 2) == 10
@@ -125,7 +125,7 @@ def test_under_jobs_k_the_pace_is_timed_at_each_rows_threads_and_the_estimate_co
     # estimates differ by their lanes alone, however slowly this machine loads the corpus
     from types import SimpleNamespace
 
-    from reports import pipeline
+    from reports.running import pipeline
     monkeypatch.setattr(pipeline, "time", SimpleNamespace(time=lambda: 1000.0, perf_counter=lambda: 1000.0))
     alone = prepared(small_reproduction(tmp_path, monkeypatch))
     alone.started = 993.0

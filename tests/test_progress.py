@@ -1,6 +1,6 @@
 """Honest progress: plain log lines when stderr is no terminal (no escape codes, no carriage returns),
 a bar for the exact scoring, and the whole reproduction's estimate from each row's expected cost
-(reports.estimate, calibrated on the committed results)."""
+(reports.running.estimate, calibrated on the committed results)."""
 
 import logging
 from pathlib import Path
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from lmbench.progress import PlainProgress, progress_bar
-from reports.estimate import CostModel, RunProgress, committed_results, cost_key
+from reports.running.estimate import CostModel, RunProgress, committed_results, cost_key
 from tests.helpers import chain_text, write_splits
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,18 +103,18 @@ def test_every_row_of_the_committed_tables_has_an_estimate():
 
 def test_the_calibration_shipped_with_the_package_is_what_the_committed_results_make():
     """The estimate was calibrated on results/ found beside the source files: installed from a wheel, it had
-    nothing to go by. reports/calibration.json, package data, holds what the cost model reads of the
-    committed runs; it must be what `python -m reports.calibration` makes of results/ now."""
-    from reports.calibration import SHIPPED, calibration_text
+    nothing to go by. reports/running/calibration.json, package data, holds what the cost model reads of the
+    committed runs; it must be what `python -m reports.running.calibration` makes of results/ now."""
+    from reports.running.calibration import SHIPPED, calibration_text
     assert SHIPPED.read_text(encoding="utf-8") == calibration_text(committed_results(ROOT / "results")), (
-        "reports/calibration.json differs from the committed results: run python -m reports.calibration")
+        "reports/running/calibration.json differs from the committed results: run python -m reports.running.calibration")
     assert committed_results() == committed_results(ROOT / "results")
 
 
 def test_the_calibration_is_package_data():
     tomllib = pytest.importorskip("tomllib")
     package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    assert "calibration.json" in package_data["reports"]
+    assert "calibration.json" in package_data["reports.running"]
 
 
 def test_the_run_bar_takes_cached_rows_off_its_total(caplog):
@@ -137,7 +137,7 @@ def test_the_run_bar_moves_while_rows_run_elsewhere_each_up_to_its_share_of_its_
     """Rows run as Ray tasks (no bar of theirs here): each started row adds its seconds so far, at most 95% of
     its expected ones, until it has run; one run again counts from its new start. A clock of the test's own:
     a at 0 (100 s expected), b at 10 (50 s)."""
-    from reports import estimate
+    from reports.running import estimate
     now = [0.0]
     monkeypatch.setattr(estimate.time, "monotonic", lambda: now[0])
     progress = RunProgress({"a": 100.0, "b": 50.0}, "reproduce x")
@@ -164,7 +164,7 @@ def test_the_run_bar_moves_while_rows_run_elsewhere_each_up_to_its_share_of_its_
 
 
 def test_a_reproduction_says_its_estimate_and_its_progress_in_plain_lines(tmp_path, monkeypatch, caplog):
-    from reports import pipeline, settings
+    from reports.running import pipeline, settings
     from reports.experiments import Row
     monkeypatch.setenv("LMBENCH_CACHE", str(tmp_path / "cache"))
     files = write_splits(tmp_path, train=chain_text(3000, 1), valid=chain_text(400, 2), test=chain_text(400, 3))

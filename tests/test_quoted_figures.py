@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from reports.summary import listed_reports
+from reports.building.summary import listed_reports
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
@@ -164,7 +164,7 @@ def test_a_stale_figure_is_caught():
 def test_readme_blocks_are_generated():
     """README's answer and cost blocks are what `lmbench report summary` writes from the committed
     results now (a hand edit, or a report rebuilt without the summary, fails here)."""
-    from reports.summary import block_markers, corpus_line, listed_results, page_blocks, with_blocks
+    from reports.building.summary import block_markers, corpus_line, listed_results, page_blocks, with_blocks
     readme = (ROOT / "README.md").read_text()
     corpora, reports = listed_results(RESULTS)
     blocks = page_blocks([corpus_line(name, corpora[name]) for name in sorted(corpora)], reports)

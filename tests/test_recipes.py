@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from reports import pipeline, settings
+from reports.running import pipeline, settings
 from reports.experiments import TABLE1_NETWORKS, network, ours_rows
 from tests.helpers import chain_text, write_splits
 

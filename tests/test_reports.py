@@ -7,14 +7,14 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-import reports.figures
+import reports.building.figures
 from lmbench.errors import LMBenchError
 from neural.families import FAMILIES
-from reports.build import build_report
-from reports.claims import check_claims
+from reports.building.build import build_report
+from reports.building.claims import check_claims
 from reports.experiments import INFINI_GRAM, NETWORKS_BEYOND_2003, ROWS, WITH_COUNTS, ours_rows, rows_beyond_2003, text_rows
-from reports.figures import drawn_once
-from reports.tables import comparison, paper_rows
+from reports.building.figures import drawn_once
+from reports.building.tables import comparison, paper_rows
 
 
 def fake_results(test_ppl: dict, corpus: str = "brown", streams: bool = False) -> dict:
@@ -144,7 +144,7 @@ def test_every_claim_holds_and_fails_and_is_worded_alike(corpus):
     for numbers, verdict in zip(CLAIM_NUMBERS[corpus], ("holds", "does not hold")):
         claims = check_claims(fake_results(numbers, corpus, streams=True))
         assert {c["claim"]: c["verdict"] for c in claims} == {c["claim"]: verdict for c in claims}
-        for claim in claims:  # every comparison in the one wording of reports.claims.versus
+        for claim in claims:  # every comparison in the one wording of reports.building.claims.versus
             assert all(ROW_VS_ROW.fullmatch(part) for part in claim["ours"].split("; ")), claim["ours"]
     # the paper's, then the best network of any family's, NPLM (ours)'s two, then 2 of each family beyond 2003 and
     # 1 of each pair of them, then the ∞-gram's two
@@ -194,7 +194,7 @@ def test_a_rebuild_from_the_same_results_draws_nothing(built, monkeypatch):
 
     def no_drawing(*args, **kwargs):
         raise AssertionError("a figure was drawn again")
-    monkeypatch.setattr(reports.figures, "save_figure", no_drawing)
+    monkeypatch.setattr(reports.building.figures, "save_figure", no_drawing)
     again = build_report(folder)
     assert again["figures"] == first["figures"] and (folder / "report.md").read_text() == report
 
@@ -240,7 +240,7 @@ def test_report_html_has_contents_and_coloured_differences(built):
 
 
 def test_word_colours_follow_the_exchange_classes():
-    from reports.figures import PALETTE, _class_colours
+    from reports.building.figures import PALETTE, _class_colours
     assert _class_colours(None, 3) == (["C0"] * 3, "")
     colours, caption = _class_colours([7, 3, 3, 5, 5, 5], 6)
     assert colours[3] == colours[4] == colours[5] == PALETTE[0]  # the largest class first
@@ -256,20 +256,20 @@ def test_each_learning_curve_has_its_own_colour(tmp_path, monkeypatch):
     from matplotlib.colors import to_hex
     rows = [{"model": f"net{i}", "curve": [{"epoch": 1, "valid_perplexity": 300 - i}, {"epoch": 2, "valid_perplexity": 200}]}
             for i in range(13)]
-    drawn, save = {}, reports.figures.save_figure
+    drawn, save = {}, reports.building.figures.save_figure
 
     def keep(fig, directory, name, tight=True):
         drawn["colours"] = [to_hex(line.get_color()) for line in fig.axes[0].get_lines()]
         return save(fig, directory, name, tight)
-    monkeypatch.setattr(reports.figures, "save_figure", keep)
-    assert reports.figures.learning_curves({"rows": rows}, tmp_path).exists()
+    monkeypatch.setattr(reports.building.figures, "save_figure", keep)
+    assert reports.building.figures.learning_curves({"rows": rows}, tmp_path).exists()
     assert len(set(drawn["colours"])) == 13
 
 
 def test_word_labels_do_not_overlap():
     import matplotlib.pyplot as plt
 
-    from reports.figures import LABEL_OFFSETS, _label_points
+    from reports.building.figures import LABEL_OFFSETS, _label_points
     fig, ax = plt.subplots(figsize=(4, 4))
     ax.set(xlim=(-1, 11), ylim=(-1, 11))
     crowded = np.full((30, 2), 5.0)
@@ -282,7 +282,7 @@ def test_word_labels_do_not_overlap():
 
 
 def test_word_vectors_figure_takes_the_classes_when_there(tmp_path):
-    from reports.figures import word_vectors
+    from reports.building.figures import word_vectors
     results = fake_results({})
     results["embedding"]["classes"] = [i % 7 for i in range(40)]
     assert word_vectors(results, tmp_path).exists()
@@ -293,7 +293,7 @@ def test_a_backend_named_by_the_shell_does_not_stop_the_figures(monkeypatch):
     figures are files, drawn by Agg whatever the shell names."""
     import subprocess
     import sys
-    done = subprocess.run([sys.executable, "-c", "import reports.figures, matplotlib; print(matplotlib.get_backend())"],
+    done = subprocess.run([sys.executable, "-c", "import reports.building.figures, matplotlib; print(matplotlib.get_backend())"],
                           capture_output=True, text=True, timeout=120, env={**os.environ, "MPLBACKEND": "bogus"},
                           cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 0 and done.stdout.strip().lower() == "agg", done.stderr[-1500:]
@@ -303,7 +303,7 @@ def test_a_figure_drawn_twice_is_the_same_svg_file(tmp_path):
     # (results/summary.svg changed on every `lmbench report summary` though no figure did: its date, its ids)
     import matplotlib.pyplot as plt
 
-    from reports.figures import save_figure
+    from reports.building.figures import save_figure
     files = []
     for copy in ("a", "b"):
         fig, ax = plt.subplots()

@@ -112,7 +112,7 @@ def test_networks_on_a_papers_table_trains_only_those_and_lists_the_rest_not_run
 
 def test_networks_a_papers_table_lacks_are_refused_before_any_row_runs(tmp_path, brown):
     from lmbench.errors import LMBenchError
-    from reports.pipeline import Reproduction, default_settings
+    from reports.running.pipeline import Reproduction, default_settings
     reproduction = Reproduction(default_settings("ap", True), tmp_path / "work", tmp_path / "report", networks=("mlp1",))
     reproduction.load_corpus = lambda: brown  # (AP's table over any corpus: its rows, not its text, are checked)
     with pytest.raises(LMBenchError, match=r"--networks mlp1: no network row of that id in the ap table; its "

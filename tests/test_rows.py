@@ -11,12 +11,12 @@ import pytest
 
 from lmbench.errors import LMBenchError
 from neural.families import FAMILIES
-from reports import pipeline, row_runner, seeds
+from reports.running import pipeline, row_runner, seeds
 from reports.records import load_results
-from reports.claims import check_claims
+from reports.building.claims import check_claims
 from reports.experiments import KINDS, Row, brown_rows, energy_rows, network
 from reports.records import upgrade_row
-from reports.tables import comparison
+from reports.building.tables import comparison
 from tests.lm_checks import make_corpus
 from tests.test_kneser_ney import markov_text
 from tests.test_reports import fake_results

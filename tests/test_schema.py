@@ -9,7 +9,7 @@ import pytest
 
 from lmbench.errors import LMBenchError
 from lmbench.schema import check, problems
-from reports import pipeline
+from reports.running import pipeline
 from tests.helpers import markov_text
 from tests.lm_checks import make_corpus
 

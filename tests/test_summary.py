@@ -12,7 +12,7 @@ import pytest
 from lmbench_cli import main
 from reports.experiments import (AP_NETWORK, INFINI_GRAM, TABLE1_NETWORKS, Row, infini_gram_row, kn5_mixtures,
                                  mixture, network, rows_beyond_2003)
-from reports.summary import (LABELS, answer_frame, answer_sentence, block_markers, budget_note, corpus_line, families_frame,
+from reports.building.summary import (LABELS, answer_frame, answer_sentence, block_markers, budget_note, corpus_line, families_frame,
                              gather, listed_reports, narrow_markdown, short_name)
 
 KN5 = Row("kn-interp-5", "ngram", "Kneser-Ney interpolated", n=5, method="kneser-ney")
@@ -187,11 +187,11 @@ def test_summary_figure_pairs_each_network_with_its_mixture(tmp_path, monkeypatc
     axis from where the data are (not 0), every bar whole, each label above its error bar, the legend
     outside the axes."""
     import matplotlib.colors
-    import reports.figures
-    from reports.summary import summary_figure
+    import reports.building.figures
+    from reports.building.summary import summary_figure
     lines = [corpus_line("first", first_corpus()), corpus_line("second", second_corpus())]
     lines[1]["paper"]["ratio_ci95"] = [0.98, 1.12]  # an interval reaching above KN 5's line
-    shown, save = {}, reports.figures.save_figure
+    shown, save = {}, reports.building.figures.save_figure
 
     def keep(fig, directory, name, tight=True):
         ax = fig.axes[0]
@@ -203,7 +203,7 @@ def test_summary_figure_pairs_each_network_with_its_mixture(tmp_path, monkeypatc
                      labels=[(text.get_text(), text.xy[1]) for text in ax.texts],  # where each is anchored
                      legend=ax.get_legend().get_bbox_to_anchor().transformed(ax.transAxes.inverted()).x0)
         return save(fig, directory, name, tight)
-    monkeypatch.setattr(reports.figures, "save_figure", keep)
+    monkeypatch.setattr(reports.building.figures, "save_figure", keep)
     assert summary_figure(lines, tmp_path / "summary.png").exists()
     # first: paper, paper + KN 5, ours (no mixture: left out), lstm, lstm + KN 5; second: paper, paper + KN 5
     bars = shown["bars"]
@@ -218,18 +218,18 @@ def test_summary_figure_pairs_each_network_with_its_mixture(tmp_path, monkeypatc
 
 
 def test_summary_figure_shows_every_bar_whole(tmp_path, monkeypatch):
-    import reports.figures
-    from reports.summary import summary_figure
+    import reports.building.figures
+    from reports.building.summary import summary_figure
     line = corpus_line("worse", second_corpus())
     line["paper"] = {**line["paper"], "ratio": 1.8, "ratio_ci95": None}  # far above KN 5: its bar must not be clipped
-    shown, save = {}, reports.figures.save_figure
+    shown, save = {}, reports.building.figures.save_figure
 
     def keep(fig, directory, name, tight=True):
         ax = fig.axes[0]
         shown.update(top=ax.get_ylim()[1], legend=ax.get_legend().get_bbox_to_anchor().transformed(
             ax.transAxes.inverted()).x0)
         return save(fig, directory, name, tight)
-    monkeypatch.setattr(reports.figures, "save_figure", keep)
+    monkeypatch.setattr(reports.building.figures, "save_figure", keep)
     assert summary_figure([line], tmp_path / "summary.png").exists()
     assert shown["top"] > 1.8 and shown["legend"] > 1  # the legend right of the axes, behind no bar
 
@@ -252,7 +252,7 @@ def test_a_budgeted_only_best_is_labelled_so_in_every_table():
 def test_the_cost_table_says_when_a_run_trained_its_rows_k_at_once():
     """A run under --jobs 2 (its estimate's rows_at_once) and its budget shared in two lanes: the cost table's
     wall time and budget say so; a run one row after the other says nothing of it."""
-    from reports.summary import cost_block
+    from reports.building.summary import cost_block
     meta = {"rows_seconds": 9862.0, "wall_seconds": 5156.1, "commit": "3d41ab0", "machine": "x86_64, 2 CPUs",
             "trained": {"wall_seconds": 5156.1, "peak_memory_gb": 1.26, "commit": "3d41ab0",
                         "estimate": {"seconds": 5050.6, "rows": {}, "rows_at_once": 2}}}
@@ -271,7 +271,7 @@ def test_report_summary_rebuilds_the_top_of_every_report_that_a_newly_listed_one
     left it saying the old summary (results/ap89-1m's said its GRU was budgeted only after
     results/ap89-1m-jobs2 gave the converged row); `lmbench report summary` now rebuilds such a report from
     its results.json, and leaves a report whose top is current as it is."""
-    from reports.build import build_report, stale_tops
+    from reports.building.build import build_report, stale_tops
     from tests.test_reports import fake_results
     root = tmp_path / "results"
     for name, kn5 in (("first", 200.0), ("second", 100.0)):
@@ -297,6 +297,6 @@ def test_report_summary_rebuilds_the_top_of_every_report_that_a_newly_listed_one
 def test_the_top_of_every_committed_report_is_the_summary_of_the_listed_reports_now():
     """results/index.txt lists the reports the summary gathers, and the top of every committed report
     says that summary: a report listed or re-run since one was built is a `lmbench report summary` away."""
-    from reports.build import stale_tops
+    from reports.building.build import stale_tops
     stale = [folder.name for folder in stale_tops(Path(__file__).resolve().parents[1] / "results")]
     assert stale == [], f"run `lmbench report summary` on a clean checkout and commit the rebuilt {stale}"

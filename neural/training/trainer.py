@@ -29,7 +29,7 @@ sum the gradients, and have rank 0 write the files, in the single-process format
 
 `measure_pace(corpus, config)` times the same run on this machine instead of making it: a few of its
 updates and the exact scoring of a slice of valid, seconds in all (`Pace`). `lmbench reproduce` measures
-every network row so before any row runs, for its estimate and its compute budget (`reports.estimate`).
+every network row so before any row runs, for its estimate and its compute budget (`reports.running.estimate`).
 """
 
 from __future__ import annotations

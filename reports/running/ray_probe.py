@@ -1,5 +1,5 @@
 """What answers at a Ray cluster's address, asked the way `ray.init` will ask it, in a process of its own
-(`python -m reports.ray_probe HOST:PORT`, run by reports.cluster.check_address): one JSON line on standard
+(`python -m reports.running.ray_probe HOST:PORT`, run by reports.running.cluster.check_address): one JSON line on standard
 output, `{"answer": ..., "detail": ...}`, where the answer is
 
 - `joinable`: the cluster's GCS answered and a raylet of that cluster runs on this machine (a driver joins a

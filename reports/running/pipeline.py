@@ -6,8 +6,8 @@ and the corpus's content: a re-run skips finished rows, an edited corpus file re
 interrupted NPLM resumes from its checkpoint. A row is looked up and run under a lock on its cache
 entry (lmbench.files.locked, as the corpus cache is), so that two runs sharing a work folder run each
 row once, and share the work: each passes over the rows the other holds, runs the rest, then waits for
-the ones it passed and reads them (reports.schedule). With `--jobs K` or `--cluster ADDRESS` the rows run
-as tasks of Ray instead (reports.cluster), this process alone writing the row cache.
+the ones it passed and reads them (reports.running.schedule). With `--jobs K` or `--cluster ADDRESS` the rows run
+as tasks of Ray instead (reports.running.cluster), this process alone writing the row cache.
 Mixture rows read the saved log-probabilities of their parts, so nothing is retrained.
 With `--seeds K` (K > 1) every row with a network in it (or those `--seeds-for` names, and the mixtures
 of them) runs under K seeds (`seed_copies`: the run's seed, then one more each): the first seed's work is the row itself, cached as with one seed, each
@@ -19,10 +19,10 @@ log-probabilities and token counts) and the 95% interval of each perplexity, ove
 consecutive blocks chosen on valid once every row has run (reports.records.grouped, recorded in
 `bootstrap.grouping`); a row cached before rows kept them gets them from its saved log-probabilities.
 The rooms: the work folder's layout and row cache (reports.work_folder), one row's run
-(reports.row_runner, whose RUNNERS give each kind of row its stage and method), the schedulers
-(reports.schedule: one after the other; reports.cluster: Ray), the settings and the corpus
-(reports.settings), the seeds (reports.seeds) and what results.json records beside the rows
-(reports.results_file). `Reproduction` plans the rows (which, each one's fingerprint and training
+(reports.running.row_runner, whose RUNNERS give each kind of row its stage and method), the schedulers
+(reports.running.schedule: one after the other; reports.running.cluster: Ray), the settings and the corpus
+(reports.running.settings), the seeds (reports.running.seeds) and what results.json records beside the rows
+(reports.running.results_file). `Reproduction` plans the rows (which, each one's fingerprint and training
 configuration, their budget and expected time), hands them to a scheduler and writes results.json.
 """
 
@@ -43,18 +43,18 @@ from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write_text
 from lmbench.schema import check
 from neural.config import TIME_TO_QUALITY
-from reports import settings as run_settings
-from reports.estimate import (REPORT_SECONDS, CostModel, RunProgress, committed_results, expected_seconds,
+from reports.running import settings as run_settings
+from reports.running.estimate import (REPORT_SECONDS, CostModel, RunProgress, committed_results, expected_seconds,
                               recipe_updates, wall_seconds)
 from reports.experiments import (DEFAULT, EXTRA_ROWS, NETWORK_CHOICES, OURS, PAPER_FAMILY, QUICK_CLASSES, ROWS, Row,
                                  every_default, ours_rows, text_rows)
 from reports.provenance import checked_state, code_state
 from reports.records import grouped
-from reports.results_file import run_metadata, samples, training_run
-from reports.row_runner import RowJob, RowRunner, network_advice, runner
-from reports.schedule import RowCache, Scheduler, Sequential
-from reports.seeds import over_seeds, seed_copies
-from reports.settings import QUICK_IGNORED, USER_REPORTS, Settings, TextCorpus, default_settings, report_name
+from reports.running.results_file import run_metadata, samples, training_run
+from reports.running.row_runner import RowJob, RowRunner, network_advice, runner, split_blocks
+from reports.running.schedule import RowCache, Scheduler, Sequential
+from reports.running.seeds import over_seeds, seed_copies
+from reports.running.settings import QUICK_IGNORED, USER_REPORTS, Settings, TextCorpus, default_settings, report_name
 from reports.work_folder import WorkFolder
 
 if TYPE_CHECKING:  # for the annotations only: the trainer loads torch, imported where a network is timed or trained
@@ -71,8 +71,8 @@ class Reproduction:
                  seeds_for: tuple[str, ...] = (), budget: str | None = None, budget_flops: float | None = None,
                  budget_rule: str = "complete", networks: tuple[str, ...] | None = None, jobs: int = 1,
                  precision: str = "auto", cluster: str | None = None):
-        self.jobs = jobs  # rows at once on an embedded Ray of this machine (reports.cluster; 1: one after the other)
-        self.cluster = cluster  # the address of a running Ray cluster that runs the rows (reports.cluster; None: none)
+        self.jobs = jobs  # rows at once on an embedded Ray of this machine (reports.running.cluster; 1: one after the other)
+        self.cluster = cluster  # the address of a running Ray cluster that runs the rows (reports.running.cluster; None: none)
         self.settings = settings
         # the paper's tables (a user's corpus: TextCorpus.networks): the network rows to train, by id ("ours": NPLM
         # (ours), a family beyond 2003 by its name, which adds its row group); the table's other network rows and
@@ -80,7 +80,7 @@ class Reproduction:
         self.networks = networks
         self.left_out: set[str] = set()  # the ids of the network rows `networks` leaves out
         # the compute budget asked (a wall time or a recorded budget; FLOPs per network row), and once the rows
-        # are known its record (reports.budget.resolve): each network row's updates; None: the recipes' lengths
+        # are known its record (reports.running.budget.resolve): each network row's updates; None: the recipes' lengths
         self.budget_asked, self.budget_flops, self.budget_rule, self.budget = budget, budget_flops, budget_rule, None
         self.original: dict[str, str] = {}  # a seed copy's id: the id of the row it copies
         self.started = time.time()  # (set again when the run starts: the budget counts from there)
@@ -91,7 +91,7 @@ class Reproduction:
         self.threads = threads  # network rows' CPU threads (None: neural.training.recipe.default_threads): how fast
         self.code = code or code_state(report_dir)  # the commit that runs, reports.provenance
         self.extra = extra  # the optional row groups to add (EXTRA_ROWS of the corpus)
-        self.work = WorkFolder(work_dir)
+        self.work = WorkFolder(Path(work_dir))
         self.report_dir = report_dir
         self.write_results_file = True  # False: results.json is left to the report (`reproduce`), in results_text
         self.text = text
@@ -101,7 +101,7 @@ class Reproduction:
         self.seeded: dict[str, list[Row]] = {}
         self.corpus: Corpus | None = None
         self.digest = ""
-        self.runner: RowRunner | None = None  # runs a row (reports.row_runner), once the corpus is loaded
+        self.runner: RowRunner | None = None  # runs a row (reports.running.row_runner), once the corpus is loaded
         self.rows_run = 0  # the rows this run computed (the others came from the row cache)
         self._speeds: dict[str, Pace] = {}  # a network row's pace here, by its id (`speed`)
         self.estimate: dict = {}  # the run's expected seconds, said at its start (`progress`), in results.json
@@ -176,10 +176,10 @@ class Reproduction:
         return TIME_TO_QUALITY if paper_shape and self.settings.corpus == "text" and not self.settings.quick else {}
 
     def budget_plan(self):
-        """What a compute budget is shared over (reports.budget.NetworkPlan): the network rows to budget (no seed
-        copy, none left out), and the expected seconds of the rows with no network (reports.estimate's cost
+        """What a compute budget is shared over (reports.running.budget.NetworkPlan): the network rows to budget (no seed
+        copy, none left out), and the expected seconds of the rows with no network (reports.running.estimate's cost
         model; 0 for a kind no committed row has)."""
-        from reports.budget import NetworkPlan
+        from reports.running.budget import NetworkPlan
         model = CostModel(committed_results())
         tokens = {split: len(self.corpus.split(split)) for split in SPLITS}
         others = sum(model.seconds(row.to_dict(), None, tokens) or 0.0 for row in self.rows if not row.family)
@@ -190,7 +190,7 @@ class Reproduction:
                            self.work.budget_path, self.lanes(), self.started, others)
 
     def job(self, row: Row) -> RowJob:
-        """Row `row` as its runner needs it (reports.row_runner.RowJob)."""
+        """Row `row` as its runner needs it (reports.running.row_runner.RowJob)."""
         by_id = {r.id: r for r in self.rows}
         clustered = by_id.get(CLUSTERED_ROW) if row.word_vectors else None
         return RowJob(row, self.fingerprint(row), self.training_config(row) if row.family else None,
@@ -208,8 +208,8 @@ class Reproduction:
 
     def run_rows(self, skip: frozenset[str] = frozenset()) -> tuple[list[Row], dict[str, dict]]:
         """(the table's rows, every row's result by id): each row run or read from the row cache, under its
-        lock, so that two runs sharing a work folder run each row once (reports.schedule.Sequential). With
-        `jobs` > 1 or a `cluster`, the rows run as tasks of Ray instead (reports.cluster.OnRay), this process
+        lock, so that two runs sharing a work folder run each row once (reports.running.schedule.Sequential). With
+        `jobs` > 1 or a `cluster`, the rows run as tasks of Ray instead (reports.running.cluster.OnRay), this process
         alone writing the row cache; the figures are those of a sequential run wherever a row ran."""
         self.corpus = self.load_corpus()
         warning = unk_warning(self.corpus.summary())
@@ -235,7 +235,7 @@ class Reproduction:
         self.original = {copy.id: row_id for row_id, copies in self.seeded.items() for copy in copies}
         if not self.settings.quick and (self.budget_asked, self.budget_flops) != (None, None):
             # (a quick run trains one epoch a network: what a budget would cut)
-            from reports.budget import resolve
+            from reports.running.budget import resolve
             self.budget = resolve(self.budget_plan(), self.budget_asked, self.budget_flops, self.budget_rule)
         progress = self.progress(skip)
         log.info("reproduce %s: %s", self.settings.corpus, progress.summary(len(self.rows)))
@@ -251,11 +251,11 @@ class Reproduction:
         return table, results
 
     def scheduler(self) -> Scheduler:
-        """One row after the other here (reports.schedule.Sequential), or with `jobs` > 1 or a `cluster`, the rows
-        as tasks of Ray (reports.cluster.OnRay: the one place Ray is imported)."""
+        """One row after the other here (reports.running.schedule.Sequential), or with `jobs` > 1 or a `cluster`, the rows
+        as tasks of Ray (reports.running.cluster.OnRay: the one place Ray is imported)."""
         if self.jobs <= 1 and self.cluster is None:
             return Sequential()
-        from reports.cluster import OnRay
+        from reports.running.cluster import OnRay
         return OnRay(self.jobs, self.cluster, self.row_threads(), self.estimate.get("rows", {}))
 
     def staged_rows(self) -> list[Row]:
@@ -326,7 +326,7 @@ class Reproduction:
         kinds = {row.id: row.kind for row in self.rows}
         to_run = {row_id: cost for row_id, cost in costs.items() if row_id not in cached | absent}
         wall = None
-        if None not in to_run.values():  # the mixtures run in this process, beside the rows' tasks (reports.cluster)
+        if None not in to_run.values():  # the mixtures run in this process, beside the rows' tasks (reports.running.cluster)
             wall = (wall_seconds([cost for row_id, cost in to_run.items() if kinds[row_id] != "mix"], self.lanes())
                     + sum(cost for row_id, cost in to_run.items() if kinds[row_id] == "mix"))
         spent = time.time() - self.started  # the corpus loaded (and the paces measured): in the wall time too
@@ -350,7 +350,7 @@ class Reproduction:
             "rows": rows,
             **({"budget": self.budget} if self.budget is not None else {}),
             "bootstrap": {"resamples": bootstrap.RESAMPLES, "seed": bootstrap.SEED, "interval": "95% percentile",
-                          "blocks": {split: self.runner.block_ends(split)[1] for split in ("valid", "test")}},
+                          "blocks": {split: split_blocks(self.corpus, split)[1] for split in ("valid", "test")}},
         }
         if embedding:
             results["neighbors"] = {"row": embedding["row"], "words": embedding.pop("neighbors")}
@@ -369,7 +369,7 @@ class Reproduction:
             results["samples"] = drawn
             text = json.dumps(results, indent=1, default=str)
             check("results", json.loads(text), fix=f"nothing was written to {self.report_dir}: a bug of "
-                  "reports.results_file.samples, report it")
+                  "reports.running.results_file.samples, report it")
         self.results_text = text  # results.json, written with the report (`reproduce`), or here alone
         if self.write_results_file:
             self.report_dir.mkdir(parents=True, exist_ok=True)
@@ -391,16 +391,16 @@ def reproduce(corpus: str, quick: bool, work_dir: Path | None = None, report_dir
     CPU threads of the network rows (None: OMP_NUM_THREADS when set, else the free cores, lmbench.threads);
     `seeds`: the seeds each row with a network in it runs under (module docstring); `seeds_for`: the ids of
     the network rows that take them (empty: every one); `budget`, `budget_flops`: the network rows' compute
-    budget (reports.budget; None: each recipe's own length) and `budget_rule` how the rows share it; `networks`:
+    budget (reports.running.budget; None: each recipe's own length) and `budget_rule` how the rows share it; `networks`:
     the paper's tables' network rows to train (Reproduction; a user's corpus: `text.networks`); `results_dir`: the committed reports the
-    report's cross-corpus summary gathers (default: results/ in the working directory, reports.summary); `jobs`:
-    rows at once on an embedded Ray of this machine (reports.cluster; 1: one after the other, no Ray); `cluster`:
+    report's cross-corpus summary gathers (default: results/ in the working directory, reports.building.summary); `jobs`:
+    rows at once on an embedded Ray of this machine (reports.running.cluster; 1: one after the other, no Ray); `cluster`:
     the address of a running Ray cluster that runs the rows instead ("auto": RAY_ADDRESS's); `precision`: the
     network rows' training products (neural.precision: fp32, bf16 or auto; recorded in each row's config and cache
     key)."""
-    from reports.build import build_report
-    from reports.significance import seeds_advice
-    from reports.summary import RESULTS
+    from reports.building.build import build_report
+    from reports.building.significance import seeds_advice
+    from reports.building.summary import RESULTS
 
     if corpus not in ROWS and not (corpus == "text" and text is not None):
         raise LMBenchError(f"no table for corpus {corpus!r}: use one of {', '.join(ROWS)}, or text with "

@@ -1,4 +1,4 @@
-"""Whether a claim holds: the statistics behind every claim's verdict (the claims themselves: reports.claims).
+"""Whether a claim holds: the statistics behind every claim's verdict (the claims themselves: reports.building.claims).
 
 Every claim that compares rows is made of checks (`Check`: one row below or above another by more than
 a threshold, 0 for "A beats B"; or, for "gains little", within a margin of it on both sides), each with
@@ -7,7 +7,7 @@ records the relative perplexity `difference` (%), its 95% interval `difference_c
 `significant`, and its verdict reads "holds (-4.1%, 95% CI -5.0% to -3.2%)", "fails (...)" or "not
 significant (...)"; `comparisons` keeps every check's rows, difference, interval and p-value.
 
-Training randomness: where a compared row was run under several seeds (reports.seeds.over_seeds),
+Training randomness: where a compared row was run under several seeds (reports.running.seeds.over_seeds),
 the check's interval also covers it (bootstrap.difference_draws: the paired interval widened by the
 seeds' spread of the difference, `difference_ci95_test` the interval without it); where a network
 behind a compared row has one seed, the claim says "one seed: training randomness not covered"

@@ -19,14 +19,14 @@ from lmbench.bootstrap import RESAMPLES, TOO_FEW
 from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write_text, replaced_folder
 from lmbench.schema import check
-from reports import summary
-from reports.claims import check_claims
-from reports.figures import DRAWING_CODE, draw_all, drawn_once
-from reports.markup import markdown_table, markdown_text
+from reports.building import summary
+from reports.building.claims import check_claims
+from reports.building.figures import DRAWING_CODE, draw_all, drawn_once
+from reports.building.markup import markdown_table, markdown_text
 from reports.provenance import code_state, stamp
 from reports.records import current_format, read_results, upgrade
-from reports.significance import NO_INTERVAL, TOO_FEW_NOTE, decimals, seeds_advice
-from reports.tables import PAPER_TABLE, _display, comparison, figure, to_markdown, write_tables
+from reports.building.significance import NO_INTERVAL, TOO_FEW_NOTE, decimals, seeds_advice
+from reports.building.tables import PAPER_TABLE, _display, comparison, figure, to_markdown, write_tables
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ def html_table(frame: pd.DataFrame, first_extra: int | None = None, coloured: bo
                 classes.append("num")
                 if coloured and str(column).endswith("diff %") and value != 0:
                     classes.append("below" if value < 0 else "above")
-            elif isinstance(value, str) and " ± " in value:  # a mean ± sd over seeds (reports.tables.figure)
+            elif isinstance(value, str) and " ± " in value:  # a mean ± sd over seeds (reports.building.tables.figure)
                 classes.append("num")
             attribute = f' class="{" ".join(classes)}"' if classes else ""
             cells.append(f"<td{attribute}>{html.escape(str(value))}</td>")
@@ -171,7 +171,7 @@ SAMPLES_HEADING = "Samples: the same text continued by each kind of model"
 
 
 def _samples(results: dict) -> tuple[str, pd.DataFrame] | None:
-    """The note and the table of results.json's `samples` (reports.results_file.samples): each
+    """The note and the table of results.json's `samples` (reports.running.results_file.samples): each
     continuation a row, under its model's label and test perplexity."""
     samples = results.get("samples")
     if not samples:
@@ -212,11 +212,11 @@ def _training_frame(results: dict) -> pd.DataFrame | None:
 
 def _budget_note(results: dict) -> str | None:
     """Whether the claims between networks are made at equal compute: the run's budget and its rule
-    (reports.budget), or none (every recipe to its end: each network trained as long as its recipe took)."""
+    (reports.running.budget), or none (every recipe to its end: each network trained as long as its recipe took)."""
     budget = results.get("budget")
     if not budget:
         return None
-    from reports.budget import terms
+    from reports.running.budget import terms
     equal = "not made at equal compute" if budget.get("share") is not None else "made at equal training compute"
     return f"The networks trained under a compute budget ({terms(budget)}): claims between networks are {equal}."
 
@@ -224,7 +224,7 @@ def _budget_note(results: dict) -> str | None:
 def _claims_note(claims: list[dict]) -> str | None:
     """`NO_INTERVAL` when the claims compare rows without intervals (results without blocks); else how
     many claims the report tests, what "after Holm" and "training randomness" say, and where a claim
-    rests on a network of one seed, the run that would cover it (reports.significance.seeds_advice)."""
+    rests on a network of one seed, the run that would cover it (reports.building.significance.seeds_advice)."""
     compared = [claim for claim in claims if "difference_ci95" in claim]
     if any(claim["verdict"].startswith(TOO_FEW) for claim in compared):
         return TOO_FEW_NOTE
@@ -272,7 +272,7 @@ def _intervals_note(results: dict) -> str:
 
 
 def _pair_text(pair: dict | None) -> str | None:
-    """The paper's own pair of rows compared on ours (reports.claims `paper_pair`), with its interval."""
+    """The paper's own pair of rows compared on ours (reports.building.claims `paper_pair`), with its interval."""
     if not pair:
         return None
     if pair["difference_ci95"] is None:
@@ -290,7 +290,7 @@ def _figure_html(path: Path) -> str:
 
 
 def _summary_figure(across: list[dict], directory: Path) -> Path | None:
-    """The cross-corpus figure of the report's summary lines, drawn once (`reports.figures.drawn_once`)."""
+    """The cross-corpus figure of the report's summary lines, drawn once (`reports.building.figures.drawn_once`)."""
     drawn = drawn_once(directory, "summary", across, (Path(summary.__file__), DRAWING_CODE),
                        lambda: [p for p in [summary.summary_figure(across, directory / "summary.png")] if p])
     return drawn[0] if drawn else None
@@ -302,7 +302,7 @@ def build_report(report_dir: Path, code: dict | None = None, results_text: str |
     from a run) into the report folder, all of it or nothing (lmbench.files.replaced_folder: the folder
     is built in a copy that then takes its place); return what was written, under `report_dir`.
     `code`: the state of the checkout building it (reports.provenance; default: as found now);
-    `results_dir`: the committed reports its cross-corpus summary gathers (reports.summary); `corpus`: the
+    `results_dir`: the committed reports its cross-corpus summary gathers (reports.building.summary); `corpus`: the
     corpus the report must be of (`lmbench report CORPUS`), refused in one line when its results are another's."""
     report_dir = Path(report_dir)
     code = code or code_state(report_dir)
@@ -326,7 +326,7 @@ def _build(stage: Path, report_dir: Path, code: dict, results_dir: Path, corpus:
     table = comparison(results)
     written = write_tables(table, stage)
     claims = check_claims(results)
-    check("claims", claims, fix="nothing was written to claims.json: a bug of reports.claims, report it")
+    check("claims", claims, fix="nothing was written to claims.json: a bug of reports.building.claims, report it")
     atomic_write_text(stage / "claims.json", json.dumps(claims, indent=1))
     figures = draw_all(results, table, stage / "figures")
     across = summary.gather(report_dir, results, results_dir)

@@ -27,12 +27,12 @@ that reaches its end does not need goes to the others until the time is spent or
 
 A wall-time budget T is turned into updates by each network's pace on this machine at the run's thread
 count, measured at the start of every run (`neural.training.trainer.measure_pace`): its seconds per update
-s_r and its exact scoring's seconds per token; and by the cost model of the committed results for the rows with no network (`reports.estimate`):
+s_r and its exact scoring's seconds per token; and by the cost model of the committed results for the rows with no network (`reports.running.estimate`):
 R, the seconds of everything but the networks' updates (the time already spent loading the corpus and
 measuring, those rows, every network's exact scoring of its splits and the validation after each of its
 epochs, and the report), comes off T first. A budget that leaves a row less than one update is refused,
 naming the smallest that works. Under `--jobs K` the rows train K at once: T is then their wall time in K
-lanes, each row sent, the longest first, to the lane that frees soonest (`reports.estimate.wall_seconds`, the
+lanes, each row sent, the longest first, to the lane that frees soonest (`reports.running.estimate.wall_seconds`, the
 estimate's own count), so that K rows at once get about K times the updates of one after the other; the
 budget says so wherever it is named (`budget_asked`).
 """
@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Callable
 
 from lmbench.errors import LMBenchError
 from lmbench.files import READ_ERRORS, atomic_write_text
-from reports.estimate import REPORT_SECONDS, expected_seconds, network_seconds_apart, recipe_updates, wall_seconds
+from reports.running.estimate import REPORT_SECONDS, expected_seconds, network_seconds_apart, recipe_updates, wall_seconds
 
 if TYPE_CHECKING:  # for the annotations only: the trainer loads torch
     from neural.training.trainer import Pace
@@ -207,7 +207,7 @@ def complete_first(costs: dict[str, float], update_seconds: dict[str, float], fu
 
 @dataclass
 class NetworkPlan:
-    """What a budget is shared over, as the pipeline hands it (reports.pipeline.Reproduction.budget_plan): the
+    """What a budget is shared over, as the pipeline hands it (reports.running.pipeline.Reproduction.budget_plan): the
     network rows (no seed copy, none left out), each one's runs (1 + its seed copies), its training configuration
     at its recipe's length (`config`) and its pace here (`pace`, measured once a run), the corpus, the work
     folder's budget.json (`kept`), the rows at once (`lanes`), when the run started (time.time()), and the

@@ -11,7 +11,7 @@ those a claim names ("the best paper-shape network": the paper's network, equati
 its tables; "the best network": any family), never chosen on test; the evidence names it
 ("mlp9 (best on valid) 247.4 vs ...") and `best_on_valid` lists it.
 
-Each claim is judged by reports.significance: the checks it is made of, a paired bootstrap test of each
+Each claim is judged by reports.building.significance: the checks it is made of, a paired bootstrap test of each
 (with the training randomness of rows run under several seeds), its verdict and Holm's adjustment over
 a report's claims.
 """
@@ -23,7 +23,7 @@ from typing import NamedTuple
 from neural.families import FAMILIES
 from reports.experiments import INFINI_GRAM, NETWORKS_BEYOND_2003, PAPER_FAMILY, WITH_COUNTS
 from reports.records import network_of, paper_network
-from reports.significance import Check, compare, decimals, gap, judge, networks_behind, verdict_word, with_holm
+from reports.building.significance import Check, compare, decimals, gap, judge, networks_behind, verdict_word, with_holm
 
 EQUIVALENCE_MARGIN = 3.0  # %: "gains little" holds when the difference lies within +-3% (the paper's gain is 0.6%)
 
@@ -128,9 +128,9 @@ def check_claims(results: dict) -> list[dict]:
 def at_budget(results: dict, claims: list[dict]) -> list[dict]:
     """`claims` with, on each whose verdict rests on a network a compute budget cut short of its recipe's
     end, the budget it was reached at after the verdict ("holds (...), at 20m: lstm at 20m, 21% of its
-    recipe, valid still falling"; reports.budget.row_terms) and in `budget`: a budgeted verdict cannot be
+    recipe, valid still falling"; reports.running.budget.row_terms) and in `budget`: a budgeted verdict cannot be
     read as the converged one."""
-    from reports.budget import row_terms
+    from reports.running.budget import row_terms
     budget = results.get("budget")
     if not budget:
         return claims

@@ -1,5 +1,5 @@
 """The whole run's estimate of `lmbench reproduce`: each row's expected cost in seconds, said at its start
-(its first line, its progress bar: `RunProgress`) and shared by the compute budget (`reports.budget`).
+(its first line, its progress bar: `RunProgress`) and shared by the compute budget (`reports.running.budget`).
 
 A comparison's time is mostly its networks', and their pace depends on the machine (its cores, its
 instruction set, the threads the run takes, a GPU) far more than anything the committed results can
@@ -12,9 +12,9 @@ token.
 
 The rows with no network, which take seconds to minutes, and every row of a quick run, take a cost model
 calibrated on the committed results (results/*/results.json, their rows' `seconds`), as they ship with
-the package: reports/calibration.json (`committed_results`), what the cost model reads of each committed
+the package: reports/running/calibration.json (`committed_results`), what the cost model reads of each committed
 full run (its corpus's tokens, its rows' kind of work, seconds and epochs), so that an installed lmbench,
-which has no results/ folder, estimates as a checkout does. `python -m reports.calibration` writes it
+which has no results/ folder, estimates as a checkout does. `python -m reports.running.calibration` writes it
 again from results/ after a report is committed (tests/test_progress.py fails while it differs).
 
 The cost model: a row's work in tokens (`row_tokens`), times the seconds per token that the committed
@@ -49,7 +49,7 @@ from lmbench.files import READ_ERRORS
 if TYPE_CHECKING:  # for the annotations only: the trainer loads torch, which the estimate's readers need not
     from neural.training.trainer import Pace
 
-CALIBRATION = "calibration.json"  # the committed full runs as the cost model reads them, package data of reports/
+CALIBRATION = "calibration.json"  # the committed full runs as the cost model reads them, package data of reports.running
 ROW_FIELDS = ("id", "kind", "family", "method", "ours", "paper_model", "seconds", "epochs")  # what it reads of a row
 CONFIG_FIELDS = ("objective", "schedule")  # ... and of a network row's configuration
 REPORT_SECONDS = 60  # the report built after the rows (tables, claims' 10,000 resamples, figures), on 2 cores
@@ -127,10 +127,10 @@ def calibration_row(row: dict) -> dict:
 def committed_results(folder: Path | None = None) -> list[dict]:
     """The committed full (not quick) runs, each as the cost model reads it: its report's folder name,
     its corpus, its tokens per split (`corpus_summary`), its rows (`calibration_row`). Those shipped with
-    the package (reports/calibration.json, module docstring), or, given a `folder` of reports, those of
+    the package (reports/running/calibration.json, module docstring), or, given a `folder` of reports, those of
     its */results.json (a damaged one passed over)."""
     if folder is None:
-        return json.loads(resources.files("reports").joinpath(CALIBRATION).read_text(encoding="utf-8"))["results"]
+        return json.loads(resources.files("reports.running").joinpath(CALIBRATION).read_text(encoding="utf-8"))["results"]
     found = []
     for path in sorted(Path(folder).glob("*/results.json")):
         try:
@@ -169,7 +169,7 @@ def recipe_updates(config, epoch_updates: int) -> int:
 
 def wall_seconds(costs: list[float], lanes: int = 1) -> float:
     """The seconds `costs` (each row's) take run `lanes` at a time, the longest first, each to the lane
-    that frees soonest (as `reproduce --jobs K` sends them: reports.cluster); one lane: their sum."""
+    that frees soonest (as `reproduce --jobs K` sends them: reports.running.cluster); one lane: their sum."""
     if lanes <= 1:
         return float(sum(costs))
     ends = [0.0] * min(lanes, len(costs) or 1)
@@ -222,12 +222,12 @@ class RunProgress:
                            + ([f"{len(self.not_run)} not run"] if self.not_run else []))
         cached = f" ({cached})" if cached else ""
         if not self.estimated:
-            return f"{rows} rows{cached}; no committed results (reports/calibration.json) to estimate their time from"
+            return f"{rows} rows{cached}; no committed results (reports/running/calibration.json) to estimate their time from"
         pace = ("the networks at their pace measured here, the other rows at the committed results'"
                 if self.measured else "at the pace of the committed results, 2 cores")
         at_once = f"{self.at_once} rows at once; " if self.at_once > 1 else ""
         return (f"{rows} rows{cached}, about {duration((self.bar.total if self.wall is None else self.wall) + self.overhead)} in all ({at_once}{pace}: "
-                "reports/estimate.py)")
+                "reports/running/estimate.py)")
 
     def running(self, row_id: str) -> None:
         self.bar.set_postfix(row=row_id)

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from lmbench.files import atomic_write_text
-from reports.markup import latex_table, markdown_table
+from reports.building.markup import latex_table, markdown_table
 from reports.records import by_id, family_shape, network_of, shape, training_cost
 
 PAPER_CSV = Path(__file__).with_name("paper_tables.csv")
@@ -91,7 +91,7 @@ def _seconds(row: dict) -> float | None:
     return None if row.get("seconds") is None else round(row["seconds"], 1)
 
 
-NO_UNK = {"valid": "valid w/o unk", "test": "test w/o unk"}  # the columns of reports.row_runner.unk_figures
+NO_UNK = {"valid": "valid w/o unk", "test": "test w/o unk"}  # the columns of reports.running.row_runner.unk_figures
 NOT_RECORDED = "not recorded"  # a row that ran in a results.json written before rows kept their w/o-unk figures
 
 
@@ -121,7 +121,7 @@ def _ours_only(results: dict) -> pd.DataFrame:
 
 def figure(row: dict, key: str) -> float | str | None:
     """A perplexity of the row as a table shows it: to one decimal, or for a row run under several seeds
-    (reports.seeds.over_seeds) the seeds' geometric mean (the centre of its interval and claims) ±
+    (reports.running.seeds.over_seeds) the seeds' geometric mean (the centre of its interval and claims) ±
     the sample standard deviation of the seeds' perplexities, '95.08 ± 0.04', to the decimals (1 or 2)
     that show the deviation as non-zero."""
     if row.get(key) is None:

@@ -12,7 +12,7 @@ from lmbench import bootstrap
 from lmbench.errors import LMBenchError
 from reports.experiments import Row
 from reports.records import seeds_centre
-from reports.row_runner import runner
+from reports.running.row_runner import runner
 
 
 def seed_copies(rows: list[Row], seeds: list[int], networks: tuple[str, ...] = ()) -> dict[str, list[Row]]:

@@ -6,7 +6,7 @@ read from the cache or run. Two implement it:
 - `Sequential` (the default): one row after the other in this process, each under the lock of its cache entry,
   so that two runs sharing a work folder run each row once and share the work: each passes over the rows the
   other holds, runs the rest, then waits for the ones it passed and reads them;
-- `reports.cluster.OnRay` (`--jobs K`, `--cluster ADDRESS`): the rows as tasks of Ray, this process alone
+- `reports.running.cluster.OnRay` (`--jobs K`, `--cluster ADDRESS`): the rows as tasks of Ray, this process alone
   writing the cache.
 The rows listed as not run (a kind skipped, a network left out, a mixture of such a row) are the pipeline's,
 before any scheduler sees the rows: a scheduler runs or reads every row it is given.
@@ -17,8 +17,8 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from reports.estimate import RunProgress
-from reports.row_runner import RowJob, RowRunner, unk_figures
+from reports.running.estimate import RunProgress
+from reports.running.row_runner import RowJob, RowRunner, unk_figures
 
 log = logging.getLogger(__name__)
 

@@ -39,11 +39,11 @@ from lmbench.bootstrap import paired_splits
 from lmbench.errors import LMBenchError
 from lmbench.files import atomic_write_text, read_checked
 
-from reports.budget import budget_asked, terms
-from reports.estimate import duration
+from reports.running.budget import budget_asked, terms
+from reports.running.estimate import duration
 
 from reports.experiments import NETWORKS_BEYOND_2003
-from reports.markup import markdown_cell, markdown_table, markdown_text
+from reports.building.markup import markdown_cell, markdown_table, markdown_text
 from reports.records import by_id, load_results, network_of, paper_network
 
 log = logging.getLogger(__name__)
@@ -294,7 +294,7 @@ def _mark(entry: dict) -> str:
 
 def budget_note(lines: list[dict]) -> str | None:
     """Which networks of the lines trained under a compute budget (not to their recipes' end), in which
-    report, under which budget (reports.budget.terms), and why no converged row stands for them: the time
+    report, under which budget (reports.running.budget.terms), and why no converged row stands for them: the time
     their recipes' ends take on that report's machine; None: every network trained to convergence."""
     found: dict[tuple, list[str]] = {}
     for line in lines:
@@ -400,7 +400,7 @@ def cost_block(reports: dict[str, dict]) -> str:
     """What each committed report cost, as its results.json's `meta` gives it: the sum of its rows' own
     times (each as first computed, a row from the cache included), the wall time of the run that wrote
     it (rows from the cache take none), its peak memory (where the run recorded it), the networks'
-    compute budget (reports.budget.terms; none: every recipe to its end), its commit and machine."""
+    compute budget (reports.running.budget.terms; none: every recipe to its end), its commit and machine."""
     def budget(results: dict) -> str:
         spent = results.get("budget")
         if not spent:
@@ -479,7 +479,7 @@ def summary_figure(lines: list[dict], path: Path) -> Path | None:
     bar above it), clear of the error bars."""
     from matplotlib.patches import Patch
 
-    from reports.figures import plt, save_figure
+    from reports.building.figures import plt, save_figure
 
     groups = [[(entry, mixed) for entry in PAIRED for mixed in (False, True)
                if line[f"{entry} + KN 5" if mixed else entry]["ratio"] is not None] for line in lines]

@@ -1,12 +1,12 @@
-"""`python -m reports.calibration`: reports/calibration.json written again from the committed reports,
+"""`python -m reports.running.calibration`: reports/running/calibration.json written again from the committed reports,
 after a report is committed or rebuilt.
 
-The whole run's estimate (reports.estimate) is calibrated on the committed full runs: their rows' seconds
+The whole run's estimate (reports.running.estimate) is calibrated on the committed full runs: their rows' seconds
 and work. An installed lmbench has no results/ folder, so what the cost model reads of those runs ships
-with the package, as this file (`reports.estimate.committed_results`); tests/test_progress.py fails while
+with the package, as this file (`reports.running.estimate.committed_results`); tests/test_progress.py fails while
 it differs from what this command makes of results/.
 
-    python -m reports.calibration [--results-dir results]
+    python -m reports.running.calibration [--results-dir results]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from lmbench.files import atomic_write_text
-from reports.estimate import CALIBRATION, committed_results
+from reports.running.estimate import CALIBRATION, committed_results
 
 SHIPPED = Path(__file__).with_name(CALIBRATION)  # in the checkout, beside this module: the package's file
 
@@ -33,7 +33,7 @@ def calibration_text(results: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reports.calibration", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m reports.running.calibration", description=__doc__.splitlines()[0])
     parser.add_argument("--results-dir", type=Path, default=Path("results"),
                         help="the committed reports, one folder a report (default: results)")
     args = parser.parse_args(argv)

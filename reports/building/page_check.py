@@ -4,7 +4,7 @@ Chromium's --screenshot takes the window, not the page, so the page is first loa
 script that writes its height into the DOM (read back from --dump-dom), then shot in a window that tall:
 every table and figure of the page ends up in the PNG, however long the report grows.
 
-    python -m reports.page_check results/brown/report.html build/report-check.png [--chromium chromium]
+    python -m reports.building.page_check results/brown/report.html build/report-check.png [--chromium chromium]
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ once) and `reproduce --cluster ADDRESS` (a running cluster: `ray start --head` o
 
 The corpus goes to the object store once (`ray.put`). Each n-gram or network row is a task that declares
 what it needs (CPU threads; half a GPU for a network where the cluster has GPUs; an n-gram row's counts
-as memory), runs `RowRunner.run` (reports.row_runner) on whichever node Ray places it, and returns its record and its
+as memory), runs `RowRunner.run` (reports.running.row_runner) on whichever node Ray places it, and returns its record and its
 log-probabilities to this process, which alone writes the row cache, results.json and the report: a
 worker node needs the project installed and nothing else, no shared folder and no corpus file. A
 network trains in the run's work folder where the node sees it (this machine, a shared disk), so that a
@@ -16,8 +16,8 @@ A task whose worker process or node dies is run again (`RETRIES`, Ray's own retr
 row itself (NaN, a bad option) is raised here as it would be in one process. Ctrl-C cancels this run's
 tasks, the rows finished so far being cached already. An address where no Ray answers, a row asking
 more of a resource than any node has, or a `--jobs K` whose rows this machine's memory cannot hold, is
-refused in one line before any row runs. `OnRay` is the scheduler (reports.schedule) of those two options;
-only reports.pipeline imports this module, and only for them: a default run imports nothing of Ray.
+refused in one line before any row runs. `OnRay` is the scheduler (reports.running.schedule) of those two options;
+only reports.running.pipeline imports this module, and only for them: a default run imports nothing of Ray.
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from lmbench.errors import LMBenchError
 from lmbench.memory import available_memory
 from reports.experiments import Row
-from reports.row_runner import RowJob, RowRunner
-from reports.schedule import RowCache
+from reports.running.row_runner import RowJob, RowRunner
+from reports.running.schedule import RowCache
 from reports.work_folder import WorkFolder
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ WORKER_BYTES = 600 * 2**20
 NGRAM_BYTES_PER_TOKEN = 400
 CONNECT_SECONDS = 10  # to reach a cluster's address
 RAY_TEMP_BYTES = 64 * 2**20  # an embedded Ray's session folder (its logs, sockets, port files) at least
-PROBE_SECONDS = 15  # for Ray's GCS there to answer (reports.ray_probe: about 2 s where it does)
+PROBE_SECONDS = 15  # for Ray's GCS there to answer (reports.running.ray_probe: about 2 s where it does)
 WAIT_SECONDS = 0.5  # the driver's wait for a task between two looks at Ctrl-C
 OBJECT_STORE_BYTES = 100 * 2**20  # an embedded Ray's object store at least (the corpus, the rows' log-probabilities)
 TOKEN_LOGGER = "ray._private.authentication.authentication_token_setup"  # its line at each local start
@@ -171,7 +171,7 @@ def check_address(address: str) -> None:
     """Join-or-refuse, within seconds: refuse in one line an address where nothing listens (Ray itself waits
     a long while there), `auto` without RAY_ADDRESS, a Ray Client address (`ray://`), a cluster that refuses
     this process's token or that this machine runs no node of, or something other than Ray answering there
-    (`reports.ray_probe` asks it). Said before the corpus is read (reports.cli) and again when Ray starts."""
+    (`reports.running.ray_probe` asks it). Said before the corpus is read (reports.cli) and again when Ray starts."""
     if address == "auto" and not os.environ.get("RAY_ADDRESS"):
         raise LMBenchError("--cluster auto joins the cluster RAY_ADDRESS names, and RAY_ADDRESS is not set: give "
                            "--cluster HOST:6379 (the address `ray start --head` printed), or set RAY_ADDRESS")
@@ -221,11 +221,11 @@ def token_source() -> str | None:
 
 
 def probe(address: str) -> dict:
-    """reports.ray_probe's answer for the address, in a process of its own (Ray's client lines discarded), at
+    """reports.running.ray_probe's answer for the address, in a process of its own (Ray's client lines discarded), at
     most PROBE_SECONDS: past that, nothing that speaks Ray answered."""
     try:
-        done = subprocess.run([sys.executable, "-m", "reports.ray_probe", address], capture_output=True, text=True,
-                              timeout=PROBE_SECONDS, cwd=Path(__file__).resolve().parents[1])
+        done = subprocess.run([sys.executable, "-m", "reports.running.ray_probe", address], capture_output=True, text=True,
+                              timeout=PROBE_SECONDS, cwd=Path(__file__).resolve().parents[2])
     except subprocess.TimeoutExpired:
         return {"answer": "no_ray", "detail": f"no reply to Ray's protocol in {PROBE_SECONDS} s"}
     lines = done.stdout.strip().splitlines()
@@ -263,7 +263,7 @@ def check_resources(rows: list[Row], options: dict[str, dict], where: str) -> No
 
 @ray.remote
 def run_row_task(runner: RowRunner, corpus, job: RowJob, starts) -> tuple[dict, dict]:
-    """A row run on a node of the cluster by `runner` (reports.row_runner), the corpus from the object store; its
+    """A row run on a node of the cluster by `runner` (reports.running.row_runner), the corpus from the object store; its
     start told to the driver through `starts` (a ray.util.queue.Queue: the row's id and this host)."""
     try:
         starts.put((job.row.id, platform.node()))

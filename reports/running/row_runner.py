@@ -4,7 +4,7 @@ log-probabilities, scored on the corpus's splits.
 A row is handed over as a `RowJob` (the row, its fingerprint, a network's training configuration), and
 `RowRunner.run` gives its record (perplexities, `<unk>` figures, bootstrap intervals, what the row's kind adds)
 and its per-token log-probabilities by split. The runner knows nothing of schedules: a scheduler
-(reports.schedule, reports.cluster) decides which rows run where and when, and the work folder
+(reports.running.schedule, reports.running.cluster) decides which rows run where and when, and the work folder
 (reports.work_folder) keeps what they give. What the runner writes itself is a row's own working state in
 the work folder: a network's training folder (resumed from its checkpoint when the row runs again) and an
 n-gram row's kept model. Each kind of row runs through its entry of RUNNERS (its stage, and its method).
@@ -73,7 +73,7 @@ class RowRunner:
     def run(self, job: RowJob) -> tuple[dict, dict[str, np.ndarray]]:
         """(the row's record, its log-probabilities by split): its runner's `RowRun`, its perplexities, `<unk>`
         figures and intervals, and the machine that ran it (`node`: its host name; a Ray task adds Ray's node
-        id, reports.cluster). Nothing is written but the row's working state: the row cache is the scheduler's."""
+        id, reports.running.cluster). Nothing is written but the row's working state: the row cache is the scheduler's."""
         started = time.perf_counter()
         ran = runner(job.row).run(self, job)
         logprobs = ran.logprobs
@@ -88,19 +88,13 @@ class RowRunner:
                  record["seconds"])
         return record, logprobs
 
-    def block_ends(self, split: str) -> tuple[np.ndarray, str]:
-        """The bootstrap blocks of a split of the corpus (lmbench.bootstrap.block_ends): documents where
-        the vocabulary has `</d>`."""
-        if split not in self._blocks:
-            vocab = self.corpus.vocab
-            end_id = vocab.id(bootstrap.DOCUMENT_END) if bootstrap.DOCUMENT_END in vocab else None
-            self._blocks[split] = bootstrap.block_ends(self.corpus.split(split), end_id)
-        return self._blocks[split]
-
     def intervals(self, logprobs: dict) -> dict:
         """`{split}_ppl_ci95` of valid and test (those scored), and `blocks`, each split's block sums
         from which they are computed."""
-        blocks = {split: bootstrap.row_blocks(logprobs[split], self.block_ends(split)[0])
+        for split in ("valid", "test"):
+            if split not in self._blocks:
+                self._blocks[split] = split_blocks(self.corpus, split)
+        blocks = {split: bootstrap.row_blocks(logprobs[split], self._blocks[split][0])
                   for split in ("valid", "test") if split in logprobs}
         return {**bootstrap.intervals(blocks), "blocks": blocks}
 
@@ -208,6 +202,14 @@ def network_advice(job: RowJob, work: WorkFolder):
                         f"again, which trains row {row_id} again")
 
 
+def split_blocks(corpus: Corpus, split: str) -> tuple[np.ndarray, str]:
+    """The bootstrap blocks of a split of the corpus (lmbench.bootstrap.block_ends) and their rule: documents
+    where the vocabulary has `</d>`."""
+    vocab = corpus.vocab
+    end_id = vocab.id(bootstrap.DOCUMENT_END) if bootstrap.DOCUMENT_END in vocab else None
+    return bootstrap.block_ends(corpus.split(split), end_id)
+
+
 def training_flops(config, corpus, summary: dict) -> float | None:
     """The training FLOPs a network row spent: its family's analytic count per training token
     (`NetworkShape.training_flops`) times the tokens it trained on."""
@@ -240,7 +242,7 @@ RUNNERS = {"ngram": Runner(0, RowRunner._run_ngram), "network": Runner(1, RowRun
 def runner(row: Row) -> Runner:
     if row.kind not in RUNNERS:
         raise LMBenchError(f"row {row.id!r} is of kind {row.kind!r}, which nothing runs: give it one of "
-                           f"{', '.join(RUNNERS)} (reports.row_runner.RUNNERS)")
+                           f"{', '.join(RUNNERS)} (reports.running.row_runner.RUNNERS)")
     return RUNNERS[row.kind]
 
 
