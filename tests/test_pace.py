@@ -89,7 +89,7 @@ def test_the_estimate_said_at_the_start_is_recorded_and_a_rerun_of_cached_rows_k
     with caplog.at_level(logging.INFO):
         again = small_reproduction(tmp_path, monkeypatch, epochs=2).run()  # every row cached
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("reproduce brown: 3 rows")]
-    assert said[0].startswith("reproduce brown: 3 rows (3 cached), about 1 min in all")  # (the report's minute)
+    assert said[0].startswith(f"reproduce brown: 3 rows (3 cached), about {duration(REPORT_SECONDS)} in all")  # (the report)
     assert not any("measuring" in r.getMessage() for r in caplog.records)  # nothing to train: nothing measured
     assert again["meta"]["rebuilt"] and again["meta"]["trained"]["estimate"] == estimate
 

@@ -52,7 +52,10 @@ if TYPE_CHECKING:  # for the annotations only: the trainer loads torch, which th
 CALIBRATION = "calibration.json"  # the committed full runs as the cost model reads them, package data of reports.running
 ROW_FIELDS = ("id", "kind", "family", "method", "ours", "paper_model", "seconds", "epochs")  # what it reads of a row
 CONFIG_FIELDS = ("objective", "schedule")  # ... and of a network row's configuration
-REPORT_SECONDS = 60  # the report built after the rows (tables, claims' 10,000 resamples, figures), on 2 cores
+# the report built after the rows (tables, claims' 10,000 resamples, figures), on 2 cores: 21-28 s for 18-67 rows
+# (`lmbench report` of results/ap89-1m-stream, ap89-1m-seq and brown, figures drawn afresh, less 3 s of imports;
+# the measurement log, 2026-12-08); 60 s before, which put a 8-minute run's estimate 12-20% over its wall time
+REPORT_SECONDS = 30
 
 
 def cost_key(row: dict) -> str:
