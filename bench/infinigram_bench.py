@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from scale_bench import _cpu_seconds, _peak_gb, _reset_peak, base_corpus, build_stream  # noqa: E402
+from scale_bench import _cpu_seconds, _peak_gb, _reset_peak, base_corpus, build_stream, print_figures  # noqa: E402
 
 PUBLISHED_BYTES_PER_TOKEN = 7  # Liu et al. (2024): 2-byte ids and 5-byte pointers
 
@@ -116,9 +116,7 @@ def main() -> None:
         print(f"{r['tokens']:>12,} {r['build_seconds']:8.1f} {r['build_cpu_seconds']:7.1f} {r['build_peak_gb']:9.2f} "
               f"{r['index_bytes_per_token']:8.1f} {r['infinigram_tokens_per_second']:13,} {full}")
     print(f"infini-gram's published index: {PUBLISHED_BYTES_PER_TOKEN} bytes a token")
-    print(json.dumps(figures, indent=1))
-    if args.out:
-        Path(args.out).write_text(json.dumps(figures, indent=1), encoding="utf-8")
+    print_figures(figures, args.out)
 
 
 if __name__ == "__main__":

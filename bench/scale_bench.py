@@ -251,9 +251,15 @@ def main() -> None:
                   f"wall {ratio['build_seconds']:.3f}, CPU {ratio['build_cpu_seconds']:.3f}")
     ap = KENLM_AP
     print(f"KenLM lmplz -o 5 on AP 1989's train (14M tokens): {ap['peak_gb']} GB, {ap['seconds']} s")
-    print(json.dumps(figures, indent=1))
-    if args.out:
-        Path(args.out).write_text(json.dumps(figures, indent=1), encoding="utf-8")
+    print_figures(figures, args.out)
+
+
+def print_figures(figures: dict, out: str | None) -> None:
+    """A bench's figures as JSON, printed last and written to `out` (its --out) where given."""
+    text = json.dumps(figures, indent=1)
+    print(text)
+    if out:
+        Path(out).write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":
